@@ -1,0 +1,31 @@
+//! Authentication for copyless: the NTLMv2 acceptor inside SPNEGO
+//! (MS-SPNG, MS-NLMP), and the user store.
+//!
+//! Everything here is sans-IO except [`UserStore::load`] and
+//! [`UserStore::save`]: the acceptor takes its randomness and clock from the
+//! caller, so it can be driven in memory by tests.
+
+mod acceptor;
+mod der;
+mod ntlm;
+mod spnego;
+mod text;
+pub mod userstore;
+
+#[cfg(test)]
+mod tests;
+
+pub use acceptor::{negotiate_hint, Acceptor, AuthError, Authenticated, ServerInfo, Step};
+pub use userstore::{UserError, UserStore};
+
+/// MD4 of the UTF-16LE password.
+pub fn nt_hash(password: &str) -> [u8; 16] {
+    use md4::{Digest, Md4};
+    let utf16 = zeroize::Zeroizing::new(text::utf16le(password));
+    Md4::digest(utf16.as_slice()).into()
+}
+
+/// Looks users up by name, case-insensitively (Windows user names are).
+pub trait Credentials: Send + Sync {
+    fn nt_hash(&self, user: &str) -> Option<[u8; 16]>;
+}

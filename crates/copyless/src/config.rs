@@ -1,0 +1,1188 @@
+//! Server configuration: built-in defaults, the TOML file and CLI overrides.
+//!
+//! The file format is fixed by INTERFACE.md. Parsing goes in two steps: serde
+//! reads the file into `raw` structs that keep the byte span of every value,
+//! then `validate` turns them into a `Config`, so that semantic errors can
+//! name the line just like syntax errors do.
+
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::fmt;
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ServeArgs {
+    /// Configuration file (TOML).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Address to listen on, ADDR:PORT; repeat for several. Replaces the configured list.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: Vec<String>,
+    /// Share to serve read-write, NAME=PATH; repeat for several. Replaces the configured shares.
+    #[arg(long, value_name = "NAME=PATH")]
+    pub share: Vec<String>,
+    /// Directory for the user store and other state.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signing {
+    Required,
+    Enabled,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encryption {
+    Off,
+    Desired,
+    Required,
+}
+
+// Read by the engine, which is still being written.
+#[allow(dead_code)]
+#[derive(Debug, Clone)]
+pub struct ShareConfig {
+    pub name: String,
+    pub path: PathBuf,
+    pub read_only: bool,
+}
+
+// Read by the engine, which is still being written.
+#[allow(dead_code)]
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// The largest SMB2 message, header included, accepted from a client.
+    pub max_message_size: u32,
+    /// MaxReadSize and MaxWriteSize announced in NEGOTIATE.
+    pub max_read_write: u32,
+    pub max_connections: u32,
+    pub max_sessions_per_connection: u32,
+    /// Per session.
+    pub max_open_files: u32,
+    pub max_credits: u16,
+    pub preauth_timeout_secs: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_message_size: 8 * MIB + 64 * KIB,
+            max_read_write: 8 * MIB,
+            max_connections: 1024,
+            max_sessions_per_connection: 64,
+            max_open_files: 16384,
+            max_credits: 8192,
+            preauth_timeout_secs: 30,
+        }
+    }
+}
+
+// Read by the engine, which is still being written.
+#[allow(dead_code)]
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: Vec<SocketAddr>,
+    pub state_dir: PathBuf,
+    pub signing: Signing,
+    pub encryption: Encryption,
+    pub guest: bool,
+    pub shares: Vec<ShareConfig>,
+    pub limits: Limits,
+    /// NetBIOS name of the server: at most 15 characters, upper case.
+    pub server_name: String,
+}
+
+/// What is wrong with the configuration, and where.
+#[derive(Debug)]
+pub struct ConfigError {
+    file: Option<PathBuf>,
+    line: Option<usize>,
+    message: String,
+}
+
+impl ConfigError {
+    fn plain(message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            file: None,
+            line: None,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.file, self.line) {
+            (Some(file), Some(line)) => write!(f, "{}:{line}: {}", file.display(), self.message),
+            (Some(file), None) => write!(f, "{}: {}", file.display(), self.message),
+            (None, _) => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+const KIB: u32 = 1024;
+const MIB: u32 = 1024 * 1024;
+/// Room for the SMB2 header and a command's fixed part around a payload.
+const HEADER_ROOM: u32 = 64 * KIB;
+/// One credit pays for 64 KiB of payload (MS-SMB2 3.1.5.2).
+const CREDIT_UNIT: u32 = 64 * KIB;
+const MAX_SHARE_NAME: usize = 80;
+const MAX_SERVER_NAME: usize = 15;
+const DEFAULT_SERVER_NAME: &str = "COPYLESS";
+
+/// Where the user store and other state live unless told otherwise.
+pub fn default_state_dir() -> PathBuf {
+    state_dir_for(
+        rustix::process::geteuid().is_root(),
+        std::env::var_os("XDG_STATE_HOME"),
+        std::env::var_os("HOME"),
+    )
+}
+
+fn state_dir_for(root: bool, xdg_state_home: Option<OsString>, home: Option<OsString>) -> PathBuf {
+    if root {
+        return PathBuf::from("/var/lib/copyless");
+    }
+    // The XDG spec says relative values are to be ignored.
+    if let Some(xdg) = xdg_state_home.map(PathBuf::from) {
+        if xdg.is_absolute() {
+            return xdg.join("copyless");
+        }
+    }
+    match home.map(PathBuf::from) {
+        Some(home) if home.is_absolute() => home.join(".local/state/copyless"),
+        // No usable home: keep the state beside where we were started.
+        _ => absolute(Path::new("copyless-state")),
+    }
+}
+
+fn default_server_name() -> String {
+    let uname = rustix::system::uname();
+    netbios_name(&uname.nodename().to_string_lossy())
+}
+
+/// The NetBIOS form of a host name: first label, upper case, at most 15
+/// characters; names we cannot use fall back to "COPYLESS".
+fn netbios_name(hostname: &str) -> String {
+    let label = hostname.split('.').next().unwrap_or("");
+    let name: String = label
+        .chars()
+        .take(MAX_SERVER_NAME)
+        .collect::<String>()
+        .to_ascii_uppercase();
+    if name.is_empty() || !name.chars().all(is_server_name_char) {
+        DEFAULT_SERVER_NAME.to_string()
+    } else {
+        name
+    }
+}
+
+fn is_server_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '-' || c == '_'
+}
+
+/// Makes a path absolute against the current directory without touching the
+/// filesystem; on failure (no current directory) the path is kept as given.
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+impl Config {
+    /// The built-in default: listen 0.0.0.0:445, share "share" at ./share
+    /// (created if missing by serve, not here), the default state dir,
+    /// signing required, encryption off, no guest.
+    pub fn builtin() -> Config {
+        Config {
+            listen: vec![SocketAddr::from(([0, 0, 0, 0], 445))],
+            state_dir: default_state_dir(),
+            signing: Signing::Required,
+            encryption: Encryption::Off,
+            guest: false,
+            shares: vec![ShareConfig {
+                name: "share".to_string(),
+                path: absolute(Path::new("share")),
+                read_only: false,
+            }],
+            limits: Limits::default(),
+            server_name: default_server_name(),
+        }
+    }
+
+    /// Parses a TOML config file. Every error names the file and, where it
+    /// can, the 1-based line. Relative paths in the file are resolved against
+    /// the file's directory.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: Some(path.to_path_buf()),
+            line: None,
+            message: format!("cannot read: {e}"),
+        })?;
+        let base = absolute(path)
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("/"));
+        parse(&text, &base).map_err(|e| ConfigError {
+            file: Some(path.to_path_buf()),
+            line: e.span.map(|span| line_of(&text, span.start)),
+            message: e.message,
+        })
+    }
+
+    /// The built-in default or the --config file, then the CLI overrides.
+    pub fn from_serve_args(args: &ServeArgs) -> Result<Config, ConfigError> {
+        let mut config = match &args.config {
+            Some(path) => Config::load(path)?,
+            None => Config::builtin(),
+        };
+        if !args.listen.is_empty() {
+            config.listen = parse_listen_args(&args.listen)?;
+        }
+        if !args.share.is_empty() {
+            config.shares = parse_share_args(&args.share)?;
+        }
+        if let Some(dir) = &args.state_dir {
+            if dir.as_os_str().is_empty() {
+                return Err(ConfigError::plain("--state-dir: must not be empty"));
+            }
+            config.state_dir = absolute(dir);
+        }
+        if config.shares.is_empty() {
+            let source = match &args.config {
+                Some(path) => format!("{}: ", path.display()),
+                None => String::new(),
+            };
+            return Err(ConfigError::plain(format!(
+                "{source}no share configured: add a [[share]] table or --share NAME=PATH"
+            )));
+        }
+        Ok(config)
+    }
+}
+
+fn parse_listen_args(args: &[String]) -> Result<Vec<SocketAddr>, ConfigError> {
+    let mut listen = Vec::with_capacity(args.len());
+    for arg in args {
+        let addr = parse_listen(arg)
+            .map_err(|message| ConfigError::plain(format!("--listen {arg:?}: {message}")))?;
+        if listen.contains(&addr) {
+            return Err(ConfigError::plain(format!(
+                "--listen {arg:?}: address given twice"
+            )));
+        }
+        listen.push(addr);
+    }
+    Ok(listen)
+}
+
+fn parse_share_args(args: &[String]) -> Result<Vec<ShareConfig>, ConfigError> {
+    let mut shares: Vec<ShareConfig> = Vec::with_capacity(args.len());
+    for arg in args {
+        let bad = |message: String| ConfigError::plain(format!("--share {arg:?}: {message}"));
+        let (name, path) = arg
+            .split_once('=')
+            .ok_or_else(|| bad("expected NAME=PATH".to_string()))?;
+        check_share_name(name).map_err(bad)?;
+        if shares.iter().any(|s| same_share_name(&s.name, name)) {
+            return Err(bad(format!("share name {name:?} given twice")));
+        }
+        if path.is_empty() {
+            return Err(bad("the path must not be empty".to_string()));
+        }
+        shares.push(ShareConfig {
+            name: name.to_string(),
+            path: absolute(Path::new(path)),
+            read_only: false,
+        });
+    }
+    Ok(shares)
+}
+
+fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    text.parse::<SocketAddr>().map_err(|_| {
+        "not an ADDR:PORT address (e.g. 0.0.0.0:445, [::]:445, 127.0.0.1:0)".to_string()
+    })
+}
+
+/// Share names follow the rules Windows applies to NetShareAdd
+/// (MS-SRVS 3.1.4.7): 1 to 80 characters, none of `"/\[]:|<>+=;,*?` and no
+/// control characters.
+fn check_share_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("share name must not be empty".to_string());
+    }
+    let len = name.chars().count();
+    if len > MAX_SHARE_NAME {
+        return Err(format!(
+            "share name {name:?} is {len} characters long, the limit is {MAX_SHARE_NAME}"
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|&c| c.is_control() || "\"/\\[]:|<>+=;,*?".contains(c))
+    {
+        return Err(format!(
+            "share name {name:?} contains the invalid character {c:?}"
+        ));
+    }
+    if name.trim() != name {
+        return Err(format!(
+            "share name {name:?} starts or ends with white space"
+        ));
+    }
+    if same_share_name(name, "IPC$") {
+        return Err("share name \"IPC$\" is reserved for the server".to_string());
+    }
+    Ok(())
+}
+
+/// Share names compare case-insensitively, as on Windows.
+fn same_share_name(a: &str, b: &str) -> bool {
+    a.to_uppercase() == b.to_uppercase()
+}
+
+/// Returns the 1-based line holding byte `offset` of `text`.
+fn line_of(text: &str, offset: usize) -> usize {
+    let end = offset.min(text.len());
+    text.as_bytes()
+        .get(..end)
+        .map_or(0, |before| before.iter().filter(|&&b| b == b'\n').count())
+        + 1
+}
+
+/// The file's shape, as serde sees it; spans are kept for error messages.
+mod raw {
+    use super::*;
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct File {
+        pub listen: Option<Spanned<Vec<Spanned<String>>>>,
+        pub state_dir: Option<Spanned<String>>,
+        pub server_name: Option<Spanned<String>>,
+        pub security: Option<Security>,
+        pub share: Option<Vec<Share>>,
+        pub limits: Option<Limits>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Security {
+        pub signing: Option<Spanned<String>>,
+        pub encryption: Option<Spanned<String>>,
+        pub guest: Option<bool>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Share {
+        pub name: Spanned<String>,
+        pub path: Spanned<String>,
+        #[serde(default)]
+        pub read_only: bool,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Limits {
+        pub max_message_size: Option<Spanned<u32>>,
+        pub max_read_write: Option<Spanned<u32>>,
+        pub max_connections: Option<Spanned<u32>>,
+        pub max_sessions_per_connection: Option<Spanned<u32>>,
+        pub max_open_files: Option<Spanned<u32>>,
+        pub max_credits: Option<Spanned<u16>>,
+        pub preauth_timeout_secs: Option<Spanned<u32>>,
+    }
+}
+
+/// An error inside the file text, before the file name is attached.
+struct SpanError {
+    span: Option<Range<usize>>,
+    message: String,
+}
+
+impl SpanError {
+    fn at<T>(value: &Spanned<T>, message: impl Into<String>) -> SpanError {
+        SpanError {
+            span: Some(value.span()),
+            message: message.into(),
+        }
+    }
+}
+
+fn parse(text: &str, base: &Path) -> Result<Config, SpanError> {
+    let file: raw::File = toml::from_str(text).map_err(|e| SpanError {
+        span: e.span(),
+        message: e.message().trim_end().to_string(),
+    })?;
+
+    let listen = match file.listen {
+        None => vec![SocketAddr::from(([0, 0, 0, 0], 445))],
+        Some(list) => parse_listen_list(&list)?,
+    };
+
+    let state_dir = match file.state_dir {
+        None => default_state_dir(),
+        Some(dir) => {
+            if dir.get_ref().is_empty() {
+                return Err(SpanError::at(&dir, "state_dir must not be empty"));
+            }
+            file_path(&dir, base, "state_dir")?
+        }
+    };
+
+    let server_name = match file.server_name {
+        None => default_server_name(),
+        Some(name) => check_server_name(&name)?,
+    };
+
+    let (signing, encryption, guest) = parse_security(file.security)?;
+    let shares = parse_shares(file.share.unwrap_or_default(), base)?;
+    let limits = parse_limits(file.limits)?;
+
+    Ok(Config {
+        listen,
+        state_dir,
+        signing,
+        encryption,
+        guest,
+        shares,
+        limits,
+        server_name,
+    })
+}
+
+fn parse_listen_list(list: &Spanned<Vec<Spanned<String>>>) -> Result<Vec<SocketAddr>, SpanError> {
+    if list.get_ref().is_empty() {
+        return Err(SpanError::at(
+            list,
+            "listen must name at least one ADDR:PORT",
+        ));
+    }
+    let mut addrs = Vec::with_capacity(list.get_ref().len());
+    for item in list.get_ref() {
+        let addr = parse_listen(item.get_ref())
+            .map_err(|m| SpanError::at(item, format!("listen {:?}: {m}", item.get_ref())))?;
+        if addrs.contains(&addr) {
+            return Err(SpanError::at(
+                item,
+                format!("listen {:?}: address given twice", item.get_ref()),
+            ));
+        }
+        addrs.push(addr);
+    }
+    Ok(addrs)
+}
+
+fn check_server_name(name: &Spanned<String>) -> Result<String, SpanError> {
+    let text = name.get_ref();
+    if text.is_empty() || text.chars().count() > MAX_SERVER_NAME {
+        return Err(SpanError::at(
+            name,
+            format!("server_name {text:?} must be 1 to {MAX_SERVER_NAME} characters long"),
+        ));
+    }
+    if !text.chars().all(is_server_name_char) {
+        return Err(SpanError::at(
+            name,
+            format!("server_name {text:?} may hold only ASCII letters, digits, '-' and '_'"),
+        ));
+    }
+    Ok(text.to_ascii_uppercase())
+}
+
+/// A path from the file: relative ones are taken from the file's directory.
+fn file_path(value: &Spanned<String>, base: &Path, key: &str) -> Result<PathBuf, SpanError> {
+    if value.get_ref().contains('\0') {
+        return Err(SpanError::at(
+            value,
+            format!("{key} contains a NUL character"),
+        ));
+    }
+    Ok(base.join(value.get_ref()))
+}
+
+fn parse_security(
+    security: Option<raw::Security>,
+) -> Result<(Signing, Encryption, bool), SpanError> {
+    let Some(security) = security else {
+        return Ok((Signing::Required, Encryption::Off, false));
+    };
+    let signing = match &security.signing {
+        None => Signing::Required,
+        Some(value) => match value.get_ref().as_str() {
+            "required" => Signing::Required,
+            "enabled" => Signing::Enabled,
+            other => {
+                return Err(SpanError::at(
+                    value,
+                    format!("signing {other:?} is not one of \"required\", \"enabled\""),
+                ))
+            }
+        },
+    };
+    let encryption = match &security.encryption {
+        None => Encryption::Off,
+        Some(value) => match value.get_ref().as_str() {
+            "off" => Encryption::Off,
+            "desired" => Encryption::Desired,
+            "required" => Encryption::Required,
+            other => {
+                return Err(SpanError::at(
+                    value,
+                    format!(
+                        "encryption {other:?} is not one of \"off\", \"desired\", \"required\""
+                    ),
+                ))
+            }
+        },
+    };
+    Ok((signing, encryption, security.guest.unwrap_or(false)))
+}
+
+fn parse_shares(raw: Vec<raw::Share>, base: &Path) -> Result<Vec<ShareConfig>, SpanError> {
+    let mut seen = HashSet::new();
+    let mut shares = Vec::with_capacity(raw.len());
+    for share in raw {
+        let name = share.name.get_ref();
+        check_share_name(name).map_err(|m| SpanError::at(&share.name, m))?;
+        if !seen.insert(name.to_uppercase()) {
+            return Err(SpanError::at(
+                &share.name,
+                format!("share name {name:?} is used twice (names are case-insensitive)"),
+            ));
+        }
+        shares.push(ShareConfig {
+            name: name.clone(),
+            path: file_path(&share.path, base, "path")?,
+            read_only: share.read_only,
+        });
+    }
+    Ok(shares)
+}
+
+fn parse_limits(raw: Option<raw::Limits>) -> Result<Limits, SpanError> {
+    let mut limits = Limits::default();
+    let Some(raw) = raw else {
+        return Ok(limits);
+    };
+
+    fn take<T: Copy + PartialOrd + fmt::Display>(
+        slot: &mut T,
+        value: &Option<Spanned<T>>,
+        key: &str,
+        min: T,
+        max: T,
+    ) -> Result<(), SpanError> {
+        if let Some(value) = value {
+            let v = *value.get_ref();
+            if v < min || v > max {
+                return Err(SpanError::at(
+                    value,
+                    format!("limits.{key} = {v} is out of range ({min} to {max})"),
+                ));
+            }
+            *slot = v;
+        }
+        Ok(())
+    }
+
+    take(
+        &mut limits.max_message_size,
+        &raw.max_message_size,
+        "max_message_size",
+        64 * KIB,
+        16 * MIB + HEADER_ROOM,
+    )?;
+    take(
+        &mut limits.max_read_write,
+        &raw.max_read_write,
+        "max_read_write",
+        64 * KIB,
+        16 * MIB,
+    )?;
+    take(
+        &mut limits.max_connections,
+        &raw.max_connections,
+        "max_connections",
+        1,
+        1_000_000,
+    )?;
+    take(
+        &mut limits.max_sessions_per_connection,
+        &raw.max_sessions_per_connection,
+        "max_sessions_per_connection",
+        1,
+        65_535,
+    )?;
+    take(
+        &mut limits.max_open_files,
+        &raw.max_open_files,
+        "max_open_files",
+        1,
+        1 << 20,
+    )?;
+    take(
+        &mut limits.max_credits,
+        &raw.max_credits,
+        "max_credits",
+        1,
+        u16::MAX,
+    )?;
+    take(
+        &mut limits.preauth_timeout_secs,
+        &raw.preauth_timeout_secs,
+        "preauth_timeout_secs",
+        1,
+        3600,
+    )?;
+
+    // A READ or WRITE of max_read_write bytes must fit in one message.
+    if limits.max_read_write > limits.max_message_size.saturating_sub(HEADER_ROOM) {
+        let at = raw
+            .max_read_write
+            .as_ref()
+            .map(Spanned::span)
+            .or(raw.max_message_size.as_ref().map(Spanned::span));
+        return Err(SpanError {
+            span: at,
+            message: format!(
+                "limits.max_read_write ({}) must leave {HEADER_ROOM} bytes of room \
+                 below limits.max_message_size ({})",
+                limits.max_read_write, limits.max_message_size
+            ),
+        });
+    }
+
+    // A client must be able to pay for one request of max_read_write bytes.
+    let needed = limits.max_read_write.div_ceil(CREDIT_UNIT);
+    if u32::from(limits.max_credits) < needed {
+        let at = raw
+            .max_credits
+            .as_ref()
+            .map(Spanned::span)
+            .or(raw.max_read_write.as_ref().map(Spanned::span));
+        return Err(SpanError {
+            span: at,
+            message: format!(
+                "limits.max_credits ({}) is below the {needed} credits that one \
+                 {}-byte read or write costs",
+                limits.max_credits, limits.max_read_write
+            ),
+        });
+    }
+    Ok(limits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A scratch directory removed when dropped.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new() -> TempDir {
+            static NEXT: AtomicUsize = AtomicUsize::new(0);
+            let dir = std::env::temp_dir().join(format!(
+                "copyless-config-test-{}-{}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            ));
+            std::fs::create_dir_all(&dir).unwrap();
+            TempDir(dir)
+        }
+
+        fn write(&self, name: &str, text: &str) -> PathBuf {
+            let path = self.0.join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// Loads `text` as a config file and expects an error at `line`;
+    /// returns the message for further checks.
+    fn error_at(text: &str, line: usize) -> String {
+        let dir = TempDir::new();
+        let path = dir.write("copyless.toml", text);
+        let err = Config::load(&path).expect_err("the file should be rejected");
+        let shown = err.to_string();
+        let prefix = format!("{}:{line}: ", path.display());
+        assert!(
+            shown.starts_with(&prefix),
+            "expected {prefix:?} at the start of {shown:?}"
+        );
+        assert_eq!(err.line, Some(line));
+        err.message
+    }
+
+    fn load_text(text: &str) -> (TempDir, Config) {
+        let dir = TempDir::new();
+        let path = dir.write("copyless.toml", text);
+        let config = Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        (dir, config)
+    }
+
+    const FULL: &str = r#"
+listen = ["0.0.0.0:445", "[::1]:4445"]
+state_dir = "/var/lib/copyless-test"
+server_name = "nas-1"
+
+[security]
+signing = "enabled"
+encryption = "desired"
+guest = true
+
+[[share]]
+name = "public"
+path = "/srv/public"
+read_only = true
+
+[[share]]
+name = "Home$"
+path = "homes"
+
+[limits]
+max_message_size = 1114112
+max_read_write = 1048576
+max_connections = 10
+max_sessions_per_connection = 2
+max_open_files = 100
+max_credits = 512
+preauth_timeout_secs = 5
+"#;
+
+    #[test]
+    fn full_file() {
+        let (dir, config) = load_text(FULL);
+        assert_eq!(
+            config.listen,
+            vec![
+                "0.0.0.0:445".parse::<SocketAddr>().unwrap(),
+                "[::1]:4445".parse().unwrap()
+            ]
+        );
+        assert_eq!(config.state_dir, PathBuf::from("/var/lib/copyless-test"));
+        assert_eq!(config.server_name, "NAS-1");
+        assert_eq!(config.signing, Signing::Enabled);
+        assert_eq!(config.encryption, Encryption::Desired);
+        assert!(config.guest);
+        assert_eq!(config.shares.len(), 2);
+        assert_eq!(config.shares[0].name, "public");
+        assert_eq!(config.shares[0].path, PathBuf::from("/srv/public"));
+        assert!(config.shares[0].read_only);
+        assert_eq!(config.shares[1].name, "Home$");
+        // Relative paths are taken from the config file's directory.
+        assert_eq!(config.shares[1].path, dir.0.join("homes"));
+        assert!(!config.shares[1].read_only);
+        let l = &config.limits;
+        assert_eq!(l.max_message_size, 1_114_112);
+        assert_eq!(l.max_read_write, 1_048_576);
+        assert_eq!(l.max_connections, 10);
+        assert_eq!(l.max_sessions_per_connection, 2);
+        assert_eq!(l.max_open_files, 100);
+        assert_eq!(l.max_credits, 512);
+        assert_eq!(l.preauth_timeout_secs, 5);
+    }
+
+    #[test]
+    fn missing_keys_take_the_defaults() {
+        let (_dir, config) = load_text("[[share]]\nname = \"s\"\npath = \"/srv/s\"\n");
+        assert_eq!(config.listen, vec![SocketAddr::from(([0, 0, 0, 0], 445))]);
+        assert_eq!(config.state_dir, default_state_dir());
+        assert_eq!(config.signing, Signing::Required);
+        assert_eq!(config.encryption, Encryption::Off);
+        assert!(!config.guest);
+        assert_eq!(config.limits.max_message_size, 8 * MIB + 64 * KIB);
+        assert_eq!(config.limits.max_read_write, 8 * MIB);
+        assert_eq!(config.limits.max_connections, 1024);
+        assert_eq!(config.limits.max_sessions_per_connection, 64);
+        assert_eq!(config.limits.max_open_files, 16384);
+        assert_eq!(config.limits.max_credits, 8192);
+        assert_eq!(config.limits.preauth_timeout_secs, 30);
+        assert!(!config.shares[0].read_only);
+    }
+
+    #[test]
+    fn the_interface_example_parses() {
+        let text = r#"
+listen = ["0.0.0.0:445"]          # one or more ADDR:PORT
+state_dir = "/var/lib/copyless"   # user store and other state
+
+[security]
+signing = "required"              # "required" | "enabled"
+encryption = "off"                # "off" | "desired" | "required"
+guest = false                     # allow guest / anonymous sessions
+
+[[share]]
+name = "public"
+path = "/srv/public"
+read_only = false
+"#;
+        let (_dir, config) = load_text(text);
+        assert_eq!(config.signing, Signing::Required);
+        assert_eq!(config.encryption, Encryption::Off);
+        assert_eq!(config.shares[0].path, PathBuf::from("/srv/public"));
+    }
+
+    #[test]
+    fn empty_and_relative_paths_resolve_against_the_file() {
+        let (dir, config) = load_text(
+            "state_dir = \"state\"\n[[share]]\nname = \"here\"\npath = \"\"\n\
+             [[share]]\nname = \"up\"\npath = \"../x\"\n",
+        );
+        assert_eq!(config.state_dir, dir.0.join("state"));
+        assert_eq!(config.shares[0].path, dir.0.join(""));
+        assert_eq!(config.shares[1].path, dir.0.join("../x"));
+    }
+
+    #[test]
+    fn encryption_values() {
+        for (value, want) in [
+            ("off", Encryption::Off),
+            ("desired", Encryption::Desired),
+            ("required", Encryption::Required),
+        ] {
+            let (_dir, config) = load_text(&format!("[security]\nencryption = \"{value}\"\n"));
+            assert_eq!(config.encryption, want);
+        }
+    }
+
+    #[test]
+    fn syntax_error_names_the_line() {
+        let message = error_at("listen = [\"0.0.0.0:445\"]\n\nstate_dir = \n", 3);
+        assert!(!message.is_empty());
+    }
+
+    #[test]
+    fn unknown_keys_are_errors() {
+        let m = error_at("listen = [\"0.0.0.0:445\"]\nlisen = 1\n", 2);
+        assert!(m.contains("unknown field `lisen`"), "{m}");
+        let m = error_at("[security]\nsigning = \"required\"\nencrypt = \"off\"\n", 3);
+        assert!(m.contains("unknown field `encrypt`"), "{m}");
+        let m = error_at(
+            "[[share]]\nname = \"a\"\npath = \"/a\"\nreadonly = true\n",
+            4,
+        );
+        assert!(m.contains("unknown field `readonly`"), "{m}");
+        let m = error_at("\n[limits]\nmax_files = 3\n", 3);
+        assert!(m.contains("unknown field `max_files`"), "{m}");
+        let m = error_at("\n\n[securty]\n", 3);
+        assert!(m.contains("unknown field `securty`"), "{m}");
+    }
+
+    #[test]
+    fn wrong_types_are_errors() {
+        error_at("listen = \"0.0.0.0:445\"\n", 1);
+        error_at("[security]\n\nguest = \"yes\"\n", 3);
+        error_at("[limits]\nmax_credits = 70000\n", 2);
+        error_at("[limits]\nmax_connections = -1\n", 2);
+        let m = error_at("\n[[share]]\npath = \"/a\"\n", 2);
+        assert!(m.contains("name"), "{m}");
+    }
+
+    #[test]
+    fn bad_listen_addresses() {
+        let m = error_at("listen = [\n  \"0.0.0.0:445\",\n  \"nas:445\",\n]\n", 3);
+        assert!(m.contains("\"nas:445\""), "{m}");
+        let m = error_at("\nlisten = [\"0.0.0.0\"]\n", 2);
+        assert!(m.contains("ADDR:PORT"), "{m}");
+        let m = error_at("listen = []\n", 1);
+        assert!(m.contains("at least one"), "{m}");
+        let m = error_at("listen = [\"[::]:445\",\n\"[::]:445\"]\n", 2);
+        assert!(m.contains("twice"), "{m}");
+    }
+
+    #[test]
+    fn bad_share_names() {
+        let share = |name: &str| format!("\n[[share]]\nname = \"{name}\"\npath = \"/a\"\n");
+        let m = error_at(&share(""), 3);
+        assert!(m.contains("empty"), "{m}");
+        let m = error_at(&share(&"x".repeat(81)), 3);
+        assert!(m.contains("81 characters"), "{m}");
+        // 80 characters is still fine.
+        load_text(&share(&"x".repeat(80)));
+        for bad in [
+            "a/b", "a\\\\b", "a:b", "a*", "what?", "a|b", "a<b", "x=y", "a\\tb",
+        ] {
+            let m = error_at(&share(bad), 3);
+            assert!(m.contains("invalid character"), "{bad}: {m}");
+        }
+        let m = error_at(&share(" lead"), 3);
+        assert!(m.contains("white space"), "{m}");
+        let m = error_at(&share("ipc$"), 3);
+        assert!(m.contains("reserved"), "{m}");
+    }
+
+    #[test]
+    fn duplicate_share_names_are_case_insensitive() {
+        let text = "[[share]]\nname = \"Data\"\npath = \"/a\"\n\n\
+                    [[share]]\nname = \"dATA\"\npath = \"/b\"\n";
+        let m = error_at(text, 6);
+        assert!(m.contains("used twice"), "{m}");
+    }
+
+    #[test]
+    fn bad_security_values() {
+        let m = error_at("[security]\nsigning = \"off\"\n", 2);
+        assert!(m.contains("\"required\", \"enabled\""), "{m}");
+        let m = error_at("[security]\n\nencryption = \"yes\"\n", 3);
+        assert!(m.contains("\"off\", \"desired\", \"required\""), "{m}");
+    }
+
+    #[test]
+    fn limits_out_of_range() {
+        let m = error_at("[limits]\nmax_message_size = 65535\n", 2);
+        assert!(
+            m.contains("max_message_size = 65535 is out of range"),
+            "{m}"
+        );
+        let m = error_at("[limits]\nmax_message_size = 16842753\n", 2);
+        assert!(m.contains("out of range"), "{m}");
+        // The bounds themselves are accepted (with a matching read size).
+        load_text("[limits]\nmax_message_size = 16842752\nmax_read_write = 16777216\n");
+        load_text("[limits]\nmax_message_size = 131072\nmax_read_write = 65536\n");
+        error_at("[limits]\n\n\nmax_connections = 0\n", 4);
+        error_at("[limits]\nmax_sessions_per_connection = 0\n", 2);
+        error_at("[limits]\nmax_open_files = 0\n", 2);
+        error_at("[limits]\nmax_credits = 0\n", 2);
+        error_at("[limits]\npreauth_timeout_secs = 0\n", 2);
+        error_at("[limits]\nmax_read_write = 4096\n", 2);
+    }
+
+    #[test]
+    fn limits_must_agree() {
+        // The default 8 MiB read size does not fit in a 1 MiB message.
+        let m = error_at("[limits]\nmax_message_size = 1048576\n", 2);
+        assert!(m.contains("max_read_write"), "{m}");
+        let m = error_at(
+            "[limits]\nmax_message_size = 1048576\nmax_read_write = 1048576\n",
+            3,
+        );
+        assert!(m.contains("65536 bytes of room"), "{m}");
+        // 8 MiB costs 128 credits.
+        let m = error_at("[limits]\nmax_credits = 127\n", 2);
+        assert!(m.contains("128 credits"), "{m}");
+        load_text("[limits]\nmax_credits = 128\n");
+    }
+
+    #[test]
+    fn bad_server_names() {
+        let m = error_at("\nserver_name = \"sixteen-chars-xx\"\n", 2);
+        assert!(m.contains("1 to 15"), "{m}");
+        let m = error_at("server_name = \"a.b\"\n", 1);
+        assert!(m.contains("ASCII letters"), "{m}");
+        error_at("server_name = \"\"\n", 1);
+    }
+
+    #[test]
+    fn unreadable_file_names_the_file() {
+        let dir = TempDir::new();
+        let path = dir.0.join("missing.toml");
+        let err = Config::load(&path).unwrap_err();
+        assert_eq!(err.line, None);
+        let shown = err.to_string();
+        assert!(
+            shown.starts_with(&format!("{}: cannot read", path.display())),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn builtin_defaults() {
+        let config = Config::builtin();
+        assert_eq!(config.listen, vec![SocketAddr::from(([0, 0, 0, 0], 445))]);
+        assert_eq!(config.shares.len(), 1);
+        assert_eq!(config.shares[0].name, "share");
+        assert_eq!(
+            config.shares[0].path,
+            std::env::current_dir().unwrap().join("share")
+        );
+        assert!(!config.shares[0].read_only);
+        assert_eq!(config.signing, Signing::Required);
+        assert_eq!(config.encryption, Encryption::Off);
+        assert!(!config.guest);
+        assert_eq!(config.state_dir, default_state_dir());
+        assert!(!config.server_name.is_empty() && config.server_name.len() <= 15);
+        assert_eq!(config.server_name, config.server_name.to_ascii_uppercase());
+    }
+
+    #[test]
+    fn state_dir_choice() {
+        let os = |s: &str| Some(OsString::from(s));
+        assert_eq!(
+            state_dir_for(true, os("/x"), os("/home/u")),
+            PathBuf::from("/var/lib/copyless")
+        );
+        assert_eq!(
+            state_dir_for(false, os("/x/state"), os("/home/u")),
+            PathBuf::from("/x/state/copyless")
+        );
+        // A relative XDG_STATE_HOME is ignored, as the XDG spec says.
+        assert_eq!(
+            state_dir_for(false, os("rel"), os("/home/u")),
+            PathBuf::from("/home/u/.local/state/copyless")
+        );
+        assert_eq!(
+            state_dir_for(false, None, os("/home/u")),
+            PathBuf::from("/home/u/.local/state/copyless")
+        );
+        assert!(state_dir_for(false, None, None).is_absolute());
+    }
+
+    #[test]
+    fn netbios_names_from_host_names() {
+        assert_eq!(netbios_name("nas"), "NAS");
+        assert_eq!(netbios_name("fileserver.example.com"), "FILESERVER");
+        assert_eq!(netbios_name("a-very-long-host-name"), "A-VERY-LONG-HOS");
+        assert_eq!(netbios_name(""), "COPYLESS");
+        assert_eq!(netbios_name("bad name"), "COPYLESS");
+    }
+
+    #[test]
+    fn line_numbers() {
+        assert_eq!(line_of("a\nb\nc", 0), 1);
+        assert_eq!(line_of("a\nb\nc", 2), 2);
+        assert_eq!(line_of("a\nb\nc", 4), 3);
+        assert_eq!(line_of("a\nb\nc", 400), 3);
+    }
+
+    fn args(config: Option<&Path>, listen: &[&str], share: &[&str]) -> ServeArgs {
+        ServeArgs {
+            config: config.map(Path::to_path_buf),
+            listen: listen.iter().map(|s| s.to_string()).collect(),
+            share: share.iter().map(|s| s.to_string()).collect(),
+            state_dir: None,
+        }
+    }
+
+    #[test]
+    fn no_arguments_is_the_builtin() {
+        let config = Config::from_serve_args(&ServeArgs::default()).unwrap();
+        assert_eq!(config.listen, Config::builtin().listen);
+        assert_eq!(config.shares[0].name, "share");
+    }
+
+    #[test]
+    fn cli_overrides_replace_the_file() {
+        let dir = TempDir::new();
+        let path = dir.write("copyless.toml", FULL);
+        let mut a = args(
+            Some(&path),
+            &["127.0.0.1:0", "[::1]:0"],
+            &["a=/srv/a", "b=rel/b"],
+        );
+        a.state_dir = Some(PathBuf::from("/tmp/state"));
+        let config = Config::from_serve_args(&a).unwrap();
+        assert_eq!(
+            config.listen,
+            vec![
+                "127.0.0.1:0".parse::<SocketAddr>().unwrap(),
+                "[::1]:0".parse().unwrap()
+            ]
+        );
+        assert_eq!(config.shares.len(), 2);
+        assert_eq!(config.shares[0].name, "a");
+        assert_eq!(config.shares[0].path, PathBuf::from("/srv/a"));
+        assert!(!config.shares[0].read_only);
+        assert_eq!(
+            config.shares[1].path,
+            std::env::current_dir().unwrap().join("rel/b")
+        );
+        assert_eq!(config.state_dir, PathBuf::from("/tmp/state"));
+        // What the CLI does not override stays from the file.
+        assert_eq!(config.signing, Signing::Enabled);
+        assert_eq!(config.limits.max_credits, 512);
+
+        // Without overrides the file's values stand.
+        let config = Config::from_serve_args(&args(Some(&path), &[], &[])).unwrap();
+        assert_eq!(config.shares[0].name, "public");
+        assert_eq!(config.listen.len(), 2);
+    }
+
+    #[test]
+    fn only_the_listen_list_is_replaced() {
+        let config = Config::from_serve_args(&args(None, &["127.0.0.1:4445"], &[])).unwrap();
+        assert_eq!(config.listen, vec!["127.0.0.1:4445".parse().unwrap()]);
+        assert_eq!(config.shares[0].name, "share");
+    }
+
+    #[test]
+    fn cli_errors_name_the_argument() {
+        let err = |a: ServeArgs| Config::from_serve_args(&a).unwrap_err().to_string();
+        let m = err(args(None, &["localhost"], &[]));
+        assert!(m.starts_with("--listen \"localhost\": "), "{m}");
+        let m = err(args(None, &["127.0.0.1:1", "127.0.0.1:1"], &[]));
+        assert!(
+            m.starts_with("--listen \"127.0.0.1:1\": ") && m.contains("twice"),
+            "{m}"
+        );
+        let m = err(args(None, &[], &["nopath"]));
+        assert!(
+            m.starts_with("--share \"nopath\": expected NAME=PATH"),
+            "{m}"
+        );
+        let m = err(args(None, &[], &["a/b=/x"]));
+        assert!(
+            m.starts_with("--share \"a/b=/x\": ") && m.contains("invalid character"),
+            "{m}"
+        );
+        let m = err(args(None, &[], &["=/x"]));
+        assert!(m.contains("empty"), "{m}");
+        let m = err(args(None, &[], &["a="]));
+        assert!(
+            m.starts_with("--share \"a=\": ") && m.contains("empty"),
+            "{m}"
+        );
+        let m = err(args(None, &[], &["A=/x", "a=/y"]));
+        assert!(
+            m.starts_with("--share \"a=/y\": ") && m.contains("twice"),
+            "{m}"
+        );
+        let mut a = args(None, &[], &[]);
+        a.state_dir = Some(PathBuf::new());
+        assert!(err(a).starts_with("--state-dir"));
+    }
+
+    #[test]
+    fn share_path_may_contain_equals() {
+        let config = Config::from_serve_args(&args(None, &[], &["x=/srv/a=b"])).unwrap();
+        assert_eq!(config.shares[0].path, PathBuf::from("/srv/a=b"));
+    }
+
+    #[test]
+    fn file_errors_pass_through_serve_args() {
+        let dir = TempDir::new();
+        let path = dir.write("bad.toml", "[security]\nsigning = \"maybe\"\n");
+        let m = Config::from_serve_args(&args(Some(&path), &["127.0.0.1:0"], &[]))
+            .unwrap_err()
+            .to_string();
+        assert!(m.starts_with(&format!("{}:2: ", path.display())), "{m}");
+    }
+
+    #[test]
+    fn a_file_without_shares_needs_share_arguments() {
+        let dir = TempDir::new();
+        let path = dir.write("noshare.toml", "listen = [\"127.0.0.1:0\"]\n");
+        let m = Config::from_serve_args(&args(Some(&path), &[], &[]))
+            .unwrap_err()
+            .to_string();
+        assert!(m.contains("no share configured"), "{m}");
+        let config = Config::from_serve_args(&args(Some(&path), &[], &["s=/srv/s"])).unwrap();
+        assert_eq!(config.shares[0].name, "s");
+    }
+}

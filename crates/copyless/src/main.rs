@@ -1,0 +1,64 @@
+//! The `copyless` command: serve, user, check-config.
+
+mod config;
+mod engine;
+mod serve;
+mod user_cmd;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "copyless", version, about = "An SMB 2/3 file server")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the configured shares.
+    Serve(config::ServeArgs),
+    /// Manage the user store.
+    #[command(subcommand)]
+    User(user_cmd::UserCommand),
+    /// Check a configuration file and report the first error.
+    CheckConfig { file: PathBuf },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => match config::Config::from_serve_args(&args) {
+            Ok(config) => {
+                // Only the built-in default share is created on demand: a
+                // configured path that is missing is more likely a typo.
+                let builtin = args.config.is_none() && args.share.is_empty();
+                match serve::serve(config, builtin) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err((msg, code)) => {
+                        eprintln!("copyless: {msg}");
+                        ExitCode::from(code)
+                    }
+                }
+            }
+            Err(e) => {
+                eprintln!("copyless: {e}");
+                ExitCode::from(2)
+            }
+        },
+        Command::User(cmd) => user_cmd::run(cmd),
+        Command::CheckConfig { file } => match config::Config::load(&file) {
+            Ok(_) => {
+                println!("{}: ok", file.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("copyless: {e}");
+                ExitCode::from(2)
+            }
+        },
+    }
+}

@@ -1,0 +1,94 @@
+//! `copyless serve`: from a Config to a running engine.
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use copyless_auth::UserStore;
+use copyless_core::{Server, ServerConfig, Share};
+use copyless_vfs::posix::PosixVfs;
+
+use crate::config::{Config, Encryption, Signing};
+use crate::engine::{self, EngineLimits};
+
+/// Runs the server; Err carries a message for the user and the exit code.
+pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, u8)> {
+    if config.encryption == Encryption::Required {
+        return Err((
+            "encryption = \"required\" is not supported yet: use \"off\" or \"desired\"".into(),
+            2,
+        ));
+    }
+    let mut users = UserStore::load(&config.state_dir).map_err(|e| (e.to_string(), 1))?;
+    if users.is_empty() {
+        let password = random_password();
+        users
+            .add("copyless", &password)
+            .and_then(|_| users.save())
+            .map_err(|e| (e.to_string(), 1))?;
+        println!("created user copyless with password {password}");
+        println!("(change it with: copyless user passwd copyless)");
+    }
+    let mut shares = Vec::new();
+    for s in &config.shares {
+        if create_missing_share && !s.path.exists() {
+            std::fs::create_dir_all(&s.path)
+                .map_err(|e| (format!("cannot create {}: {e}", s.path.display()), 1))?;
+        }
+        let vfs = PosixVfs::new(&s.path)
+            .map_err(|e| (format!("share {}: {}: {e}", s.name, s.path.display()), 1))?;
+        shares.push(Share {
+            name: s.name.clone(),
+            vfs: Arc::new(vfs),
+            read_only: s.read_only,
+            path: display_path(&s.path),
+        });
+    }
+    let mut guid = [0u8; 16];
+    getrandom::fill(&mut guid).map_err(|e| (format!("random: {e}"), 1))?;
+    let server_config = ServerConfig {
+        server_name: config.server_name.clone(),
+        signing_required: config.signing == Signing::Required,
+        allow_guest: config.guest,
+        max_io_size: config.limits.max_read_write,
+        max_credits: config.limits.max_credits,
+        max_sessions: config.limits.max_sessions_per_connection,
+        max_open_files: config.limits.max_open_files,
+        server_guid: guid,
+        start_time: engine::filetime_now(),
+    };
+    let server = Server::new(server_config, shares, Arc::new(users));
+    let mut listeners = Vec::new();
+    for addr in &config.listen {
+        let l = TcpListener::bind(addr).map_err(|e| (format!("cannot listen on {addr}: {e}"), 1))?;
+        let local = l.local_addr().map_err(|e| (e.to_string(), 1))?;
+        println!("copyless listening on {local}");
+        listeners.push(l);
+    }
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let limits = EngineLimits {
+        max_message_size: config.limits.max_message_size as usize,
+        max_connections: config.limits.max_connections as usize,
+        preauth_timeout: Duration::from_secs(u64::from(config.limits.preauth_timeout_secs)),
+    };
+    engine::run(server, listeners, limits).map_err(|e| (e.to_string(), 1))
+}
+
+fn display_path(p: &Path) -> String {
+    p.canonicalize()
+        .unwrap_or_else(|_| p.to_path_buf())
+        .display()
+        .to_string()
+}
+
+fn random_password() -> String {
+    const ALPHABET: &[u8] = b"abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+    let mut bytes = [0u8; 20];
+    getrandom::fill(&mut bytes).expect("kernel random number generator");
+    bytes
+        .iter()
+        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
+        .collect()
+}

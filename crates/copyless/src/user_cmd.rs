@@ -1,0 +1,470 @@
+//! `copyless user ...`: manage the user store in the state directory.
+
+use std::fmt;
+use std::io::{self, BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use copyless_auth::userstore::{UserError, UserStore};
+use zeroize::Zeroizing;
+
+use crate::config::default_state_dir;
+
+#[derive(clap::Subcommand, Debug)]
+pub enum UserCommand {
+    /// Add a user.
+    Add {
+        name: String,
+        /// Read the password as one line from standard input instead of the terminal.
+        #[arg(long)]
+        password_stdin: bool,
+        /// Directory that holds the user store.
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+    },
+    /// Delete a user.
+    Del {
+        name: String,
+        /// Directory that holds the user store.
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+    },
+    /// Change a user's password.
+    Passwd {
+        name: String,
+        /// Read the password as one line from standard input instead of the terminal.
+        #[arg(long)]
+        password_stdin: bool,
+        /// Directory that holds the user store.
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+    },
+    /// List the users.
+    List {
+        /// Directory that holds the user store.
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+    },
+}
+
+/// Runs a `user` subcommand; messages go to stdout, errors to stderr.
+pub fn run(cmd: UserCommand) -> ExitCode {
+    let stdin = io::stdin();
+    let mut input = stdin.lock();
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    match execute(cmd, &mut input, &mut out, &TerminalPrompt) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("copyless: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+/// Why a `user` command failed; the kind picks the exit status.
+#[derive(Debug)]
+struct CmdError {
+    usage: bool,
+    message: String,
+}
+
+impl CmdError {
+    fn usage(message: impl Into<String>) -> CmdError {
+        CmdError {
+            usage: true,
+            message: message.into(),
+        }
+    }
+
+    fn runtime(message: impl Into<String>) -> CmdError {
+        CmdError {
+            usage: false,
+            message: message.into(),
+        }
+    }
+
+    /// INTERFACE.md: 1 for a runtime failure, 2 for a usage error.
+    fn exit_code(&self) -> u8 {
+        if self.usage {
+            2
+        } else {
+            1
+        }
+    }
+}
+
+impl fmt::Display for CmdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<UserError> for CmdError {
+    fn from(e: UserError) -> CmdError {
+        let usage = matches!(e, UserError::InvalidName(_));
+        CmdError {
+            usage,
+            message: e.to_string(),
+        }
+    }
+}
+
+/// Asks for a password on the terminal; a trait so tests need no terminal.
+trait Prompt {
+    fn ask(&self, prompt: &str) -> io::Result<String>;
+}
+
+struct TerminalPrompt;
+
+impl Prompt for TerminalPrompt {
+    fn ask(&self, prompt: &str) -> io::Result<String> {
+        rpassword::prompt_password(prompt)
+    }
+}
+
+fn execute(
+    cmd: UserCommand,
+    input: &mut dyn BufRead,
+    out: &mut dyn Write,
+    prompt: &dyn Prompt,
+) -> Result<(), CmdError> {
+    match cmd {
+        UserCommand::Add {
+            name,
+            password_stdin,
+            state_dir,
+        } => {
+            let dir = state_dir.unwrap_or_else(default_state_dir);
+            create_state_dir(&dir)?;
+            let mut store = UserStore::load(&dir)?;
+            if has_user(&store, &name) {
+                return Err(CmdError::runtime(format!("user {name} already exists")));
+            }
+            let password = read_new_password(&name, password_stdin, input, prompt)?;
+            store.add(&name, &password)?;
+            store.save()?;
+            say(out, &format!("user {name} added"))
+        }
+        UserCommand::Del { name, state_dir } => {
+            let dir = state_dir.unwrap_or_else(default_state_dir);
+            let mut store = UserStore::load(&dir)?;
+            store.remove(&name)?;
+            store.save()?;
+            say(out, &format!("user {name} deleted"))
+        }
+        UserCommand::Passwd {
+            name,
+            password_stdin,
+            state_dir,
+        } => {
+            let dir = state_dir.unwrap_or_else(default_state_dir);
+            let mut store = UserStore::load(&dir)?;
+            if !has_user(&store, &name) {
+                return Err(CmdError::runtime(format!("no user {name}")));
+            }
+            let password = read_new_password(&name, password_stdin, input, prompt)?;
+            store.set_password(&name, &password)?;
+            store.save()?;
+            say(out, &format!("password of user {name} changed"))
+        }
+        UserCommand::List { state_dir } => {
+            let dir = state_dir.unwrap_or_else(default_state_dir);
+            let store = UserStore::load(&dir)?;
+            let mut names = store.names();
+            names.sort_by_key(|n| n.to_lowercase());
+            for name in names {
+                say(out, &name)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn say(out: &mut dyn Write, line: &str) -> Result<(), CmdError> {
+    writeln!(out, "{line}")
+        .and_then(|()| out.flush())
+        .map_err(|e| CmdError::runtime(format!("cannot write to standard output: {e}")))
+}
+
+/// User names compare case-insensitively, as on Windows.
+fn has_user(store: &UserStore, name: &str) -> bool {
+    store
+        .names()
+        .iter()
+        .any(|n| n.to_lowercase() == name.to_lowercase())
+}
+
+/// The store holds password equivalents (NT hashes), so its directory is
+/// private to the owner when we create it.
+fn create_state_dir(dir: &Path) -> Result<(), CmdError> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| {
+            CmdError::runtime(format!(
+                "cannot create state directory {}: {e}",
+                dir.display()
+            ))
+        })
+}
+
+fn read_new_password(
+    name: &str,
+    from_stdin: bool,
+    input: &mut dyn BufRead,
+    prompt: &dyn Prompt,
+) -> Result<Zeroizing<String>, CmdError> {
+    let password = if from_stdin {
+        read_password_line(input)?
+    } else {
+        let first = ask(prompt, &format!("Password for {name}: "))?;
+        let second = ask(prompt, "Retype the password: ")?;
+        if *first != *second {
+            return Err(CmdError::runtime("the passwords do not match"));
+        }
+        first
+    };
+    if password.is_empty() {
+        return Err(CmdError::usage("the password must not be empty"));
+    }
+    Ok(password)
+}
+
+fn ask(prompt: &dyn Prompt, text: &str) -> Result<Zeroizing<String>, CmdError> {
+    prompt.ask(text).map(Zeroizing::new).map_err(|e| {
+        CmdError::runtime(format!(
+            "cannot read the password from the terminal ({e}); \
+             use --password-stdin to give it on standard input"
+        ))
+    })
+}
+
+/// One line of standard input, without its line ending.
+fn read_password_line(input: &mut dyn BufRead) -> Result<Zeroizing<String>, CmdError> {
+    // Room up front so that a password of usual length is read without a
+    // reallocation leaving an unzeroed copy behind.
+    let mut line = Zeroizing::new(String::with_capacity(256));
+    let n = input.read_line(&mut line).map_err(|e| {
+        CmdError::runtime(format!("cannot read the password from standard input: {e}"))
+    })?;
+    if n == 0 {
+        return Err(CmdError::usage("no password on standard input"));
+    }
+    if line.ends_with('\n') {
+        line.pop();
+        if line.ends_with('\r') {
+            line.pop();
+        }
+    }
+    Ok(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::io::Cursor;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new() -> TempDir {
+            static NEXT: AtomicUsize = AtomicUsize::new(0);
+            let dir = std::env::temp_dir().join(format!(
+                "copyless-user-test-{}-{}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            ));
+            TempDir(dir)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// Answers prompts from a script and records what was asked.
+    struct Scripted {
+        answers: RefCell<Vec<&'static str>>,
+        asked: RefCell<Vec<String>>,
+    }
+
+    impl Scripted {
+        fn new(answers: &[&'static str]) -> Scripted {
+            Scripted {
+                answers: RefCell::new(answers.iter().rev().copied().collect()),
+                asked: RefCell::new(Vec::new()),
+            }
+        }
+    }
+
+    impl Prompt for Scripted {
+        fn ask(&self, prompt: &str) -> io::Result<String> {
+            self.asked.borrow_mut().push(prompt.to_string());
+            self.answers
+                .borrow_mut()
+                .pop()
+                .map(str::to_string)
+                .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "no terminal"))
+        }
+    }
+
+    /// Runs one command with `stdin` as standard input; returns stdout or the error.
+    fn exec(cmd: UserCommand, stdin: &str, prompt: &Scripted) -> Result<String, CmdError> {
+        let mut input = Cursor::new(stdin.as_bytes().to_vec());
+        let mut out = Vec::new();
+        execute(cmd, &mut input, &mut out, prompt)?;
+        Ok(String::from_utf8(out).unwrap())
+    }
+
+    fn add(dir: &TempDir, name: &str) -> UserCommand {
+        UserCommand::Add {
+            name: name.to_string(),
+            password_stdin: true,
+            state_dir: Some(dir.0.clone()),
+        }
+    }
+
+    fn list(dir: &TempDir) -> UserCommand {
+        UserCommand::List {
+            state_dir: Some(dir.0.clone()),
+        }
+    }
+
+    #[test]
+    fn add_list_passwd_del() {
+        let dir = TempDir::new();
+        let none = Scripted::new(&[]);
+        assert_eq!(
+            exec(add(&dir, "bob"), "s3cret\n", &none).unwrap(),
+            "user bob added\n"
+        );
+        assert_eq!(
+            exec(add(&dir, "Alice"), "pw\r\n", &none).unwrap(),
+            "user Alice added\n"
+        );
+        assert_eq!(exec(list(&dir), "", &none).unwrap(), "Alice\nbob\n");
+
+        let passwd = UserCommand::Passwd {
+            name: "bob".to_string(),
+            password_stdin: true,
+            state_dir: Some(dir.0.clone()),
+        };
+        assert_eq!(
+            exec(passwd, "new\n", &none).unwrap(),
+            "password of user bob changed\n"
+        );
+
+        let del = UserCommand::Del {
+            name: "bob".to_string(),
+            state_dir: Some(dir.0.clone()),
+        };
+        assert_eq!(exec(del, "", &none).unwrap(), "user bob deleted\n");
+        assert_eq!(exec(list(&dir), "", &none).unwrap(), "Alice\n");
+    }
+
+    #[test]
+    fn the_state_dir_is_created_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = TempDir::new();
+        exec(add(&dir, "bob"), "pw\n", &Scripted::new(&[])).unwrap();
+        let mode = std::fs::metadata(&dir.0).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+    }
+
+    #[test]
+    fn adding_twice_fails_before_asking() {
+        let dir = TempDir::new();
+        exec(add(&dir, "bob"), "pw\n", &Scripted::new(&[])).unwrap();
+        let prompt = Scripted::new(&["x", "x"]);
+        let cmd = UserCommand::Add {
+            name: "BOB".to_string(),
+            password_stdin: false,
+            state_dir: Some(dir.0.clone()),
+        };
+        let err = exec(cmd, "", &prompt).unwrap_err();
+        assert_eq!(err.exit_code(), 1);
+        assert!(err.to_string().contains("already exists"), "{err}");
+        assert!(prompt.asked.borrow().is_empty());
+    }
+
+    #[test]
+    fn unknown_users_are_runtime_errors() {
+        let dir = TempDir::new();
+        let none = Scripted::new(&[]);
+        exec(add(&dir, "bob"), "pw\n", &none).unwrap();
+        let del = UserCommand::Del {
+            name: "carol".to_string(),
+            state_dir: Some(dir.0.clone()),
+        };
+        assert_eq!(exec(del, "", &none).unwrap_err().exit_code(), 1);
+        let passwd = UserCommand::Passwd {
+            name: "carol".to_string(),
+            password_stdin: true,
+            state_dir: Some(dir.0.clone()),
+        };
+        assert_eq!(exec(passwd, "pw\n", &none).unwrap_err().exit_code(), 1);
+        assert_eq!(exec(list(&dir), "", &none).unwrap(), "bob\n");
+    }
+
+    #[test]
+    fn terminal_prompt_asks_twice() {
+        let dir = TempDir::new();
+        let prompt = Scripted::new(&["pw", "pw"]);
+        let cmd = UserCommand::Add {
+            name: "bob".to_string(),
+            password_stdin: false,
+            state_dir: Some(dir.0.clone()),
+        };
+        assert_eq!(exec(cmd, "", &prompt).unwrap(), "user bob added\n");
+        assert_eq!(
+            *prompt.asked.borrow(),
+            vec![
+                "Password for bob: ".to_string(),
+                "Retype the password: ".to_string()
+            ]
+        );
+    }
+
+    #[test]
+    fn mismatched_passwords_add_nobody() {
+        let dir = TempDir::new();
+        let prompt = Scripted::new(&["one", "two"]);
+        let cmd = UserCommand::Add {
+            name: "bob".to_string(),
+            password_stdin: false,
+            state_dir: Some(dir.0.clone()),
+        };
+        let err = exec(cmd, "", &prompt).unwrap_err();
+        assert_eq!(err.to_string(), "the passwords do not match");
+        assert_eq!(err.exit_code(), 1);
+        assert_eq!(exec(list(&dir), "", &Scripted::new(&[])).unwrap(), "");
+    }
+
+    #[test]
+    fn password_lines() {
+        let read = |s: &str| read_password_line(&mut Cursor::new(s.as_bytes().to_vec()));
+        assert_eq!(*read("abc\n").unwrap(), "abc");
+        assert_eq!(*read("abc\r\n").unwrap(), "abc");
+        assert_eq!(*read("abc").unwrap(), "abc");
+        assert_eq!(*read(" a b \nsecond line\n").unwrap(), " a b ");
+        assert_eq!(*read("\n").unwrap(), "");
+        assert_eq!(read("").unwrap_err().exit_code(), 2);
+    }
+
+    #[test]
+    fn empty_passwords_are_refused() {
+        let dir = TempDir::new();
+        let err = exec(add(&dir, "bob"), "\n", &Scripted::new(&[])).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("empty"), "{err}");
+        let err = exec(add(&dir, "bob"), "", &Scripted::new(&[])).unwrap_err();
+        assert_eq!(err.to_string(), "no password on standard input");
+    }
+}

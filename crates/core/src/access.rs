@@ -1,0 +1,115 @@
+//! Access masks (MS-SMB2 2.2.13.1) and share-mode conflicts (MS-FSA
+//! 2.1.5.1.2).
+
+pub const FILE_READ_DATA: u32 = 0x0000_0001;
+pub const FILE_WRITE_DATA: u32 = 0x0000_0002;
+pub const FILE_APPEND_DATA: u32 = 0x0000_0004;
+pub const FILE_READ_EA: u32 = 0x0000_0008;
+pub const FILE_WRITE_EA: u32 = 0x0000_0010;
+pub const FILE_EXECUTE: u32 = 0x0000_0020;
+pub const FILE_DELETE_CHILD: u32 = 0x0000_0040;
+pub const FILE_READ_ATTRIBUTES: u32 = 0x0000_0080;
+pub const FILE_WRITE_ATTRIBUTES: u32 = 0x0000_0100;
+pub const DELETE: u32 = 0x0001_0000;
+pub const READ_CONTROL: u32 = 0x0002_0000;
+pub const WRITE_DAC: u32 = 0x0004_0000;
+pub const WRITE_OWNER: u32 = 0x0008_0000;
+pub const SYNCHRONIZE: u32 = 0x0010_0000;
+pub const ACCESS_SYSTEM_SECURITY: u32 = 0x0100_0000;
+pub const MAXIMUM_ALLOWED: u32 = 0x0200_0000;
+pub const GENERIC_ALL: u32 = 0x1000_0000;
+pub const GENERIC_EXECUTE: u32 = 0x2000_0000;
+pub const GENERIC_WRITE: u32 = 0x4000_0000;
+pub const GENERIC_READ: u32 = 0x8000_0000;
+
+pub const FILE_ALL_ACCESS: u32 = 0x001F_01FF;
+pub const FILE_GENERIC_READ: u32 = 0x0012_0089;
+pub const FILE_GENERIC_WRITE: u32 = 0x0012_0116;
+pub const FILE_GENERIC_EXECUTE: u32 = 0x0012_00A0;
+
+/// Rights that change a file or its directory entry.
+pub const MODIFYING: u32 = FILE_WRITE_DATA
+    | FILE_APPEND_DATA
+    | FILE_WRITE_EA
+    | FILE_WRITE_ATTRIBUTES
+    | FILE_DELETE_CHILD
+    | DELETE
+    | WRITE_DAC
+    | WRITE_OWNER;
+
+/// Bits a client may ask for; others are invalid.
+const VALID: u32 = FILE_ALL_ACCESS
+    | ACCESS_SYSTEM_SECURITY
+    | MAXIMUM_ALLOWED
+    | GENERIC_ALL
+    | GENERIC_EXECUTE
+    | GENERIC_WRITE
+    | GENERIC_READ;
+
+pub const SHARE_READ: u32 = 0x1;
+pub const SHARE_WRITE: u32 = 0x2;
+pub const SHARE_DELETE: u32 = 0x4;
+
+pub fn is_valid(desired: u32) -> bool {
+    desired & !VALID == 0
+}
+
+/// Replaces generic rights by the specific ones and MAXIMUM_ALLOWED by
+/// `maximal`.
+pub fn map_generic(desired: u32, maximal: u32) -> u32 {
+    let mut a = desired & !(GENERIC_ALL | GENERIC_EXECUTE | GENERIC_WRITE | GENERIC_READ | MAXIMUM_ALLOWED);
+    if desired & GENERIC_READ != 0 {
+        a |= FILE_GENERIC_READ;
+    }
+    if desired & GENERIC_WRITE != 0 {
+        a |= FILE_GENERIC_WRITE;
+    }
+    if desired & GENERIC_EXECUTE != 0 {
+        a |= FILE_GENERIC_EXECUTE;
+    }
+    if desired & GENERIC_ALL != 0 {
+        a |= FILE_ALL_ACCESS;
+    }
+    if desired & MAXIMUM_ALLOWED != 0 {
+        a |= maximal;
+    }
+    a
+}
+
+fn reads(access: u32) -> bool {
+    access & (FILE_READ_DATA | FILE_EXECUTE) != 0
+}
+
+fn writes(access: u32) -> bool {
+    access & (FILE_WRITE_DATA | FILE_APPEND_DATA) != 0
+}
+
+fn deletes(access: u32) -> bool {
+    access & DELETE != 0
+}
+
+/// Whether a new open (access, share) may coexist with an existing one.
+pub fn share_conflict(new_access: u32, new_share: u32, old_access: u32, old_share: u32) -> bool {
+    (reads(new_access) && old_share & SHARE_READ == 0)
+        || (writes(new_access) && old_share & SHARE_WRITE == 0)
+        || (deletes(new_access) && old_share & SHARE_DELETE == 0)
+        || (reads(old_access) && new_share & SHARE_READ == 0)
+        || (writes(old_access) && new_share & SHARE_WRITE == 0)
+        || (deletes(old_access) && new_share & SHARE_DELETE == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conflicts() {
+        assert!(!share_conflict(FILE_READ_DATA, SHARE_READ, FILE_READ_DATA, SHARE_READ));
+        assert!(share_conflict(FILE_WRITE_DATA, SHARE_READ | SHARE_WRITE, FILE_READ_DATA, SHARE_READ));
+        assert!(share_conflict(FILE_READ_DATA, SHARE_READ, FILE_WRITE_DATA, SHARE_READ | SHARE_WRITE));
+        assert!(!share_conflict(FILE_READ_ATTRIBUTES, 0, FILE_READ_DATA, 0));
+        assert!(share_conflict(DELETE, 7, FILE_READ_DATA, SHARE_READ));
+        assert_eq!(map_generic(GENERIC_READ, 0), FILE_GENERIC_READ);
+        assert_eq!(map_generic(MAXIMUM_ALLOWED, FILE_ALL_ACCESS), FILE_ALL_ACCESS);
+    }
+}

@@ -1,0 +1,462 @@
+//! One client connection: negotiation state, sessions, credits, signing and
+//! compounding. Bytes of one received SMB message go in through
+//! [`Connection::handle`]; the reply frame comes out. No I/O happens here
+//! but through the share's VFS.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use copyless_crypto::{PreauthHash, SigningAlgorithm};
+use copyless_proto::command as cmd;
+use copyless_proto::header::{
+    Header, FLAG_ASYNC_COMMAND, FLAG_RELATED_OPERATIONS, FLAG_SERVER_TO_REDIR, FLAG_SIGNED,
+};
+use copyless_proto::messages::{self, FileId};
+use copyless_proto::status::{self, NtStatus};
+use copyless_proto::{smb1, Writer, HEADER_LEN};
+
+use crate::credits::CreditWindow;
+use crate::env::Env;
+use crate::server::Server;
+use crate::session::Session;
+
+/// What the engine does after a message.
+#[derive(Debug, Default)]
+pub struct Output {
+    /// SMB2 messages to send, each a whole transport frame payload (the
+    /// engine adds the 4-byte length prefix).
+    pub frames: Vec<Vec<u8>>,
+    /// Close the connection after sending the frames.
+    pub disconnect: bool,
+}
+
+/// One request of a compound, as dispatch sees it.
+pub(crate) struct Req<'a> {
+    pub msg: &'a [u8],
+    pub hdr: Header,
+    /// After compound inheritance.
+    pub session_id: u64,
+    pub tree_id: u32,
+}
+
+/// Per-reply decisions taken while handling a request.
+pub(crate) struct Reply {
+    pub session_id: u64,
+    pub tree_id: u32,
+    /// Sign this reply (when the session has a key).
+    pub sign: bool,
+    /// Feed this reply into that session's pre-authentication hash.
+    pub preauth_update: Option<u64>,
+    /// Feed this reply into the connection's pre-authentication hash.
+    pub preauth_connection: bool,
+    pub disconnect: bool,
+    /// No reply at all (CANCEL).
+    pub suppress: bool,
+}
+
+/// State carried from one request of a compound to the next.
+#[derive(Default)]
+pub(crate) struct Compound {
+    pub session_id: u64,
+    pub tree_id: u32,
+    pub file_id: Option<FileId>,
+    /// The status of the previous request that should have produced the
+    /// file id, for related requests that depend on it.
+    pub file_error: Option<NtStatus>,
+}
+
+pub struct Connection {
+    pub(crate) server: Arc<Server>,
+    pub(crate) client_addr: SocketAddr,
+    pub(crate) local_addr: SocketAddr,
+    /// 0 until NEGOTIATE picked a dialect; 0x02FF after an SMB1 upgrade.
+    pub(crate) dialect: u16,
+    pub(crate) client_guid: [u8; 16],
+    pub(crate) client_security_mode: u16,
+    pub(crate) client_capabilities: u32,
+    pub(crate) client_dialects: Vec<u16>,
+    pub(crate) server_security_mode: u16,
+    pub(crate) server_capabilities: u32,
+    pub(crate) signing_algorithm: SigningAlgorithm,
+    pub(crate) preauth: PreauthHash,
+    pub(crate) credits: CreditWindow,
+    pub(crate) sessions: HashMap<u64, Session>,
+    pub(crate) max_io: u32,
+}
+
+impl Connection {
+    pub fn new(server: Arc<Server>, client_addr: SocketAddr, local_addr: SocketAddr) -> Self {
+        let max_credits = server.config.max_credits;
+        Connection {
+            server,
+            client_addr,
+            local_addr,
+            dialect: 0,
+            client_guid: [0; 16],
+            client_security_mode: 0,
+            client_capabilities: 0,
+            client_dialects: Vec::new(),
+            server_security_mode: 0,
+            server_capabilities: 0,
+            signing_algorithm: SigningAlgorithm::AesCmac,
+            preauth: PreauthHash::new(),
+            credits: CreditWindow::new(max_credits),
+            sessions: HashMap::new(),
+            max_io: 65536,
+        }
+    }
+
+    /// True once any session finished authenticating.
+    pub fn has_valid_session(&self) -> bool {
+        self.sessions.values().any(|s| s.is_valid())
+    }
+
+    pub fn client_addr(&self) -> SocketAddr {
+        self.client_addr
+    }
+
+    /// Handles one received message (one transport frame: an SMB2 message
+    /// or a compound of several, or the SMB1 NEGOTIATE).
+    pub fn handle(&mut self, msg: &[u8], env: &mut dyn Env) -> Output {
+        if smb1::is_smb1(msg) {
+            return self.handle_smb1(msg, env);
+        }
+        let mut out = Vec::new();
+        let mut compound = Compound::default();
+        let mut offset = 0usize;
+        let mut disconnect = false;
+        let mut prev_start: Option<usize> = None;
+        loop {
+            let rest = &msg[offset..];
+            let hdr = match Header::parse(rest) {
+                Ok(h) => h,
+                Err(_) => return Output::close(out),
+            };
+            let next = hdr.next_command as usize;
+            let this = if next == 0 {
+                rest
+            } else {
+                if next % 8 != 0 || next < HEADER_LEN || next >= rest.len() {
+                    return Output::close(out);
+                }
+                &rest[..next]
+            };
+            if self.dialect == 0 && hdr.command != cmd::NEGOTIATE {
+                // The first request on a connection must negotiate.
+                return Output::close(out);
+            }
+            let reply = self.handle_one(this, hdr, offset == 0, &mut compound, env);
+            if let Some((bytes, flags)) = reply {
+                if flags.disconnect {
+                    disconnect = true;
+                }
+                if bytes.is_empty() {
+                    break;
+                }
+                if let Some(p) = prev_start {
+                    // Pad the previous reply and point it at this one.
+                    let padded = (out.len() - p).next_multiple_of(8);
+                    out.resize(p + padded, 0);
+                    let off = (out.len() - p) as u32;
+                    out[p + 20..p + 24].copy_from_slice(&off.to_le_bytes());
+                    self.sign_reply(&mut out[p..]);
+                }
+                prev_start = Some(out.len());
+                out.extend_from_slice(&bytes);
+            }
+            if next == 0 || disconnect {
+                break;
+            }
+            offset += next;
+        }
+        if let Some(p) = prev_start {
+            self.sign_reply(&mut out[p..]);
+        }
+        Output {
+            frames: if out.is_empty() { vec![] } else { vec![out] },
+            disconnect,
+        }
+    }
+
+    /// Closes every open of every session (the connection went away).
+    pub fn shutdown(&mut self) {
+        let ids: Vec<u64> = self.sessions.keys().copied().collect();
+        for id in ids {
+            self.remove_session(id);
+        }
+    }
+
+    fn handle_smb1(&mut self, msg: &[u8], env: &mut dyn Env) -> Output {
+        if self.dialect != 0 {
+            return Output::close(Vec::new());
+        }
+        match smb1::parse_negotiate(msg) {
+            Ok(smb1::Upgrade::Wildcard) => self.smb1_upgrade(true, env),
+            Ok(smb1::Upgrade::Smb202) => self.smb1_upgrade(false, env),
+            _ => Output::close(Vec::new()),
+        }
+    }
+
+    /// Handles one request; None when no reply is sent (CANCEL). Returns the
+    /// reply bytes, signed when it is the last of its compound only after
+    /// `handle` signs it (signing needs the final NextCommand).
+    fn handle_one(
+        &mut self,
+        msg: &[u8],
+        hdr: Header,
+        first: bool,
+        compound: &mut Compound,
+        env: &mut dyn Env,
+    ) -> Option<(Vec<u8>, Reply)> {
+        let related = hdr.flags & FLAG_RELATED_OPERATIONS != 0 && !first;
+        let (session_id, tree_id) = if related {
+            (compound.session_id, compound.tree_id)
+        } else {
+            (hdr.session_id, hdr.tree_id)
+        };
+        if !related {
+            compound.file_id = None;
+            compound.file_error = None;
+        }
+        let mut reply = Reply {
+            session_id,
+            tree_id,
+            sign: false,
+            preauth_update: None,
+            preauth_connection: false,
+            disconnect: false,
+            suppress: false,
+        };
+        let req = Req {
+            msg,
+            hdr,
+            session_id,
+            tree_id,
+        };
+        let mut w = Writer::with_capacity(HEADER_LEN + 128);
+        w.zeros(HEADER_LEN);
+
+        let mut granted = 0u16;
+        let result = if hdr.command == cmd::CANCEL {
+            // CANCEL takes no credit and gets no reply; nothing we run
+            // is ever pending.
+            reply.suppress = true;
+            Ok(status::SUCCESS)
+        } else {
+            let charge = self.credit_charge(&hdr);
+            if !self.credits.consume(hdr.message_id, charge) {
+                return Some((Vec::new(), Reply { disconnect: true, ..reply }));
+            }
+            granted = self.credits.grant(hdr.credits.max(1));
+            self.run(&req, &mut reply, compound, &mut w, env)
+        };
+        if reply.suppress {
+            return None;
+        }
+        let status = match result {
+            Ok(s) => s,
+            Err(s) => {
+                w.buf.truncate(HEADER_LEN);
+                messages::write_error_response(&mut w, &[]);
+                s
+            }
+        };
+        if hdr.command == cmd::CREATE && status != status::SUCCESS {
+            compound.file_error = Some(status);
+        }
+        compound.session_id = reply.session_id;
+        compound.tree_id = reply.tree_id;
+
+        let mut flags = FLAG_SERVER_TO_REDIR;
+        if related {
+            flags |= FLAG_RELATED_OPERATIONS;
+        }
+        if hdr.flags & FLAG_ASYNC_COMMAND != 0 {
+            flags |= FLAG_ASYNC_COMMAND;
+        }
+        let signing_session = self
+            .sessions
+            .get(&reply.session_id)
+            .filter(|s| s.is_valid() && s.signing.is_some());
+        if let Some(s) = signing_session {
+            if s.signing_required || hdr.flags & FLAG_SIGNED != 0 || reply.sign {
+                flags |= FLAG_SIGNED;
+            }
+        }
+        let rh = Header {
+            credit_charge: hdr.credit_charge,
+            status,
+            command: hdr.command,
+            credits: granted,
+            flags,
+            next_command: 0,
+            message_id: hdr.message_id,
+            async_id: hdr.async_id,
+            process_id: hdr.process_id,
+            tree_id: reply.tree_id,
+            session_id: reply.session_id,
+            signature: [0; 16],
+        };
+        let mut head = Vec::with_capacity(HEADER_LEN);
+        rh.write(&mut head);
+        w.buf[..HEADER_LEN].copy_from_slice(&head);
+        let bytes = w.into_vec();
+        if reply.preauth_connection {
+            self.preauth.update(&bytes);
+        }
+        if let Some(sid) = reply.preauth_update {
+            if let Some(s) = self.sessions.get_mut(&sid) {
+                s.preauth.update(&bytes);
+            }
+        }
+        Some((bytes, reply))
+    }
+
+    fn credit_charge(&self, hdr: &Header) -> u64 {
+        if self.server_capabilities & copyless_proto::negotiate::CAP_LARGE_MTU != 0 {
+            u64::from(hdr.credit_charge.max(1))
+        } else {
+            1
+        }
+    }
+
+    /// Checks session, signature and tree, then runs the command.
+    fn run(
+        &mut self,
+        req: &Req<'_>,
+        reply: &mut Reply,
+        compound: &mut Compound,
+        w: &mut Writer,
+        env: &mut dyn Env,
+    ) -> Result<NtStatus, NtStatus> {
+        let c = req.hdr.command;
+        match c {
+            cmd::NEGOTIATE => return self.negotiate(req, reply, w, env),
+            cmd::SESSION_SETUP => {
+                self.verify_if_established(req)?;
+                return self.session_setup(req, reply, w, env);
+            }
+            cmd::ECHO if req.session_id == 0 => {
+                messages::parse_empty(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
+                messages::write_empty_response(w);
+                return Ok(status::SUCCESS);
+            }
+            _ => {}
+        }
+        let session = self
+            .sessions
+            .get(&req.session_id)
+            .ok_or(status::USER_SESSION_DELETED)?;
+        if !session.is_valid() {
+            return Err(status::USER_SESSION_DELETED);
+        }
+        self.verify(req)?;
+        match c {
+            cmd::LOGOFF => return self.logoff(req, w),
+            cmd::ECHO => {
+                messages::parse_empty(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
+                messages::write_empty_response(w);
+                return Ok(status::SUCCESS);
+            }
+            cmd::TREE_CONNECT => return self.tree_connect(req, reply, w),
+            _ => {}
+        }
+        if !session.trees.contains_key(&req.tree_id) {
+            return Err(status::NETWORK_NAME_DELETED);
+        }
+        match c {
+            cmd::TREE_DISCONNECT => self.tree_disconnect(req, w),
+            cmd::CREATE => self.create(req, compound, w, env),
+            cmd::CLOSE => self.close(req, compound, w),
+            cmd::FLUSH => self.flush(req, compound, w),
+            cmd::READ => self.read(req, compound, w),
+            cmd::WRITE => self.write(req, compound, w),
+            cmd::QUERY_DIRECTORY => self.query_directory(req, compound, w),
+            cmd::QUERY_INFO => self.query_info(req, compound, w),
+            cmd::SET_INFO => self.set_info(req, compound, w),
+            cmd::IOCTL => self.ioctl(req, compound, reply, w),
+            cmd::LOCK | cmd::CHANGE_NOTIFY => Err(status::NOT_SUPPORTED),
+            cmd::OPLOCK_BREAK => Err(status::INVALID_PARAMETER),
+            _ => Err(status::INVALID_PARAMETER),
+        }
+    }
+
+    /// SESSION_SETUP on an established session (re-authentication) is
+    /// verified like any other request; during authentication there is no
+    /// key yet.
+    fn verify_if_established(&self, req: &Req<'_>) -> Result<(), NtStatus> {
+        match self.sessions.get(&req.session_id) {
+            Some(s) if s.is_valid() && s.signing.is_some() => self.verify(req),
+            _ => Ok(()),
+        }
+    }
+
+    fn verify(&self, req: &Req<'_>) -> Result<(), NtStatus> {
+        let Some(session) = self.sessions.get(&req.session_id) else {
+            return Ok(());
+        };
+        let Some(key) = &session.signing else {
+            return Ok(());
+        };
+        let signed = req.hdr.flags & FLAG_SIGNED != 0;
+        if !signed {
+            return if session.signing_required {
+                Err(status::ACCESS_DENIED)
+            } else {
+                Ok(())
+            };
+        }
+        if key.verify(req.msg) {
+            Ok(())
+        } else {
+            Err(status::ACCESS_DENIED)
+        }
+    }
+
+    /// Signs a reply whose header is final, when its session asks for it.
+    fn sign_reply(&self, msg: &mut [u8]) {
+        let flags = u32::from_le_bytes([msg[16], msg[17], msg[18], msg[19]]);
+        if flags & FLAG_SIGNED == 0 {
+            return;
+        }
+        let sid = u64::from_le_bytes(msg[40..48].try_into().expect("8 bytes"));
+        if let Some(key) = self.sessions.get(&sid).and_then(|s| s.signing.as_ref()) {
+            key.sign(msg);
+        } else {
+            // The session went away (LOGOFF): nothing to sign with.
+            let f = flags & !FLAG_SIGNED;
+            msg[16..20].copy_from_slice(&f.to_le_bytes());
+        }
+    }
+
+    /// Finds the open a request names; a related request may name the file
+    /// of the previous request.
+    pub(crate) fn file_id(
+        &self,
+        id: FileId,
+        compound: &Compound,
+    ) -> Result<FileId, NtStatus> {
+        if id == FileId::RELATED {
+            return match (compound.file_id, compound.file_error) {
+                (Some(f), _) => Ok(f),
+                (None, Some(e)) => Err(e),
+                (None, None) => Err(status::INVALID_PARAMETER),
+            };
+        }
+        Ok(id)
+    }
+}
+
+impl Output {
+    fn close(frames_so_far: Vec<u8>) -> Output {
+        Output {
+            frames: if frames_so_far.is_empty() {
+                vec![]
+            } else {
+                vec![frames_so_far]
+            },
+            disconnect: true,
+        }
+    }
+}

@@ -1,0 +1,391 @@
+//! CREATE (MS-SMB2 3.3.5.9): opening and creating files, directories and
+//! pipes, with share-mode and access checks.
+
+use std::sync::Arc;
+
+use copyless_proto::create_context::{self as cc, CreateContext};
+use copyless_proto::messages::{self, CreateRequest, FileId};
+use copyless_proto::status::{self, NtStatus};
+use copyless_proto::{utf16, Writer};
+use copyless_vfs::{attr, Disposition, Kind, OpenRequest, Opened, Vfs, VfsError};
+
+use crate::access::{self, map_generic, share_conflict};
+use crate::connection::{Compound, Connection, Req};
+use crate::env::Env;
+use crate::handlers::{file_times, vfs_status};
+use crate::open::{FileOpen, Open, OpenKind};
+use crate::server::{FileState, OpenRef, Server};
+use crate::tree::TreeKind;
+
+pub const FILE_DIRECTORY_FILE: u32 = 0x0000_0001;
+pub const FILE_WRITE_THROUGH: u32 = 0x0000_0002;
+pub const FILE_SEQUENTIAL_ONLY: u32 = 0x0000_0004;
+pub const FILE_NO_INTERMEDIATE_BUFFERING: u32 = 0x0000_0008;
+pub const FILE_NON_DIRECTORY_FILE: u32 = 0x0000_0040;
+pub const FILE_DELETE_ON_CLOSE: u32 = 0x0000_1000;
+/// Options that must be zero (MS-SMB2 2.2.13).
+const OPTIONS_RESERVED: u32 = 0xFF00_0000;
+/// Access bits MS-SMB2 3.3.5.9 says fail with ACCESS_DENIED.
+const ACCESS_RESERVED: u32 = 0x0CE0_FE00;
+
+const SUPERSEDE: u32 = 0;
+const OPEN: u32 = 1;
+const CREATE: u32 = 2;
+const OPEN_IF: u32 = 3;
+const OVERWRITE: u32 = 4;
+const OVERWRITE_IF: u32 = 5;
+
+const ACTION_SUPERSEDED: u32 = 0;
+const ACTION_OPENED: u32 = 1;
+const ACTION_CREATED: u32 = 2;
+const ACTION_OVERWRITTEN: u32 = 3;
+
+struct Outcome {
+    opened: Opened,
+    action: u32,
+}
+
+impl Connection {
+    pub(crate) fn create(
+        &mut self,
+        req: &Req<'_>,
+        compound: &mut Compound,
+        w: &mut Writer,
+        _env: &mut dyn Env,
+    ) -> Result<NtStatus, NtStatus> {
+        let cr = CreateRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
+        if cr.impersonation_level > 3 {
+            return Err(status::BAD_IMPERSONATION_LEVEL);
+        }
+        if cr.create_disposition > OVERWRITE_IF
+            || cr.create_options & OPTIONS_RESERVED != 0
+            || cr.share_access & !7 != 0
+            || (cr.create_options & FILE_DIRECTORY_FILE != 0
+                && cr.create_options & FILE_NON_DIRECTORY_FILE != 0)
+        {
+            return Err(status::INVALID_PARAMETER);
+        }
+        if cr.desired_access & ACCESS_RESERVED != 0 || !access::is_valid(cr.desired_access) {
+            return Err(status::ACCESS_DENIED);
+        }
+        let contexts = cc::parse_chain(cr.contexts).map_err(|_| status::INVALID_PARAMETER)?;
+        let server = self.server.clone();
+        let session = self
+            .sessions
+            .get_mut(&req.session_id)
+            .ok_or(status::USER_SESSION_DELETED)?;
+        if session.opens.len() as u32 >= server.config.max_open_files {
+            return Err(status::INSUFFICIENT_RESOURCES);
+        }
+        let tree = session
+            .trees
+            .get(&req.tree_id)
+            .ok_or(status::NETWORK_NAME_DELETED)?;
+        let granted = map_generic(cr.desired_access, tree.maximal_access);
+        let (index, share) = match &tree.kind {
+            TreeKind::Ipc => {
+                let name = utf16::decode(cr.name).map_err(|_| status::OBJECT_NAME_INVALID)?;
+                if !copyless_rpc::is_known_pipe(&name) {
+                    return Err(status::OBJECT_NAME_NOT_FOUND);
+                }
+                let pipe = copyless_rpc::Pipe::new(
+                    &name,
+                    &server.config.server_name,
+                    share_list(&server),
+                );
+                let id = server.next_id();
+                let file_id = FileId {
+                    persistent: id,
+                    volatile: id,
+                };
+                session.opens.insert(
+                    id,
+                    Open {
+                        file_id,
+                        tree_id: req.tree_id,
+                        access: granted,
+                        kind: OpenKind::Pipe(pipe),
+                    },
+                );
+                compound.file_id = Some(file_id);
+                let times = messages::FileTimes {
+                    attributes: attr::NORMAL,
+                    ..Default::default()
+                };
+                messages::write_create_response(w, 0, ACTION_OPENED, &times, file_id, &[]);
+                return Ok(status::SUCCESS);
+            }
+            TreeKind::Disk { index, share } => (*index, share.clone()),
+        };
+        let read_only = tree.read_only;
+        let path = crate::path::from_smb(cr.name)?;
+        let delete_on_close = cr.create_options & FILE_DELETE_ON_CLOSE != 0;
+        if delete_on_close && granted & access::DELETE == 0 {
+            return Err(status::INVALID_PARAMETER);
+        }
+        if read_only
+            && (granted & access::MODIFYING != 0
+                || matches!(cr.create_disposition, SUPERSEDE | OVERWRITE | OVERWRITE_IF))
+        {
+            return Err(status::ACCESS_DENIED);
+        }
+        let kind = if cr.create_options & FILE_DIRECTORY_FILE != 0 {
+            Kind::Directory
+        } else if cr.create_options & FILE_NON_DIRECTORY_FILE != 0 {
+            Kind::NonDirectory
+        } else {
+            Kind::Any
+        };
+        let id = server.next_id();
+        let outcome = open_or_create(
+            &server,
+            index,
+            share.vfs.as_ref(),
+            &path,
+            &cr,
+            kind,
+            granted,
+            read_only,
+            id,
+        )?;
+        let Outcome { opened, action } = outcome;
+        let key = (index, opened.stat.dev, opened.stat.ino);
+        let file_id = FileId {
+            persistent: id,
+            volatile: id,
+        };
+        let mut reply_contexts: Vec<(&[u8], Vec<u8>)> = Vec::new();
+        for CreateContext { name, .. } in &contexts {
+            if *name == cc::MXAC {
+                let mut d = Vec::with_capacity(8);
+                d.extend_from_slice(&0u32.to_le_bytes());
+                d.extend_from_slice(&tree.maximal_access.to_le_bytes());
+                reply_contexts.push((cc::MXAC, d));
+            } else if *name == cc::QFID {
+                let mut d = Vec::with_capacity(32);
+                d.extend_from_slice(&opened.stat.ino.to_le_bytes());
+                d.extend_from_slice(&opened.stat.dev.to_le_bytes());
+                d.extend_from_slice(&[0u8; 16]);
+                reply_contexts.push((cc::QFID, d));
+            }
+        }
+        let ctx_bytes = cc::build_chain(&reply_contexts);
+        let times = file_times(&opened.stat);
+        let is_dir = opened.stat.is_dir;
+        let mut mode = 0;
+        if cr.create_options & FILE_WRITE_THROUGH != 0 {
+            mode |= FILE_WRITE_THROUGH;
+        }
+        if cr.create_options & FILE_SEQUENTIAL_ONLY != 0 {
+            mode |= FILE_SEQUENTIAL_ONLY;
+        }
+        if cr.create_options & FILE_NO_INTERMEDIATE_BUFFERING != 0 {
+            mode |= FILE_NO_INTERMEDIATE_BUFFERING;
+        }
+        if delete_on_close {
+            mode |= FILE_DELETE_ON_CLOSE;
+        }
+        session.opens.insert(
+            id,
+            Open {
+                file_id,
+                tree_id: req.tree_id,
+                access: granted,
+                kind: OpenKind::File(FileOpen {
+                    vfs: share.vfs.clone(),
+                    handle: opened.handle,
+                    key,
+                    is_dir,
+                    share_access: cr.share_access,
+                    delete_on_close,
+                    write_through: cr.create_options & FILE_WRITE_THROUGH != 0,
+                    position: 0,
+                    mode,
+                    dir: None,
+                }),
+            },
+        );
+        compound.file_id = Some(file_id);
+        let action_code = action;
+        messages::write_create_response(w, 0, action_code, &times, file_id, &ctx_bytes);
+        Ok(status::SUCCESS)
+    }
+}
+
+fn share_list(server: &Server) -> Vec<copyless_rpc::ShareInfo> {
+    let mut v: Vec<copyless_rpc::ShareInfo> = server
+        .shares
+        .iter()
+        .map(|s| copyless_rpc::ShareInfo {
+            name: s.name.clone(),
+            kind: copyless_rpc::ShareKind::Disk,
+            comment: String::new(),
+            path: s.path.clone(),
+        })
+        .collect();
+    v.push(copyless_rpc::ShareInfo {
+        name: "IPC$".into(),
+        kind: copyless_rpc::ShareKind::Ipc,
+        comment: "IPC Service".into(),
+        path: String::new(),
+    });
+    v
+}
+
+/// Opens an existing object after checking share modes, or creates it, as
+/// the disposition says. The share-mode entry for `id` is registered before
+/// anything is truncated, so a conflicting open never damages data.
+#[allow(clippy::too_many_arguments)]
+fn open_or_create(
+    server: &Arc<Server>,
+    index: usize,
+    vfs: &dyn Vfs,
+    path: &str,
+    cr: &CreateRequest<'_>,
+    kind: Kind,
+    granted: u32,
+    read_only: bool,
+    id: u64,
+) -> Result<Outcome, NtStatus> {
+    let disposition = cr.create_disposition;
+    let wants_read = granted & (access::FILE_READ_DATA | access::FILE_EXECUTE) != 0;
+    let truncating = matches!(disposition, SUPERSEDE | OVERWRITE | OVERWRITE_IF);
+    let wants_write =
+        granted & (access::FILE_WRITE_DATA | access::FILE_APPEND_DATA) != 0 || truncating;
+    for _attempt in 0..3 {
+        let req = OpenRequest {
+            path,
+            disposition: Disposition::Open,
+            kind,
+            read: wants_read,
+            write: wants_write,
+            attributes: cr.file_attributes,
+            allocation_size: 0,
+        };
+        match vfs.open(&req) {
+            Ok(opened) => {
+                if disposition == CREATE {
+                    return Err(status::OBJECT_NAME_COLLISION);
+                }
+                if opened.stat.is_dir && truncating {
+                    return Err(status::INVALID_PARAMETER);
+                }
+                if !opened.stat.is_dir
+                    && opened.stat.attributes & attr::READONLY != 0
+                    && (granted & (access::FILE_WRITE_DATA | access::FILE_APPEND_DATA) != 0
+                        || truncating)
+                {
+                    return Err(status::ACCESS_DENIED);
+                }
+                if opened.stat.attributes & attr::READONLY != 0
+                    && cr.create_options & FILE_DELETE_ON_CLOSE != 0
+                {
+                    return Err(status::CANNOT_DELETE);
+                }
+                register(server, index, &opened, id, granted, cr.share_access)?;
+                let mut opened = opened;
+                let action = if truncating {
+                    let attrs = (cr.file_attributes & attr::SETTABLE) | attr::ARCHIVE;
+                    let r = vfs
+                        .set_len(&opened.handle, 0)
+                        .and_then(|_| vfs.set_attributes(&opened.handle, attrs))
+                        .and_then(|_| vfs.stat(&opened.handle));
+                    match r {
+                        Ok(st) => opened.stat = st,
+                        Err(e) => {
+                            unregister(server, index, &opened, id);
+                            return Err(vfs_status(&e));
+                        }
+                    }
+                    if disposition == SUPERSEDE {
+                        ACTION_SUPERSEDED
+                    } else {
+                        ACTION_OVERWRITTEN
+                    }
+                } else {
+                    ACTION_OPENED
+                };
+                return Ok(Outcome { opened, action });
+            }
+            Err(VfsError::NameNotFound) => {
+                if matches!(disposition, OPEN | OVERWRITE) {
+                    return Err(status::OBJECT_NAME_NOT_FOUND);
+                }
+                if read_only {
+                    return Err(status::ACCESS_DENIED);
+                }
+                if path.is_empty() {
+                    return Err(status::OBJECT_NAME_INVALID);
+                }
+                let req = OpenRequest {
+                    disposition: Disposition::Create,
+                    attributes: cr.file_attributes & attr::SETTABLE,
+                    ..req
+                };
+                match vfs.open(&req) {
+                    Ok(opened) => {
+                        register(server, index, &opened, id, granted, cr.share_access)?;
+                        return Ok(Outcome {
+                            opened,
+                            action: ACTION_CREATED,
+                        });
+                    }
+                    // Someone created it meanwhile: open it instead.
+                    Err(VfsError::Collision) => continue,
+                    Err(e) => return Err(vfs_status(&e)),
+                }
+            }
+            Err(e) => return Err(vfs_status(&e)),
+        }
+    }
+    Err(status::SHARING_VIOLATION)
+}
+
+/// Adds the open to the shared table after checking delete-pending and
+/// share modes against every other open of the same file.
+fn register(
+    server: &Server,
+    index: usize,
+    opened: &Opened,
+    id: u64,
+    access: u32,
+    share_access: u32,
+) -> Result<(), NtStatus> {
+    let key = (index, opened.stat.dev, opened.stat.ino);
+    let mut table = server.files();
+    let state = table.files.entry(key).or_insert_with(|| FileState {
+        path: opened.path.clone(),
+        is_dir: opened.stat.is_dir,
+        ..Default::default()
+    });
+    if state.delete_pending {
+        return Err(status::DELETE_PENDING);
+    }
+    if state
+        .opens
+        .iter()
+        .any(|o| share_conflict(access, share_access, o.access, o.share_access))
+    {
+        if state.opens.is_empty() {
+            table.files.remove(&key);
+        }
+        return Err(status::SHARING_VIOLATION);
+    }
+    state.opens.push(OpenRef {
+        id,
+        access,
+        share_access,
+    });
+    Ok(())
+}
+
+fn unregister(server: &Server, index: usize, opened: &Opened, id: u64) {
+    let key = (index, opened.stat.dev, opened.stat.ino);
+    let mut table = server.files();
+    if let Some(state) = table.files.get_mut(&key) {
+        state.opens.retain(|o| o.id != id);
+        if state.opens.is_empty() {
+            table.files.remove(&key);
+        }
+    }
+}

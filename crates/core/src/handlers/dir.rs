@@ -1,0 +1,123 @@
+//! QUERY_DIRECTORY (MS-SMB2 3.3.5.18): enumeration with DOS wildcards,
+//! restart/reopen/single-entry, and buffer limits.
+
+use copyless_fscc::DirWriter;
+use copyless_proto::messages::{self, QueryDirectoryRequest};
+use copyless_proto::status::{self, NtStatus};
+use copyless_proto::{utf16, Writer};
+use copyless_vfs::{DirEntry, Disposition, Kind, OpenRequest};
+
+use crate::access;
+use crate::connection::{Compound, Connection, Req};
+use crate::handlers::{file_info, vfs_status};
+use crate::open::{current_path, DirCursor, OpenKind};
+use crate::wildcard;
+
+impl Connection {
+    pub(crate) fn query_directory(
+        &mut self,
+        req: &Req<'_>,
+        compound: &mut Compound,
+        w: &mut Writer,
+    ) -> Result<NtStatus, NtStatus> {
+        let q = QueryDirectoryRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
+        let max_io = self.max_io;
+        if q.output_buffer_length > max_io {
+            return Err(status::INVALID_PARAMETER);
+        }
+        let server = self.server.clone();
+        let open = self.open_mut(req, compound, q.file_id)?;
+        let access = open.access;
+        let OpenKind::File(f) = &mut open.kind else {
+            return Err(status::INVALID_PARAMETER);
+        };
+        if !f.is_dir {
+            return Err(status::INVALID_PARAMETER);
+        }
+        if access & access::FILE_READ_DATA == 0 {
+            return Err(status::ACCESS_DENIED);
+        }
+        let mut writer =
+            DirWriter::new(q.class, q.output_buffer_length as usize).ok_or(status::INVALID_INFO_CLASS)?;
+        let pattern = utf16::decode(q.pattern).map_err(|_| status::OBJECT_NAME_INVALID)?;
+        let restart = q.flags & (messages::QD_RESTART_SCANS | messages::QD_REOPEN) != 0;
+        let first_call = f.dir.is_none() || restart;
+        if first_call {
+            let path = current_path(&server, &f.key).unwrap_or_default();
+            let mut entries = Vec::new();
+            let own = f.vfs.stat(&f.handle).map_err(|e| vfs_status(&e))?;
+            let parent = if path.is_empty() {
+                own.clone()
+            } else {
+                let parent_path = path.rsplit_once('/').map(|(p, _)| p).unwrap_or("");
+                let po = f
+                    .vfs
+                    .open(&OpenRequest {
+                        path: parent_path,
+                        disposition: Disposition::Open,
+                        kind: Kind::Directory,
+                        read: false,
+                        write: false,
+                        attributes: 0,
+                        allocation_size: 0,
+                    })
+                    .map_err(|e| vfs_status(&e))?;
+                po.stat
+            };
+            entries.push(DirEntry {
+                name: ".".into(),
+                stat: own,
+            });
+            entries.push(DirEntry {
+                name: "..".into(),
+                stat: parent,
+            });
+            entries.extend(f.vfs.read_dir(&f.handle).map_err(|e| vfs_status(&e))?);
+            let keep_pattern = f.dir.as_ref().map(|d| d.pattern.clone());
+            let pattern = match (q.flags & messages::QD_REOPEN != 0, keep_pattern) {
+                (false, Some(p)) if !pattern.is_empty() => {
+                    let _ = p;
+                    pattern.clone()
+                }
+                _ => pattern.clone(),
+            };
+            f.dir = Some(DirCursor {
+                pattern: if pattern.is_empty() { "*".into() } else { pattern },
+                entries,
+                next: 0,
+            });
+        }
+        let cursor = f.dir.as_mut().expect("set above");
+        let single = q.flags & messages::QD_RETURN_SINGLE_ENTRY != 0;
+        let mut any_matched = false;
+        while cursor.next < cursor.entries.len() {
+            let e = &cursor.entries[cursor.next];
+            if !wildcard::matches(&cursor.pattern, &e.name) {
+                cursor.next += 1;
+                continue;
+            }
+            any_matched = true;
+            let info = file_info(&e.stat, false);
+            if !writer.push(&e.name, &info, cursor.next as u32) {
+                if writer.is_empty() {
+                    return Err(status::INFO_LENGTH_MISMATCH);
+                }
+                break;
+            }
+            cursor.next += 1;
+            if single {
+                break;
+            }
+        }
+        if writer.is_empty() {
+            let _ = any_matched;
+            return Err(if first_call {
+                status::NO_SUCH_FILE
+            } else {
+                status::NO_MORE_FILES
+            });
+        }
+        messages::write_buffer_response(w, &writer.finish());
+        Ok(status::SUCCESS)
+    }
+}

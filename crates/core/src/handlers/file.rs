@@ -1,0 +1,159 @@
+//! CLOSE, FLUSH, READ and WRITE.
+
+use copyless_proto::messages::{self, CloseRequest, ReadRequest, WriteRequest};
+use copyless_proto::status::{self, NtStatus};
+use copyless_proto::{Writer, HEADER_LEN};
+
+use crate::access;
+use crate::connection::{Compound, Connection, Req};
+use crate::handlers::{file_times, vfs_status};
+use crate::open::{close_open, OpenKind};
+
+const PIPE_EMPTY: NtStatus = 0xC000_00D9;
+
+/// Credits a READ or WRITE of `len` bytes must carry (MS-SMB2 3.3.5.2.5).
+fn required_charge(len: u32) -> u16 {
+    (len.saturating_sub(1) / 65536 + 1) as u16
+}
+
+impl Connection {
+    fn check_charge(&self, req: &Req<'_>, len: u32) -> Result<(), NtStatus> {
+        if self.server_capabilities & copyless_proto::negotiate::CAP_LARGE_MTU != 0
+            && req.hdr.credit_charge.max(1) < required_charge(len)
+        {
+            return Err(status::INVALID_PARAMETER);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn close(
+        &mut self,
+        req: &Req<'_>,
+        compound: &mut Compound,
+        w: &mut Writer,
+    ) -> Result<NtStatus, NtStatus> {
+        let c = CloseRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
+        let id = self.open_mut(req, compound, c.file_id)?.file_id;
+        let server = self.server.clone();
+        let session = self
+            .sessions
+            .get_mut(&req.session_id)
+            .ok_or(status::USER_SESSION_DELETED)?;
+        let open = session.opens.remove(&id.volatile).ok_or(status::FILE_CLOSED)?;
+        let times = match (&open.kind, c.flags & messages::CLOSE_FLAG_POSTQUERY_ATTRIB != 0) {
+            (OpenKind::File(f), true) => f.vfs.stat(&f.handle).ok().map(|st| file_times(&st)),
+            _ => None,
+        };
+        close_open(&server, open);
+        messages::write_close_response(w, times.as_ref());
+        Ok(status::SUCCESS)
+    }
+
+    pub(crate) fn flush(
+        &mut self,
+        req: &Req<'_>,
+        compound: &mut Compound,
+        w: &mut Writer,
+    ) -> Result<NtStatus, NtStatus> {
+        let fid = messages::parse_flush(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
+        let open = self.open_mut(req, compound, fid)?;
+        if let OpenKind::File(f) = &open.kind {
+            if open.access & (access::FILE_WRITE_DATA | access::FILE_APPEND_DATA) == 0 {
+                return Err(status::ACCESS_DENIED);
+            }
+            f.vfs.flush(&f.handle).map_err(|e| vfs_status(&e))?;
+        }
+        w.u16(4).u16(0);
+        Ok(status::SUCCESS)
+    }
+
+    pub(crate) fn read(
+        &mut self,
+        req: &Req<'_>,
+        compound: &mut Compound,
+        w: &mut Writer,
+    ) -> Result<NtStatus, NtStatus> {
+        let r = ReadRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
+        if r.length > self.max_io {
+            return Err(status::INVALID_PARAMETER);
+        }
+        self.check_charge(req, r.length)?;
+        let open = self.open_mut(req, compound, r.file_id)?;
+        let access = open.access;
+        match &mut open.kind {
+            OpenKind::Pipe(p) => {
+                if p.pending() == 0 {
+                    return Err(PIPE_EMPTY);
+                }
+                let data = p.read(r.length as usize);
+                let more = p.pending() > 0;
+                messages::write_read_response_head(w, data.len() as u32);
+                w.bytes(&data);
+                Ok(if more {
+                    status::BUFFER_OVERFLOW
+                } else {
+                    status::SUCCESS
+                })
+            }
+            OpenKind::File(f) => {
+                if f.is_dir {
+                    return Err(status::INVALID_DEVICE_REQUEST);
+                }
+                if access & (access::FILE_READ_DATA | access::FILE_EXECUTE) == 0 {
+                    return Err(status::ACCESS_DENIED);
+                }
+                messages::write_read_response_head(w, 0);
+                let start = w.len();
+                w.buf.resize(start + r.length as usize, 0);
+                let n = f
+                    .vfs
+                    .read(&f.handle, r.offset, &mut w.buf[start..])
+                    .map_err(|e| vfs_status(&e))?;
+                w.buf.truncate(start + n);
+                if (n == 0 && r.length > 0) || (n as u64) < u64::from(r.minimum_count) {
+                    return Err(status::END_OF_FILE);
+                }
+                f.position = r.offset + n as u64;
+                w.put_u32_at(HEADER_LEN + 4, n as u32);
+                Ok(status::SUCCESS)
+            }
+        }
+    }
+
+    pub(crate) fn write(
+        &mut self,
+        req: &Req<'_>,
+        compound: &mut Compound,
+        w: &mut Writer,
+    ) -> Result<NtStatus, NtStatus> {
+        let wr = WriteRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
+        if wr.data.len() as u64 > u64::from(self.max_io) {
+            return Err(status::INVALID_PARAMETER);
+        }
+        self.check_charge(req, wr.data.len() as u32)?;
+        let open = self.open_mut(req, compound, wr.file_id)?;
+        let access = open.access;
+        match &mut open.kind {
+            OpenKind::Pipe(p) => {
+                p.write(wr.data).map_err(|_| status::INVALID_PARAMETER)?;
+            }
+            OpenKind::File(f) => {
+                if f.is_dir {
+                    return Err(status::INVALID_DEVICE_REQUEST);
+                }
+                if access & (access::FILE_WRITE_DATA | access::FILE_APPEND_DATA) == 0 {
+                    return Err(status::ACCESS_DENIED);
+                }
+                f.vfs
+                    .write(&f.handle, wr.offset, wr.data)
+                    .map_err(|e| vfs_status(&e))?;
+                if f.write_through || wr.flags & messages::WRITEFLAG_WRITE_THROUGH != 0 {
+                    f.vfs.flush(&f.handle).map_err(|e| vfs_status(&e))?;
+                }
+                f.position = wr.offset + wr.data.len() as u64;
+            }
+        }
+        messages::write_write_response(w, wr.data.len() as u32);
+        Ok(status::SUCCESS)
+    }
+}

@@ -1,0 +1,331 @@
+//! QUERY_INFO and SET_INFO (MS-SMB2 3.3.5.20, 3.3.5.21) for files, file
+//! systems and security descriptors.
+
+use copyless_fscc::{self as fscc, class, FsInfo, QueryContext};
+use copyless_proto::messages::{self, QueryInfoRequest, SetInfoRequest};
+use copyless_proto::status::{self, NtStatus};
+use copyless_proto::Writer;
+use copyless_vfs::{attr, SetTimes};
+
+use crate::access;
+use crate::connection::{Compound, Connection, Req};
+use crate::handlers::{file_info, vfs_status};
+use crate::open::{FileOpen, OpenKind};
+use crate::path;
+use crate::server::Server;
+
+/// FileModeInformation bits a client may set (MS-FSCC 2.4.26).
+const MODE_SETTABLE: u32 = 0x0000_0002 | 0x0000_0004 | 0x0000_0010 | 0x0000_0020;
+
+impl Connection {
+    pub(crate) fn query_info(
+        &mut self,
+        req: &Req<'_>,
+        compound: &mut Compound,
+        w: &mut Writer,
+    ) -> Result<NtStatus, NtStatus> {
+        let q = QueryInfoRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
+        if q.output_buffer_length > self.max_io {
+            return Err(status::INVALID_PARAMETER);
+        }
+        let server = self.server.clone();
+        let share_name = self.share_name(req);
+        let open = self.open_mut(req, compound, q.file_id)?;
+        let granted = open.access;
+        let OpenKind::File(f) = &open.kind else {
+            return Err(status::NOT_SUPPORTED);
+        };
+        let out_len = q.output_buffer_length as usize;
+        let output = match q.info_type {
+            messages::INFO_FILE => {
+                if needs_read_attributes(q.class) && granted & access::FILE_READ_ATTRIBUTES == 0 {
+                    return Err(status::ACCESS_DENIED);
+                }
+                let st = f.vfs.stat(&f.handle).map_err(|e| vfs_status(&e))?;
+                let (path, delete_pending) = file_state(&server, f);
+                let info = file_info(&st, delete_pending);
+                let name = path::to_windows(&path);
+                let ctx = QueryContext {
+                    name: &name,
+                    access_mask: granted,
+                    position: f.position,
+                    mode: f.mode,
+                    alignment: 0,
+                };
+                fscc::query_file_info(q.class, &info, &ctx, out_len).map_err(|e| e.ntstatus())?
+            }
+            messages::INFO_FILESYSTEM => {
+                let fs = f.vfs.fs_stat().map_err(|e| vfs_status(&e))?;
+                let info = fs_info(&share_name, &fs);
+                fscc::query_fs_info(q.class, &info, out_len).map_err(|e| e.ntstatus())?
+            }
+            messages::INFO_SECURITY => {
+                if granted & access::READ_CONTROL == 0 {
+                    return Err(status::ACCESS_DENIED);
+                }
+                let st = f.vfs.stat(&f.handle).map_err(|e| vfs_status(&e))?;
+                let sd = fscc::security_descriptor(
+                    st.uid,
+                    st.gid,
+                    st.mode,
+                    st.is_dir,
+                    q.additional_information,
+                );
+                if sd.len() > out_len {
+                    // The client retries with the size we tell it.
+                    messages::write_error_response(w, &(sd.len() as u32).to_le_bytes());
+                    return Ok(status::BUFFER_TOO_SMALL);
+                }
+                fscc::QueryOutput {
+                    data: sd,
+                    overflow: false,
+                }
+            }
+            _ => return Err(status::NOT_SUPPORTED),
+        };
+        messages::write_buffer_response(w, &output.data);
+        Ok(if output.overflow {
+            status::BUFFER_OVERFLOW
+        } else {
+            status::SUCCESS
+        })
+    }
+
+    pub(crate) fn set_info(
+        &mut self,
+        req: &Req<'_>,
+        compound: &mut Compound,
+        w: &mut Writer,
+    ) -> Result<NtStatus, NtStatus> {
+        let s = SetInfoRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
+        let server = self.server.clone();
+        let read_only = self.tree_read_only(req);
+        let my_id = self.file_id(s.file_id, compound)?.volatile;
+        let open = self.open_mut(req, compound, s.file_id)?;
+        let granted = open.access;
+        let OpenKind::File(f) = &mut open.kind else {
+            return Err(status::NOT_SUPPORTED);
+        };
+        if s.info_type != messages::INFO_FILE {
+            return Err(if read_only {
+                status::ACCESS_DENIED
+            } else {
+                status::NOT_SUPPORTED
+            });
+        }
+        let need = |mask: u32| {
+            if granted & mask == 0 {
+                Err(status::ACCESS_DENIED)
+            } else {
+                Ok(())
+            }
+        };
+        let bad = |e: fscc::InfoError| e.ntstatus();
+        match s.class {
+            class::FILE_BASIC_INFORMATION => {
+                need(access::FILE_WRITE_ATTRIBUTES)?;
+                let b = fscc::decode_basic(s.buffer).map_err(bad)?;
+                let t = |v: u64| (v != 0 && v < u64::MAX - 1).then_some(v);
+                let times = SetTimes {
+                    creation_time: t(b.creation_time),
+                    last_access_time: t(b.last_access_time),
+                    last_write_time: t(b.last_write_time),
+                    change_time: t(b.change_time),
+                };
+                if b.attributes != 0 {
+                    if b.attributes & attr::DIRECTORY != 0 && !f.is_dir {
+                        return Err(status::INVALID_PARAMETER);
+                    }
+                    f.vfs
+                        .set_attributes(&f.handle, b.attributes & attr::SETTABLE)
+                        .map_err(|e| vfs_status(&e))?;
+                }
+                f.vfs.set_times(&f.handle, &times).map_err(|e| vfs_status(&e))?;
+            }
+            class::FILE_RENAME_INFORMATION => {
+                need(access::DELETE)?;
+                let r = fscc::decode_rename(s.buffer).map_err(bad)?;
+                if r.root_directory != 0 {
+                    return Err(status::INVALID_PARAMETER);
+                }
+                let target = r.file_name.strip_prefix('\\').unwrap_or(&r.file_name);
+                let target = path::from_smb_str(target)?;
+                if target.is_empty() {
+                    return Err(status::OBJECT_NAME_INVALID);
+                }
+                rename(&server, f, my_id, &target, r.replace_if_exists)?;
+            }
+            class::FILE_DISPOSITION_INFORMATION | class::FILE_DISPOSITION_INFORMATION_EX => {
+                need(access::DELETE)?;
+                let delete = if s.class == class::FILE_DISPOSITION_INFORMATION {
+                    fscc::decode_disposition(s.buffer).map_err(bad)?
+                } else {
+                    fscc::decode_u32(s.buffer).map_err(bad)? & 1 != 0
+                };
+                if delete {
+                    let st = f.vfs.stat(&f.handle).map_err(|e| vfs_status(&e))?;
+                    if st.attributes & attr::READONLY != 0 {
+                        return Err(status::CANNOT_DELETE);
+                    }
+                    if f.is_dir
+                        && !f
+                            .vfs
+                            .read_dir(&f.handle)
+                            .map_err(|e| vfs_status(&e))?
+                            .is_empty()
+                    {
+                        return Err(status::DIRECTORY_NOT_EMPTY);
+                    }
+                }
+                if let Some(state) = server.files().files.get_mut(&f.key) {
+                    state.delete_pending = delete;
+                }
+            }
+            class::FILE_END_OF_FILE_INFORMATION => {
+                need(access::FILE_WRITE_DATA)?;
+                let len = fscc::decode_u64(s.buffer).map_err(bad)?;
+                if f.is_dir {
+                    return Err(status::INVALID_PARAMETER);
+                }
+                f.vfs.set_len(&f.handle, len).map_err(|e| vfs_status(&e))?;
+            }
+            class::FILE_ALLOCATION_INFORMATION => {
+                need(access::FILE_WRITE_DATA)?;
+                let len = fscc::decode_u64(s.buffer).map_err(bad)?;
+                if f.is_dir {
+                    return Err(status::INVALID_PARAMETER);
+                }
+                let st = f.vfs.stat(&f.handle).map_err(|e| vfs_status(&e))?;
+                // An allocation below the end of file cuts the file there.
+                if len < st.size {
+                    f.vfs.set_len(&f.handle, len).map_err(|e| vfs_status(&e))?;
+                } else {
+                    f.vfs
+                        .set_allocation(&f.handle, len)
+                        .map_err(|e| vfs_status(&e))?;
+                }
+            }
+            class::FILE_POSITION_INFORMATION => {
+                f.position = fscc::decode_u64(s.buffer).map_err(bad)?;
+            }
+            class::FILE_MODE_INFORMATION => {
+                let m = fscc::decode_u32(s.buffer).map_err(bad)?;
+                if m & !MODE_SETTABLE != 0 {
+                    return Err(status::INVALID_PARAMETER);
+                }
+                f.mode = m | (f.mode & crate::handlers::create::FILE_DELETE_ON_CLOSE);
+            }
+            _ => return Err(status::INVALID_INFO_CLASS),
+        }
+        messages::write_set_info_response(w);
+        Ok(status::SUCCESS)
+    }
+
+    fn share_name(&self, req: &Req<'_>) -> String {
+        self.sessions
+            .get(&req.session_id)
+            .and_then(|s| s.trees.get(&req.tree_id))
+            .map(|t| match &t.kind {
+                crate::tree::TreeKind::Disk { share, .. } => share.name.clone(),
+                crate::tree::TreeKind::Ipc => "IPC$".into(),
+            })
+            .unwrap_or_default()
+    }
+
+    fn tree_read_only(&self, req: &Req<'_>) -> bool {
+        self.sessions
+            .get(&req.session_id)
+            .and_then(|s| s.trees.get(&req.tree_id))
+            .is_some_and(|t| t.read_only)
+    }
+}
+
+fn needs_read_attributes(class: u8) -> bool {
+    matches!(
+        class,
+        class::FILE_BASIC_INFORMATION
+            | class::FILE_ALL_INFORMATION
+            | class::FILE_NETWORK_OPEN_INFORMATION
+            | class::FILE_ATTRIBUTE_TAG_INFORMATION
+    )
+}
+
+fn file_state(server: &Server, f: &FileOpen) -> (String, bool) {
+    server
+        .files()
+        .files
+        .get(&f.key)
+        .map(|s| (s.path.clone(), s.delete_pending))
+        .unwrap_or_default()
+}
+
+fn fs_info(share_name: &str, fs: &copyless_vfs::FsStat) -> FsInfo {
+    let bytes_per_sector = 512u32;
+    let unit = fs.block_size.max(bytes_per_sector);
+    FsInfo {
+        volume_label: share_name.to_string(),
+        serial: (fs.fs_id as u32) ^ ((fs.fs_id >> 32) as u32),
+        volume_creation_time: 0,
+        total_units: fs.total_blocks,
+        free_units: fs.avail_blocks,
+        actual_free_units: fs.free_blocks,
+        sectors_per_unit: unit / bytes_per_sector,
+        bytes_per_sector,
+        fs_name: "NTFS".into(),
+        max_name_len: if fs.max_name_len == 0 { 255 } else { fs.max_name_len },
+        fs_attributes: fscc::DEFAULT_FS_ATTRIBUTES,
+        object_id: [0; 16],
+    }
+}
+
+/// Renames an open file: share modes first (every other open must allow
+/// delete), then the VFS, then every path in the table that moved.
+fn rename(
+    server: &Server,
+    f: &FileOpen,
+    my_id: u64,
+    target: &str,
+    replace: bool,
+) -> Result<(), NtStatus> {
+    let from = {
+        let table = server.files();
+        let state = table.files.get(&f.key).ok_or(status::FILE_CLOSED)?;
+        if state
+            .opens
+            .iter()
+            .any(|o| o.id != my_id && o.share_access & access::SHARE_DELETE == 0)
+        {
+            return Err(status::SHARING_VIOLATION);
+        }
+        state.path.clone()
+    };
+    if let Ok(existing) = f.vfs.resolve(target) {
+        if !existing.eq_ignore_ascii_case(&from) && replace {
+            let table = server.files();
+            if table
+                .files
+                .iter()
+                .any(|(k, s)| k.0 == f.key.0 && s.path == existing && !s.opens.is_empty())
+            {
+                return Err(status::ACCESS_DENIED);
+            }
+        }
+    }
+    let new_path = f
+        .vfs
+        .rename(&from, target, replace)
+        .map_err(|e| vfs_status(&e))?;
+    let mut table = server.files();
+    let old_prefix = format!("{from}/");
+    for (k, s) in table.files.iter_mut() {
+        if k.0 != f.key.0 {
+            continue;
+        }
+        if *k == f.key {
+            s.path = new_path.clone();
+        } else if let Some(rest) = s.path.strip_prefix(&old_prefix) {
+            s.path = format!("{new_path}/{rest}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,122 @@
+//! IOCTL (MS-SMB2 3.3.5.15): named pipe transceive, negotiate validation,
+//! interface list, DFS referrals (none), snapshots (none).
+
+use std::net::SocketAddr;
+
+use copyless_proto::messages::{self as m, FileId, IoctlRequest, ValidateNegotiateInfo};
+use copyless_proto::status::{self, NtStatus};
+use copyless_proto::Writer;
+
+use crate::connection::{Compound, Connection, Req, Reply};
+use crate::open::OpenKind;
+
+const FSCTL_SRV_ENUMERATE_SNAPSHOTS: u32 = 0x0014_4064;
+/// What we report as link speed: 10 Gbit/s.
+const LINK_SPEED: u64 = 10_000_000_000;
+
+impl Connection {
+    pub(crate) fn ioctl(
+        &mut self,
+        req: &Req<'_>,
+        compound: &mut Compound,
+        reply: &mut Reply,
+        w: &mut Writer,
+    ) -> Result<NtStatus, NtStatus> {
+        let io = IoctlRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
+        if io.flags & m::IOCTL_IS_FSCTL == 0 {
+            return Err(status::NOT_SUPPORTED);
+        }
+        match io.ctl_code {
+            m::FSCTL_VALIDATE_NEGOTIATE_INFO => {
+                let v = match ValidateNegotiateInfo::parse(io.input) {
+                    Ok(v) => v,
+                    Err(_) => {
+                        reply.disconnect = true;
+                        return Err(status::INVALID_PARAMETER);
+                    }
+                };
+                if v.capabilities != self.client_capabilities
+                    || v.guid != self.client_guid
+                    || v.security_mode != self.client_security_mode
+                    || v.dialects != self.client_dialects
+                {
+                    // A tampered negotiation: end the connection (3.3.5.15.12).
+                    reply.disconnect = true;
+                    return Err(status::ACCESS_DENIED);
+                }
+                let mut out = Writer::new();
+                out.u32(self.server_capabilities)
+                    .bytes(&self.server.config.server_guid)
+                    .u16(self.server_security_mode)
+                    .u16(self.dialect);
+                m::write_ioctl_response(w, io.ctl_code, io.file_id, &out.buf);
+                Ok(status::SUCCESS)
+            }
+            m::FSCTL_QUERY_NETWORK_INTERFACE_INFO => {
+                let out = interface_info(self.local_addr);
+                if out.len() > io.max_output_response as usize {
+                    return Err(status::BUFFER_TOO_SMALL);
+                }
+                m::write_ioctl_response(w, io.ctl_code, io.file_id, &out);
+                Ok(status::SUCCESS)
+            }
+            m::FSCTL_DFS_GET_REFERRALS | m::FSCTL_DFS_GET_REFERRALS_EX => Err(status::NOT_FOUND),
+            m::FSCTL_PIPE_TRANSCEIVE => {
+                let max = io.max_output_response as usize;
+                let file_id: FileId = self.file_id(io.file_id, compound)?;
+                let open = self.open_mut(req, compound, io.file_id)?;
+                let OpenKind::Pipe(p) = &mut open.kind else {
+                    return Err(status::INVALID_DEVICE_REQUEST);
+                };
+                p.write(io.input).map_err(|_| status::INVALID_PARAMETER)?;
+                let out = p.read(max);
+                let more = p.pending() > 0;
+                m::write_ioctl_response(w, io.ctl_code, file_id, &out);
+                Ok(if more {
+                    status::BUFFER_OVERFLOW
+                } else {
+                    status::SUCCESS
+                })
+            }
+            FSCTL_SRV_ENUMERATE_SNAPSHOTS => {
+                let file_id = self.file_id(io.file_id, compound)?;
+                self.open_mut(req, compound, io.file_id)?;
+                if io.max_output_response < 16 {
+                    return Err(status::INVALID_PARAMETER);
+                }
+                // No snapshots: NumberOfSnapShots, NumberOfSnapShotsReturned
+                // and SnapShotArraySize all zero.
+                let mut out = Writer::new();
+                out.u32(0).u32(0).u32(0);
+                m::write_ioctl_response(w, io.ctl_code, file_id, &out.buf);
+                Ok(status::SUCCESS)
+            }
+            _ => {
+                self.open_mut(req, compound, io.file_id)?;
+                Err(status::INVALID_DEVICE_REQUEST)
+            }
+        }
+    }
+}
+
+/// One NETWORK_INTERFACE_INFO (MS-SMB2 2.2.32.5) for the address the
+/// client reached us on.
+fn interface_info(local: SocketAddr) -> Vec<u8> {
+    let mut w = Writer::new();
+    w.u32(0).u32(1).u32(0).u32(0).u64(LINK_SPEED);
+    let start = w.len();
+    match local {
+        SocketAddr::V4(a) => {
+            w.u16(0x0002).bytes(&a.port().to_be_bytes()).bytes(&a.ip().octets());
+        }
+        SocketAddr::V6(a) => {
+            w.u16(0x0017)
+                .bytes(&a.port().to_be_bytes())
+                .u32(a.flowinfo())
+                .bytes(&a.ip().octets())
+                .u32(a.scope_id());
+        }
+    }
+    w.zeros(128 - (w.len() - start));
+    w.into_vec()
+}

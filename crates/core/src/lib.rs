@@ -1,0 +1,20 @@
+//! The SMB2/3 protocol state machine, sans I/O: frames in, frames out. The
+//! engine supplies the bytes, the clock and randomness ([`Env`]); the file
+//! system is reached only through the share's `copyless_vfs::Vfs`.
+
+pub mod access;
+pub mod connection;
+pub mod credits;
+pub mod env;
+mod handlers;
+mod negotiate;
+pub mod open;
+pub mod path;
+pub mod server;
+mod session;
+pub mod tree;
+pub mod wildcard;
+
+pub use connection::{Connection, Output};
+pub use env::Env;
+pub use server::{Server, ServerConfig, Share};

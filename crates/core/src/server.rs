@@ -1,0 +1,102 @@
+//! State shared by every connection: configuration, shares, users, and the
+//! table of open files that share modes and delete-on-close act on.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use copyless_auth::Credentials;
+use copyless_vfs::Vfs;
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// NetBIOS name of the server (upper case, at most 15 characters).
+    pub server_name: String,
+    pub signing_required: bool,
+    pub allow_guest: bool,
+    /// Largest READ, WRITE and transaction (SMB 2.1 and later).
+    pub max_io_size: u32,
+    pub max_credits: u16,
+    pub max_sessions: u32,
+    pub max_open_files: u32,
+    pub server_guid: [u8; 16],
+    /// FILETIME the server started.
+    pub start_time: u64,
+}
+
+pub struct Share {
+    pub name: String,
+    pub vfs: Arc<dyn Vfs>,
+    pub read_only: bool,
+    /// The local path, shown by NetrShareGetInfo.
+    pub path: String,
+}
+
+/// One open of a file as the share-mode checks see it.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenRef {
+    pub id: u64,
+    pub access: u32,
+    pub share_access: u32,
+}
+
+/// Everything known about an open file across all its opens.
+#[derive(Debug, Default)]
+pub struct FileState {
+    /// The file's current path (renames through one open move all opens).
+    pub path: String,
+    pub is_dir: bool,
+    pub opens: Vec<OpenRef>,
+    /// Set by FileDispositionInformation, or by closing an open made with
+    /// FILE_DELETE_ON_CLOSE: the file goes away when the last open closes.
+    pub delete_pending: bool,
+}
+
+/// Files are keyed by (share index, device, inode).
+pub type FileKey = (usize, u64, u64);
+
+#[derive(Default)]
+pub struct FileTable {
+    pub files: HashMap<FileKey, FileState>,
+}
+
+pub struct Server {
+    pub config: ServerConfig,
+    pub shares: Vec<Arc<Share>>,
+    pub credentials: Arc<dyn Credentials>,
+    files: Mutex<FileTable>,
+    next_id: AtomicU64,
+}
+
+impl Server {
+    pub fn new(
+        config: ServerConfig,
+        shares: Vec<Share>,
+        credentials: Arc<dyn Credentials>,
+    ) -> Arc<Server> {
+        Arc::new(Server {
+            config,
+            shares: shares.into_iter().map(Arc::new).collect(),
+            credentials,
+            files: Mutex::new(FileTable::default()),
+            next_id: AtomicU64::new(1),
+        })
+    }
+
+    /// A process-wide unique id for sessions, file ids and the like.
+    pub fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The table is only ever held for short, non-blocking updates; a
+    /// poisoned lock (a panic in another connection) does not stop others.
+    pub fn files(&self) -> MutexGuard<'_, FileTable> {
+        self.files.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn share_index(&self, name: &str) -> Option<usize> {
+        self.shares
+            .iter()
+            .position(|s| s.name.eq_ignore_ascii_case(name))
+    }
+}

@@ -1,0 +1,220 @@
+//! Sessions: SESSION_SETUP (SPNEGO/NTLMv2 through copyless-auth), signing
+//! keys per dialect, re-authentication and LOGOFF.
+
+use std::collections::HashMap;
+
+use copyless_auth::{Acceptor, AuthError, ServerInfo, Step};
+use copyless_crypto::{kdf128, PreauthHash, SigningAlgorithm, SigningKey};
+use copyless_proto::messages::{self, SessionSetupRequest};
+use copyless_proto::negotiate::{DIALECT_300, DIALECT_302, DIALECT_311};
+use copyless_proto::status::{self, NtStatus};
+use copyless_proto::Writer;
+
+use crate::connection::{Connection, Req, Reply};
+use crate::env::Env;
+use crate::open::Open;
+use crate::tree::Tree;
+
+pub enum AuthState {
+    /// Waiting for the next SESSION_SETUP leg.
+    InProgress(Box<Acceptor>),
+    Valid,
+}
+
+pub struct Session {
+    pub id: u64,
+    pub state: AuthState,
+    pub user: String,
+    pub anonymous: bool,
+    pub guest: bool,
+    pub signing: Option<SigningKey>,
+    pub signing_required: bool,
+    pub preauth: PreauthHash,
+    pub trees: HashMap<u32, Tree>,
+    pub opens: HashMap<u64, Open>,
+    pub next_tree_id: u32,
+}
+
+impl Session {
+    pub fn is_valid(&self) -> bool {
+        matches!(self.state, AuthState::Valid)
+    }
+}
+
+fn new_acceptor(conn: &Connection, env: &mut dyn Env) -> Box<Acceptor> {
+    let mut challenge = [0u8; 8];
+    env.fill_random(&mut challenge);
+    let name = conn.server.config.server_name.clone();
+    let info = ServerInfo {
+        netbios_domain: name.clone(),
+        netbios_computer: name.clone(),
+        dns_domain: name.to_lowercase(),
+        dns_computer: name.to_lowercase(),
+    };
+    Box::new(Acceptor::new(
+        challenge,
+        env.now(),
+        info,
+        conn.server.config.allow_guest,
+    ))
+}
+
+impl Connection {
+    pub(crate) fn session_setup(
+        &mut self,
+        req: &Req<'_>,
+        reply: &mut Reply,
+        w: &mut Writer,
+        env: &mut dyn Env,
+    ) -> Result<NtStatus, NtStatus> {
+        let ss = SessionSetupRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
+        if ss.flags & messages::SESSION_FLAG_BINDING != 0 {
+            // Multichannel binding is not offered.
+            return Err(status::REQUEST_NOT_ACCEPTED);
+        }
+        let sid = if req.hdr.session_id == 0 {
+            if self.sessions.len() as u32 >= self.server.config.max_sessions {
+                return Err(status::INSUFFICIENT_RESOURCES);
+            }
+            let id = self.server.next_id();
+            let mut preauth = self.preauth.clone();
+            if self.dialect != DIALECT_311 {
+                preauth = PreauthHash::new();
+            }
+            let acceptor = new_acceptor(self, env);
+            self.sessions.insert(
+                id,
+                Session {
+                    id,
+                    state: AuthState::InProgress(acceptor),
+                    user: String::new(),
+                    anonymous: false,
+                    guest: false,
+                    signing: None,
+                    signing_required: false,
+                    preauth,
+                    trees: HashMap::new(),
+                    opens: HashMap::new(),
+                    next_tree_id: 1,
+                },
+            );
+            id
+        } else {
+            let id = req.hdr.session_id;
+            let acceptor = match self.sessions.get(&id) {
+                None => return Err(status::USER_SESSION_DELETED),
+                Some(s) if s.is_valid() => Some(new_acceptor(self, env)),
+                Some(_) => None,
+            };
+            if let (Some(a), Some(s)) = (acceptor, self.sessions.get_mut(&id)) {
+                // Re-authentication of an established session.
+                s.state = AuthState::InProgress(a);
+                if self.dialect == DIALECT_311 {
+                    s.preauth = self.preauth.clone();
+                }
+            }
+            id
+        };
+        reply.session_id = sid;
+        let dialect = self.dialect;
+        let credentials = self.server.credentials.clone();
+        let signing_required_cfg = self.server.config.signing_required
+            || ss.security_mode & 0x2 != 0;
+        let signing_algorithm = self.signing_algorithm;
+        let session = self.sessions.get_mut(&sid).ok_or(status::USER_SESSION_DELETED)?;
+        if dialect == DIALECT_311 {
+            session.preauth.update(req.msg);
+        }
+        let AuthState::InProgress(acceptor) = &mut session.state else {
+            return Err(status::INTERNAL_ERROR);
+        };
+        let was_valid = session.signing.is_some();
+        match acceptor.step(ss.security_buffer, credentials.as_ref()) {
+            Step::Continue(token) => {
+                messages::write_session_setup_response(w, 0, &token);
+                if dialect == DIALECT_311 {
+                    reply.preauth_update = Some(sid);
+                }
+                Ok(status::MORE_PROCESSING_REQUIRED)
+            }
+            Step::Done(auth) => {
+                let mut flags = 0;
+                if auth.anonymous {
+                    flags |= messages::SESSION_FLAG_IS_NULL;
+                } else if auth.guest {
+                    flags |= messages::SESSION_FLAG_IS_GUEST;
+                }
+                if !was_valid {
+                    session.user = auth.user.clone();
+                    session.anonymous = auth.anonymous;
+                    session.guest = auth.guest;
+                    if !auth.anonymous && !auth.guest {
+                        session.signing = Some(signing_key(
+                            dialect,
+                            signing_algorithm,
+                            &auth.session_key,
+                            session.preauth.value(),
+                        ));
+                        session.signing_required = signing_required_cfg;
+                    }
+                } else if !auth.user.eq_ignore_ascii_case(&session.user) {
+                    // Re-authentication as someone else is refused, and the
+                    // session is torn down as Windows does.
+                    let open_ids: Vec<u64> = session.opens.keys().copied().collect();
+                    drop(open_ids);
+                    self.remove_session(sid);
+                    return Err(status::ACCESS_DENIED);
+                }
+                session.state = AuthState::Valid;
+                reply.sign = session.signing.is_some();
+                messages::write_session_setup_response(w, flags, &auth.token_out);
+                Ok(status::SUCCESS)
+            }
+            Step::Failed(e) => {
+                if !was_valid {
+                    self.sessions.remove(&sid);
+                } else {
+                    self.remove_session(sid);
+                }
+                Err(match e {
+                    AuthError::Malformed => status::INVALID_PARAMETER,
+                    AuthError::Unsupported => status::NOT_SUPPORTED,
+                    _ => status::LOGON_FAILURE,
+                })
+            }
+        }
+    }
+
+    pub(crate) fn logoff(&mut self, req: &Req<'_>, w: &mut Writer) -> Result<NtStatus, NtStatus> {
+        messages::parse_empty(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
+        self.remove_session(req.session_id);
+        messages::write_empty_response(w);
+        Ok(status::SUCCESS)
+    }
+
+    /// Closes everything a session holds and forgets it.
+    pub(crate) fn remove_session(&mut self, sid: u64) {
+        if let Some(mut s) = self.sessions.remove(&sid) {
+            for (_, open) in s.opens.drain() {
+                crate::open::close_open(&self.server, open);
+            }
+        }
+    }
+}
+
+/// The signing key of a session (MS-SMB2 3.3.5.5.3).
+fn signing_key(
+    dialect: u16,
+    algorithm: SigningAlgorithm,
+    session_key: &[u8; 16],
+    preauth: &[u8; 64],
+) -> SigningKey {
+    match dialect {
+        DIALECT_311 => SigningKey::new(algorithm, kdf128(session_key, b"SMBSigningKey\0", preauth)),
+        DIALECT_300 | DIALECT_302 => SigningKey::new(
+            SigningAlgorithm::AesCmac,
+            kdf128(session_key, b"SMB2AESCMAC\0", b"SmbSign\0"),
+        ),
+        _ => SigningKey::new(SigningAlgorithm::HmacSha256, *session_key),
+    }
+}

@@ -1,0 +1,70 @@
+//! Information class numbers (MS-FSCC 2.4 for files, 2.5 for file systems)
+//! and the SMB2 InfoType values that select between them (MS-SMB2 2.2.37).
+
+/// SMB2 QUERY_INFO / SET_INFO InfoType: file information (MS-FSCC 2.4).
+pub const INFO_FILE: u8 = 1;
+/// InfoType: file system information (MS-FSCC 2.5).
+pub const INFO_FILESYSTEM: u8 = 2;
+/// InfoType: security descriptor (MS-DTYP 2.4.6).
+pub const INFO_SECURITY: u8 = 3;
+/// InfoType: quota information.
+pub const INFO_QUOTA: u8 = 4;
+
+// File information classes, MS-FSCC 2.4.
+pub const FILE_DIRECTORY_INFORMATION: u8 = 1;
+pub const FILE_FULL_DIRECTORY_INFORMATION: u8 = 2;
+pub const FILE_BOTH_DIRECTORY_INFORMATION: u8 = 3;
+pub const FILE_BASIC_INFORMATION: u8 = 4;
+pub const FILE_STANDARD_INFORMATION: u8 = 5;
+pub const FILE_INTERNAL_INFORMATION: u8 = 6;
+pub const FILE_EA_INFORMATION: u8 = 7;
+pub const FILE_ACCESS_INFORMATION: u8 = 8;
+pub const FILE_NAME_INFORMATION: u8 = 9;
+pub const FILE_RENAME_INFORMATION: u8 = 10;
+pub const FILE_LINK_INFORMATION: u8 = 11;
+pub const FILE_NAMES_INFORMATION: u8 = 12;
+pub const FILE_DISPOSITION_INFORMATION: u8 = 13;
+pub const FILE_POSITION_INFORMATION: u8 = 14;
+pub const FILE_FULL_EA_INFORMATION: u8 = 15;
+pub const FILE_MODE_INFORMATION: u8 = 16;
+pub const FILE_ALIGNMENT_INFORMATION: u8 = 17;
+pub const FILE_ALL_INFORMATION: u8 = 18;
+pub const FILE_ALLOCATION_INFORMATION: u8 = 19;
+pub const FILE_END_OF_FILE_INFORMATION: u8 = 20;
+pub const FILE_ALTERNATE_NAME_INFORMATION: u8 = 21;
+pub const FILE_STREAM_INFORMATION: u8 = 22;
+pub const FILE_PIPE_INFORMATION: u8 = 23;
+pub const FILE_PIPE_LOCAL_INFORMATION: u8 = 24;
+pub const FILE_PIPE_REMOTE_INFORMATION: u8 = 25;
+pub const FILE_COMPRESSION_INFORMATION: u8 = 28;
+pub const FILE_OBJECT_ID_INFORMATION: u8 = 29;
+pub const FILE_QUOTA_INFORMATION: u8 = 32;
+pub const FILE_REPARSE_POINT_INFORMATION: u8 = 33;
+pub const FILE_NETWORK_OPEN_INFORMATION: u8 = 34;
+pub const FILE_ATTRIBUTE_TAG_INFORMATION: u8 = 35;
+pub const FILE_ID_BOTH_DIRECTORY_INFORMATION: u8 = 37;
+pub const FILE_ID_FULL_DIRECTORY_INFORMATION: u8 = 38;
+pub const FILE_VALID_DATA_LENGTH_INFORMATION: u8 = 39;
+pub const FILE_SHORT_NAME_INFORMATION: u8 = 40;
+pub const FILE_HARD_LINK_INFORMATION: u8 = 46;
+pub const FILE_NORMALIZED_NAME_INFORMATION: u8 = 48;
+pub const FILE_ID_GLOBAL_TX_DIRECTORY_INFORMATION: u8 = 50;
+pub const FILE_STANDARD_LINK_INFORMATION: u8 = 54;
+pub const FILE_ID_INFORMATION: u8 = 59;
+pub const FILE_ID_EXTD_DIRECTORY_INFORMATION: u8 = 60;
+pub const FILE_ID_EXTD_BOTH_DIRECTORY_INFORMATION: u8 = 63;
+pub const FILE_DISPOSITION_INFORMATION_EX: u8 = 64;
+pub const FILE_RENAME_INFORMATION_EX: u8 = 65;
+
+// File system information classes, MS-FSCC 2.5.
+pub const FS_VOLUME_INFORMATION: u8 = 1;
+pub const FS_LABEL_INFORMATION: u8 = 2;
+pub const FS_SIZE_INFORMATION: u8 = 3;
+pub const FS_DEVICE_INFORMATION: u8 = 4;
+pub const FS_ATTRIBUTE_INFORMATION: u8 = 5;
+pub const FS_CONTROL_INFORMATION: u8 = 6;
+pub const FS_FULL_SIZE_INFORMATION: u8 = 7;
+pub const FS_OBJECT_ID_INFORMATION: u8 = 8;
+pub const FS_DRIVER_PATH_INFORMATION: u8 = 9;
+pub const FS_VOLUME_FLAGS_INFORMATION: u8 = 10;
+pub const FS_SECTOR_SIZE_INFORMATION: u8 = 11;

@@ -1,0 +1,206 @@
+//! The filesystem behind a share.
+//!
+//! The protocol core sees a share only through [`Vfs`]. Paths given to it are
+//! relative to the share root, use `/` as separator, have no leading slash,
+//! and the empty string names the root itself. Every implementation must keep
+//! every lookup beneath the root (no `..`, no absolute symlink escapes).
+//!
+//! Names are matched case-insensitively (as Windows clients expect) but
+//! stored with the case the client gave when created.
+
+use std::fmt;
+use std::os::fd::OwnedFd;
+
+pub mod posix;
+
+/// FILE_ATTRIBUTE_* bits (MS-FSCC 2.6) the VFS stores and reports.
+pub mod attr {
+    pub const READONLY: u32 = 0x0001;
+    pub const HIDDEN: u32 = 0x0002;
+    pub const SYSTEM: u32 = 0x0004;
+    pub const DIRECTORY: u32 = 0x0010;
+    pub const ARCHIVE: u32 = 0x0020;
+    pub const NORMAL: u32 = 0x0080;
+    pub const REPARSE_POINT: u32 = 0x0400;
+    /// The bits a client may set and that survive a restart.
+    pub const SETTABLE: u32 = READONLY | HIDDEN | SYSTEM | ARCHIVE;
+}
+
+#[derive(Debug)]
+pub enum VfsError {
+    /// The last component does not exist.
+    NameNotFound,
+    /// A directory on the way does not exist (or is not a directory).
+    PathNotFound,
+    /// Create asked for a name that exists.
+    Collision,
+    /// The object is a file but a directory was required.
+    NotADirectory,
+    /// The object is a directory but a non-directory was required.
+    IsADirectory,
+    /// A directory to remove is not empty.
+    NotEmpty,
+    /// Permission denied, or a path that would leave the share.
+    AccessDenied,
+    /// A name the filesystem cannot hold (bad characters, too long).
+    InvalidName,
+    /// No space left on the device.
+    DiskFull,
+    /// Anything else, with the OS error.
+    Io(std::io::Error),
+}
+
+impl fmt::Display for VfsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+impl std::error::Error for VfsError {}
+
+pub type VfsResult<T> = Result<T, VfsError>;
+
+/// Times are Windows FILETIME: 100 ns units since 1601-01-01 UTC.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FileStat {
+    pub dev: u64,
+    pub ino: u64,
+    pub size: u64,
+    pub alloc_size: u64,
+    pub nlink: u32,
+    pub is_dir: bool,
+    pub creation_time: u64,
+    pub last_access_time: u64,
+    pub last_write_time: u64,
+    pub change_time: u64,
+    /// FILE_ATTRIBUTE_* as Windows would report them: the stored DOS bits,
+    /// plus DIRECTORY for directories, or NORMAL when nothing else is set.
+    pub attributes: u32,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disposition {
+    /// Replace if it exists, else create.
+    Supersede,
+    /// Open if it exists, else fail.
+    Open,
+    /// Create, fail if it exists.
+    Create,
+    /// Open if it exists, else create.
+    OpenIf,
+    /// Truncate if it exists, else fail.
+    Overwrite,
+    /// Truncate if it exists, else create.
+    OverwriteIf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// FILE_DIRECTORY_FILE: must be (or be created as) a directory.
+    Directory,
+    /// FILE_NON_DIRECTORY_FILE: must not be a directory.
+    NonDirectory,
+    /// Either; a new object is created as a file.
+    Any,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CreateAction {
+    Superseded,
+    Opened,
+    Created,
+    Overwritten,
+}
+
+#[derive(Debug, Clone)]
+pub struct OpenRequest<'a> {
+    pub path: &'a str,
+    pub disposition: Disposition,
+    pub kind: Kind,
+    /// Data will be read through this handle.
+    pub read: bool,
+    /// Data will be written through this handle (or its size changed).
+    pub write: bool,
+    /// FILE_ATTRIBUTE_* for a newly created or overwritten object.
+    pub attributes: u32,
+    /// Preallocation asked for a new file (0: none).
+    pub allocation_size: u64,
+}
+
+/// An open object. Closing is dropping.
+#[derive(Debug)]
+pub struct FileHandle {
+    pub fd: OwnedFd,
+    pub is_dir: bool,
+}
+
+#[derive(Debug)]
+pub struct Opened {
+    pub handle: FileHandle,
+    pub action: CreateAction,
+    pub stat: FileStat,
+    /// The path as stored on disk (the real case of every component).
+    pub path: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct DirEntry {
+    pub name: String,
+    pub stat: FileStat,
+}
+
+/// Times to set; `None` leaves a time as it is.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SetTimes {
+    pub creation_time: Option<u64>,
+    pub last_access_time: Option<u64>,
+    pub last_write_time: Option<u64>,
+    pub change_time: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct FsStat {
+    pub block_size: u32,
+    pub total_blocks: u64,
+    pub free_blocks: u64,
+    pub avail_blocks: u64,
+    pub fs_id: u64,
+    pub max_name_len: u32,
+}
+
+pub trait Vfs: Send + Sync {
+    /// Looks up `req.path` case-insensitively, opens or creates it.
+    fn open(&self, req: &OpenRequest<'_>) -> VfsResult<Opened>;
+    /// Resolves a path case-insensitively without opening it, for rename
+    /// targets and existence checks: the real path, or NameNotFound /
+    /// PathNotFound.
+    fn resolve(&self, path: &str) -> VfsResult<String>;
+    fn stat(&self, h: &FileHandle) -> VfsResult<FileStat>;
+    /// Reads at `offset`; fewer bytes than asked only at end of file.
+    fn read(&self, h: &FileHandle, offset: u64, buf: &mut [u8]) -> VfsResult<usize>;
+    /// Writes all of `data` at `offset`.
+    fn write(&self, h: &FileHandle, offset: u64, data: &[u8]) -> VfsResult<()>;
+    /// Makes written data durable (fdatasync).
+    fn flush(&self, h: &FileHandle) -> VfsResult<()>;
+    fn set_len(&self, h: &FileHandle, len: u64) -> VfsResult<()>;
+    /// Preallocates (or, when smaller than the size, does nothing).
+    fn set_allocation(&self, h: &FileHandle, len: u64) -> VfsResult<()>;
+    fn set_times(&self, h: &FileHandle, times: &SetTimes) -> VfsResult<()>;
+    /// Stores the settable DOS attribute bits (attr::SETTABLE).
+    fn set_attributes(&self, h: &FileHandle, attributes: u32) -> VfsResult<()>;
+    /// Every entry of an open directory except `.` and `..`, in a stable
+    /// order.
+    fn read_dir(&self, h: &FileHandle) -> VfsResult<Vec<DirEntry>>;
+    /// Renames `from` (a real path, as returned by open) to `to` (as the
+    /// client gave it; its parent resolved case-insensitively). Returns the
+    /// new real path. A target that exists is Collision unless `replace`,
+    /// and a directory target is never replaced (AccessDenied). A rename
+    /// that only changes case of the same object is allowed.
+    fn rename(&self, from: &str, to: &str, replace: bool) -> VfsResult<String>;
+    /// Removes a file or an empty directory by its real path.
+    fn unlink(&self, path: &str, is_dir: bool) -> VfsResult<()>;
+    fn fs_stat(&self) -> VfsResult<FsStat>;
+}

@@ -1,0 +1,831 @@
+//! The POSIX backend: a share is a directory tree on a local Linux
+//! filesystem.
+//!
+//! Every path is opened relative to a descriptor of the share root with
+//! `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`, so neither `..` nor a
+//! symlink can lead outside it; symlinks whose targets stay inside are
+//! followed. Names are looked up exactly first and, on a miss, through a
+//! per-directory case-folded name cache (see [`case_cache`]).
+
+mod case_cache;
+mod errno;
+mod meta;
+mod names;
+mod sys;
+mod time;
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::Path;
+
+use rustix::fs::{
+    fallocate, fcntl_setfl, fdatasync, fstatvfs, fsync, ftruncate, futimens, mkdirat, renameat,
+    renameat_with, unlinkat, AtFlags, Dir, FallocateFlags, FileType, Mode, OFlags, RenameFlags,
+    Statx, Timespec, Timestamps, UTIME_OMIT,
+};
+use rustix::io::{pread, pwrite, Errno};
+
+use crate::{
+    attr, CreateAction, DirEntry, Disposition, FileHandle, FileStat, FsStat, Kind, OpenRequest,
+    Opened, SetTimes, Vfs, VfsError, VfsResult,
+};
+use case_cache::{CaseCache, Lookup};
+use errno::{io_err, path_err};
+use meta::{MetaStore, Stored, Target};
+use names::{fold, join, split};
+use sys::{file_key, file_type, filetime, has_btime, lstat_at, open_beneath, stamp, statx_fd};
+
+pub use time::{filetime_from_unix, unix_from_filetime, UNIX_EPOCH_AS_FILETIME};
+
+/// Directories whose names the case cache holds at most.
+const MAX_CACHED_DIRS: usize = 1024;
+/// Names the case cache holds at most, over all directories.
+const MAX_CACHED_NAMES: usize = 1 << 20;
+
+pub struct PosixVfs {
+    root: OwnedFd,
+    cache: CaseCache,
+    meta: MetaStore,
+}
+
+/// A directory on the way to an object: the root itself or one we opened.
+enum DirRef<'a> {
+    Root(BorrowedFd<'a>),
+    Sub(OwnedFd),
+}
+
+impl DirRef<'_> {
+    fn fd(&self) -> BorrowedFd<'_> {
+        match self {
+            DirRef::Root(fd) => *fd,
+            DirRef::Sub(fd) => fd.as_fd(),
+        }
+    }
+}
+
+/// An existing directory entry: its real name and its lstat.
+struct Child {
+    name: String,
+    lstat: Statx,
+}
+
+impl PosixVfs {
+    pub fn new(root: &Path) -> std::io::Result<PosixVfs> {
+        let fd = rustix::fs::open(
+            root,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        // Without openat2 (Linux < 5.6) the share cannot be kept safe: refuse
+        // to start rather than fail on every request.
+        open_beneath(
+            fd.as_fd(),
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY,
+            Mode::empty(),
+        )?;
+        Ok(PosixVfs {
+            root: fd,
+            cache: CaseCache::new(MAX_CACHED_DIRS, MAX_CACHED_NAMES),
+            meta: MetaStore::new(),
+        })
+    }
+
+    /// Opens a directory by its real path beneath the root.
+    fn open_dir(&self, path: &str) -> Result<OwnedFd, Errno> {
+        let path = if path.is_empty() { "." } else { path };
+        match open_beneath(
+            self.root.as_fd(),
+            path,
+            OFlags::RDONLY | OFlags::DIRECTORY,
+            Mode::empty(),
+        ) {
+            // Search permission without read permission: enough to walk
+            // through, though not to list.
+            Err(Errno::ACCESS) => open_beneath(
+                self.root.as_fd(),
+                path,
+                OFlags::PATH | OFlags::DIRECTORY,
+                Mode::empty(),
+            ),
+            r => r,
+        }
+    }
+
+    /// Resolves the directories of a path case-insensitively: a descriptor
+    /// of the last one and its real path.
+    fn resolve_dir(&self, comps: &[&str]) -> VfsResult<(DirRef<'_>, String)> {
+        if comps.is_empty() {
+            return Ok((DirRef::Root(self.root.as_fd()), String::new()));
+        }
+        // Clients nearly always send the real case: one walk in the kernel.
+        let given = comps.join("/");
+        match self.open_dir(&given) {
+            Ok(fd) => return Ok((DirRef::Sub(fd), given)),
+            Err(Errno::NOENT | Errno::NOTDIR) => {}
+            Err(e) => return Err(path_err(e, false)),
+        }
+        let mut dir = DirRef::Root(self.root.as_fd());
+        let mut real = String::new();
+        for comp in comps {
+            let child = self
+                .find_child(dir.fd(), comp)?
+                .ok_or(VfsError::PathNotFound)?;
+            real = join(&real, &child.name);
+            let fd = self.open_dir(&real).map_err(|e| path_err(e, false))?;
+            dir = DirRef::Sub(fd);
+        }
+        Ok((dir, real))
+    }
+
+    /// Finds `name` in `dir`: the exact name first, else an entry equal to
+    /// it case-insensitively.
+    fn find_child(&self, dir: BorrowedFd<'_>, name: &str) -> VfsResult<Option<Child>> {
+        match lstat_at(dir, name) {
+            Ok(lstat) => {
+                return Ok(Some(Child {
+                    name: name.to_owned(),
+                    lstat,
+                }))
+            }
+            Err(Errno::NOENT) => {}
+            Err(e) => return Err(path_err(e, true)),
+        }
+        let folded = fold(name);
+        // A few rounds, for a directory that changes while we read it.
+        for _ in 0..3 {
+            let dstx = statx_fd(dir).map_err(io_err)?;
+            let key = file_key(&dstx);
+            match self.cache.lookup(key, stamp(&dstx), &folded) {
+                Lookup::Absent => return Ok(None),
+                Lookup::Found(real) => match lstat_at(dir, &real) {
+                    Ok(lstat) => return Ok(Some(Child { name: real, lstat })),
+                    Err(Errno::NOENT) => self.cache.invalidate(key),
+                    Err(e) => return Err(path_err(e, true)),
+                },
+                Lookup::Unknown => {
+                    let names = scan_names(dir)?;
+                    self.cache.fill(key, stamp(&dstx), names);
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    fn note_added(&self, dir: BorrowedFd<'_>, name: &str) {
+        if let Ok(stx) = statx_fd(dir) {
+            self.cache.added(file_key(&stx), stamp(&stx), name);
+        }
+    }
+
+    fn note_removed(&self, dir: BorrowedFd<'_>, name: &str) {
+        if let Ok(stx) = statx_fd(dir) {
+            self.cache.removed(file_key(&stx), stamp(&stx), name);
+        }
+    }
+
+    /// An object's directory entry went away: drop what we keep about the
+    /// inode if that was its last name.
+    fn note_gone(&self, lstat: &Statx) {
+        let key = file_key(lstat);
+        if file_type(lstat) == FileType::Directory {
+            self.cache.invalidate(key);
+            self.meta.forget(key);
+        } else if lstat.stx_nlink <= 1 {
+            self.meta.forget(key);
+        }
+    }
+
+    fn stat_fd(&self, fd: BorrowedFd<'_>) -> VfsResult<FileStat> {
+        let stx = statx_fd(fd).map_err(io_err)?;
+        let stored = self.meta.read(&Target::Fd(fd), file_key(&stx));
+        Ok(build_stat(&stx, stored))
+    }
+
+    fn open_root(&self, req: &OpenRequest<'_>) -> VfsResult<Opened> {
+        match req.disposition {
+            Disposition::Create => return Err(VfsError::Collision),
+            Disposition::Overwrite | Disposition::OverwriteIf | Disposition::Supersede => {
+                return Err(VfsError::IsADirectory)
+            }
+            Disposition::Open | Disposition::OpenIf => {}
+        }
+        if req.kind == Kind::NonDirectory {
+            return Err(VfsError::IsADirectory);
+        }
+        let fd = self.open_dir("").map_err(|e| path_err(e, true))?;
+        let stat = self.stat_fd(fd.as_fd())?;
+        Ok(Opened {
+            handle: FileHandle { fd, is_dir: true },
+            action: CreateAction::Opened,
+            stat,
+            path: String::new(),
+        })
+    }
+
+    /// Opens an existing object found as `child` at the real `path`;
+    /// `action` tells whether it is to be truncated.
+    fn open_existing(
+        &self,
+        path: &str,
+        child: &Child,
+        req: &OpenRequest<'_>,
+        action: CreateAction,
+    ) -> VfsResult<(FileHandle, FileStat)> {
+        let truncate = action != CreateAction::Opened;
+        // What the entry is, when it is not a symlink we have yet to follow.
+        let known_dir = match file_type(&child.lstat) {
+            FileType::Directory => Some(true),
+            FileType::RegularFile => Some(false),
+            FileType::Symlink => None,
+            // Devices, FIFOs and sockets are not served.
+            _ => return Err(VfsError::AccessDenied),
+        };
+        check_kind(known_dir, req.kind, truncate)?;
+        let as_dir = known_dir == Some(true) || req.kind == Kind::Directory;
+        let fd = if as_dir {
+            self.open_dir(path).map_err(|e| match e {
+                Errno::NOTDIR => VfsError::NotADirectory,
+                e => path_err(e, true),
+            })?
+        } else {
+            let access = if req.write || truncate {
+                OFlags::RDWR
+            } else {
+                OFlags::RDONLY
+            };
+            // O_NONBLOCK so that a FIFO swapped in under us cannot block the
+            // open; it is cleared again below once we know it is a file.
+            let flags = access | OFlags::NONBLOCK | OFlags::NOCTTY;
+            match open_beneath(self.root.as_fd(), path, flags, Mode::empty()) {
+                Ok(fd) => fd,
+                Err(Errno::ISDIR) if req.kind == Kind::Any && !truncate => {
+                    self.open_dir(path).map_err(|e| path_err(e, true))?
+                }
+                Err(e) => return Err(path_err(e, true)),
+            }
+        };
+        let mut stx = statx_fd(fd.as_fd()).map_err(io_err)?;
+        let is_dir = match file_type(&stx) {
+            FileType::Directory => true,
+            FileType::RegularFile => false,
+            _ => return Err(VfsError::AccessDenied),
+        };
+        check_kind(Some(is_dir), req.kind, truncate)?;
+        if !is_dir && !as_dir {
+            // io_uring would hand EAGAIN back for a file left O_NONBLOCK.
+            fcntl_setfl(&fd, OFlags::empty()).map_err(io_err)?;
+        }
+        if truncate {
+            ftruncate(&fd, 0).map_err(io_err)?;
+            self.meta.set_attrs(
+                fd.as_fd(),
+                (req.attributes & attr::SETTABLE) | attr::ARCHIVE,
+            )?;
+            if req.allocation_size > 0 {
+                preallocate(fd.as_fd(), req.allocation_size)?;
+            }
+            stx = statx_fd(fd.as_fd()).map_err(io_err)?;
+        }
+        let stored = self.meta.read(&Target::Fd(fd.as_fd()), file_key(&stx));
+        let stat = build_stat(&stx, stored);
+        Ok((FileHandle { fd, is_dir }, stat))
+    }
+
+    /// Creates `name` in `dir`; Collision if anything has that exact name.
+    fn create_new(
+        &self,
+        dir: BorrowedFd<'_>,
+        name: &str,
+        req: &OpenRequest<'_>,
+    ) -> VfsResult<(FileHandle, FileStat)> {
+        let settable = req.attributes & attr::SETTABLE;
+        let is_dir = req.kind == Kind::Directory;
+        let fd = if is_dir {
+            mkdirat(dir, name, Mode::from_raw_mode(0o777)).map_err(|e| path_err(e, true))?;
+            self.note_added(dir, name);
+            open_beneath(
+                dir,
+                name,
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW,
+                Mode::empty(),
+            )
+            .map_err(|e| path_err(e, true))?
+        } else {
+            let access = if req.write {
+                OFlags::RDWR
+            } else {
+                OFlags::RDONLY
+            };
+            // O_EXCL: an existing name, even a dangling symlink, is a
+            // collision and is never followed.
+            let flags = access | OFlags::CREATE | OFlags::EXCL | OFlags::NOCTTY;
+            let fd = open_beneath(dir, name, flags, Mode::from_raw_mode(0o666))
+                .map_err(|e| path_err(e, true))?;
+            self.note_added(dir, name);
+            fd
+        };
+        let setup = || -> VfsResult<FileStat> {
+            if is_dir {
+                if settable != 0 {
+                    self.meta.set_attrs(fd.as_fd(), settable)?;
+                }
+            } else {
+                self.meta.set_attrs(fd.as_fd(), settable | attr::ARCHIVE)?;
+                if req.allocation_size > 0 {
+                    preallocate(fd.as_fd(), req.allocation_size)?;
+                }
+            }
+            self.stat_fd(fd.as_fd())
+        };
+        match setup() {
+            Ok(stat) => Ok((FileHandle { fd, is_dir }, stat)),
+            Err(e) => {
+                // Leave no half-made object behind.
+                let flags = if is_dir {
+                    AtFlags::REMOVEDIR
+                } else {
+                    AtFlags::empty()
+                };
+                if unlinkat(dir, name, flags).is_ok() {
+                    self.note_removed(dir, name);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Stat of one directory entry for a listing; None if it vanished.
+    fn entry_stat(&self, dir: BorrowedFd<'_>, name: &str) -> VfsResult<Option<FileStat>> {
+        let lstat = match lstat_at(dir, name) {
+            Ok(s) => s,
+            Err(Errno::NOENT) => return Ok(None),
+            Err(e) => return Err(path_err(e, true)),
+        };
+        let ftype = file_type(&lstat);
+        if ftype == FileType::Symlink {
+            // Followed only while it stays beneath this directory (we do not
+            // know the directory's place in the share from its descriptor).
+            // A link that escapes, dangles or loops is listed as the link
+            // itself rather than hidden: the name is taken, and a client that
+            // cannot see it would be puzzled by a Create that collides.
+            if let Ok(pfd) = open_beneath(dir, name, OFlags::PATH, Mode::empty()) {
+                if let Ok(stx) = statx_fd(pfd.as_fd()) {
+                    let key = file_key(&stx);
+                    let stored = if self.meta.can_read_by_path() {
+                        self.meta.read(&Target::PathFd(pfd.as_fd()), key)
+                    } else {
+                        self.stored_by_open(dir, name, OFlags::empty(), key)
+                    };
+                    return Ok(Some(build_stat(&stx, stored)));
+                }
+            }
+            return Ok(Some(build_stat(&lstat, Stored::default())));
+        }
+        let key = file_key(&lstat);
+        let stored = if self.meta.can_read_by_path() {
+            self.meta.read(&Target::Entry { dir, name }, key)
+        } else if matches!(ftype, FileType::RegularFile | FileType::Directory) {
+            self.stored_by_open(dir, name, OFlags::NOFOLLOW, key)
+        } else {
+            Stored::default()
+        };
+        Ok(Some(build_stat(&lstat, stored)))
+    }
+
+    /// Reads stored metadata by opening the entry (when /proc is missing).
+    fn stored_by_open(
+        &self,
+        dir: BorrowedFd<'_>,
+        name: &str,
+        extra: OFlags,
+        key: (u64, u64),
+    ) -> Stored {
+        let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | extra;
+        match open_beneath(dir, name, flags, Mode::empty()) {
+            Ok(fd) => self.meta.read(&Target::Fd(fd.as_fd()), key),
+            Err(_) => Stored::default(),
+        }
+    }
+}
+
+/// Checks an object's type (None: not known yet) against what was asked.
+fn check_kind(is_dir: Option<bool>, kind: Kind, truncate: bool) -> VfsResult<()> {
+    match is_dir {
+        // Windows cannot overwrite or supersede a directory.
+        Some(true) if kind == Kind::NonDirectory || truncate => Err(VfsError::IsADirectory),
+        Some(false) if kind == Kind::Directory => Err(VfsError::NotADirectory),
+        _ => Ok(()),
+    }
+}
+
+fn preallocate(fd: BorrowedFd<'_>, len: u64) -> VfsResult<()> {
+    match fallocate(fd, FallocateFlags::KEEP_SIZE, 0, len) {
+        // Preallocation is a hint; filesystems without it still work.
+        Ok(()) | Err(Errno::OPNOTSUPP) => Ok(()),
+        Err(e) => Err(io_err(e)),
+    }
+}
+
+/// Every name in a directory except `.` and `..`. Names that are not UTF-8
+/// cannot be named by a client and are left out.
+fn scan_names(dir: BorrowedFd<'_>) -> VfsResult<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in Dir::read_from(dir).map_err(io_err)? {
+        let entry = entry.map_err(io_err)?;
+        if let Some(name) = listed_name(entry.file_name().to_bytes()) {
+            names.push(name.to_owned());
+        }
+    }
+    Ok(names)
+}
+
+fn listed_name(raw: &[u8]) -> Option<&str> {
+    if raw == b"." || raw == b".." {
+        return None;
+    }
+    std::str::from_utf8(raw).ok()
+}
+
+fn build_stat(stx: &Statx, stored: Stored) -> FileStat {
+    let is_dir = file_type(stx) == FileType::Directory;
+    let last_write_time = filetime(&stx.stx_mtime);
+    let change_time = filetime(&stx.stx_ctime);
+    let creation_time = stored.btime.unwrap_or_else(|| {
+        if has_btime(stx) {
+            filetime(&stx.stx_btime)
+        } else {
+            last_write_time.min(change_time)
+        }
+    });
+    let mut attributes = stored.attrs.unwrap_or(0) & attr::SETTABLE;
+    if is_dir {
+        attributes |= attr::DIRECTORY;
+    }
+    if attributes == 0 {
+        attributes = attr::NORMAL;
+    }
+    FileStat {
+        dev: file_key(stx).0,
+        ino: stx.stx_ino,
+        size: stx.stx_size,
+        alloc_size: stx.stx_blocks.saturating_mul(512),
+        nlink: stx.stx_nlink,
+        is_dir,
+        creation_time,
+        last_access_time: filetime(&stx.stx_atime),
+        last_write_time,
+        change_time,
+        attributes,
+        mode: u32::from(stx.stx_mode),
+        uid: stx.stx_uid,
+        gid: stx.stx_gid,
+    }
+}
+
+/// A time a client asked to set: 0 means "leave it", and so do the
+/// FILETIME values -1 and -2 (which ask to stop or resume automatic
+/// updates, something Linux cannot do).
+fn time_to_set(t: Option<u64>) -> Option<u64> {
+    t.filter(|&v| v != 0 && v < u64::MAX - 1)
+}
+
+fn timespec(t: Option<u64>) -> Timespec {
+    match t {
+        Some(ft) => {
+            let (sec, nsec) = unix_from_filetime(ft);
+            Timespec {
+                tv_sec: sec,
+                tv_nsec: nsec.into(),
+            }
+        }
+        None => Timespec {
+            tv_sec: 0,
+            tv_nsec: UTIME_OMIT,
+        },
+    }
+}
+
+impl Vfs for PosixVfs {
+    fn open(&self, req: &OpenRequest<'_>) -> VfsResult<Opened> {
+        let comps = split(req.path)?;
+        let Some((last, parents)) = comps.split_last() else {
+            return self.open_root(req);
+        };
+        let (dir, dir_real) = self.resolve_dir(parents)?;
+        // Two rounds: a name may appear or vanish between our look and our
+        // open or create.
+        for _ in 0..2 {
+            match self.find_child(dir.fd(), last)? {
+                Some(child) => {
+                    let action = match req.disposition {
+                        Disposition::Create => return Err(VfsError::Collision),
+                        Disposition::Open | Disposition::OpenIf => CreateAction::Opened,
+                        Disposition::Overwrite | Disposition::OverwriteIf => {
+                            CreateAction::Overwritten
+                        }
+                        Disposition::Supersede => CreateAction::Superseded,
+                    };
+                    let path = join(&dir_real, &child.name);
+                    let may_create = matches!(
+                        req.disposition,
+                        Disposition::OpenIf | Disposition::OverwriteIf | Disposition::Supersede
+                    );
+                    let is_link = file_type(&child.lstat) == FileType::Symlink;
+                    match self.open_existing(&path, &child, req, action) {
+                        Ok((handle, stat)) => {
+                            return Ok(Opened {
+                                handle,
+                                action,
+                                stat,
+                                path,
+                            })
+                        }
+                        Err(VfsError::NameNotFound) if may_create && !is_link => continue,
+                        Err(e) => return Err(e),
+                    }
+                }
+                None => {
+                    if matches!(req.disposition, Disposition::Open | Disposition::Overwrite) {
+                        return Err(VfsError::NameNotFound);
+                    }
+                    match self.create_new(dir.fd(), last, req) {
+                        Ok((handle, stat)) => {
+                            return Ok(Opened {
+                                handle,
+                                action: CreateAction::Created,
+                                stat,
+                                path: join(&dir_real, last),
+                            })
+                        }
+                        Err(VfsError::Collision) if req.disposition != Disposition::Create => {
+                            continue
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        }
+        // The name kept changing under us.
+        Err(VfsError::Io(Errno::AGAIN.into()))
+    }
+
+    fn resolve(&self, path: &str) -> VfsResult<String> {
+        let comps = split(path)?;
+        let Some((last, parents)) = comps.split_last() else {
+            return Ok(String::new());
+        };
+        let (dir, dir_real) = self.resolve_dir(parents)?;
+        let child = self
+            .find_child(dir.fd(), last)?
+            .ok_or(VfsError::NameNotFound)?;
+        Ok(join(&dir_real, &child.name))
+    }
+
+    fn stat(&self, h: &FileHandle) -> VfsResult<FileStat> {
+        self.stat_fd(h.fd.as_fd())
+    }
+
+    fn read(&self, h: &FileHandle, offset: u64, buf: &mut [u8]) -> VfsResult<usize> {
+        let mut done = 0;
+        while let Some(rest) = buf.get_mut(done..).filter(|r| !r.is_empty()) {
+            let at = offset
+                .checked_add(done as u64)
+                .ok_or(VfsError::Io(Errno::INVAL.into()))?;
+            match pread(&h.fd, rest, at) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(io_err(e)),
+            }
+        }
+        Ok(done)
+    }
+
+    fn write(&self, h: &FileHandle, offset: u64, data: &[u8]) -> VfsResult<()> {
+        let mut done = 0;
+        while let Some(rest) = data.get(done..).filter(|r| !r.is_empty()) {
+            let at = offset
+                .checked_add(done as u64)
+                .ok_or(VfsError::Io(Errno::INVAL.into()))?;
+            match pwrite(&h.fd, rest, at) {
+                Ok(0) => return Err(VfsError::Io(Errno::IO.into())),
+                Ok(n) => done += n,
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(io_err(e)),
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&self, h: &FileHandle) -> VfsResult<()> {
+        let r = if h.is_dir {
+            fsync(&h.fd)
+        } else {
+            fdatasync(&h.fd)
+        };
+        r.map_err(io_err)
+    }
+
+    fn set_len(&self, h: &FileHandle, len: u64) -> VfsResult<()> {
+        ftruncate(&h.fd, len).map_err(io_err)
+    }
+
+    fn set_allocation(&self, h: &FileHandle, len: u64) -> VfsResult<()> {
+        let stx = statx_fd(h.fd.as_fd()).map_err(io_err)?;
+        if len > stx.stx_blocks.saturating_mul(512) {
+            preallocate(h.fd.as_fd(), len)?;
+        }
+        Ok(())
+    }
+
+    fn set_times(&self, h: &FileHandle, times: &SetTimes) -> VfsResult<()> {
+        if let Some(ct) = time_to_set(times.creation_time) {
+            self.meta.set_btime(h.fd.as_fd(), ct)?;
+        }
+        // change_time cannot be set on Linux; the kernel owns ctime.
+        let atime = time_to_set(times.last_access_time);
+        let mtime = time_to_set(times.last_write_time);
+        if atime.is_some() || mtime.is_some() {
+            let ts = Timestamps {
+                last_access: timespec(atime),
+                last_modification: timespec(mtime),
+            };
+            futimens(&h.fd, &ts).map_err(io_err)?;
+        }
+        Ok(())
+    }
+
+    fn set_attributes(&self, h: &FileHandle, attributes: u32) -> VfsResult<()> {
+        self.meta
+            .set_attrs(h.fd.as_fd(), attributes & attr::SETTABLE)
+    }
+
+    fn read_dir(&self, h: &FileHandle) -> VfsResult<Vec<DirEntry>> {
+        let fd = h.fd.as_fd();
+        // Stamp before listing: a change during the listing then shows as a
+        // stale cache entry instead of being missed.
+        let dstx = statx_fd(fd).map_err(io_err)?;
+        if file_type(&dstx) != FileType::Directory {
+            return Err(VfsError::NotADirectory);
+        }
+        let mut entries = Vec::new();
+        let mut names = Vec::new();
+        for entry in Dir::read_from(fd).map_err(io_err)? {
+            let entry = entry.map_err(io_err)?;
+            let Some(name) = listed_name(entry.file_name().to_bytes()) else {
+                continue;
+            };
+            names.push(name.to_owned());
+            if let Some(stat) = self.entry_stat(fd, name)? {
+                entries.push(DirEntry {
+                    name: name.to_owned(),
+                    stat,
+                });
+            }
+        }
+        entries.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        self.cache.fill(file_key(&dstx), stamp(&dstx), names);
+        Ok(entries)
+    }
+
+    fn rename(&self, from: &str, to: &str, replace: bool) -> VfsResult<String> {
+        let from_comps = split(from)?;
+        let to_comps = split(to)?;
+        let (Some((from_name, from_parents)), Some((to_name, to_parents))) =
+            (from_comps.split_last(), to_comps.split_last())
+        else {
+            // The root can be neither moved nor replaced.
+            return Err(VfsError::AccessDenied);
+        };
+        let (from_dir, _) = self.resolve_dir(from_parents)?;
+        let src = self
+            .find_child(from_dir.fd(), from_name)?
+            .ok_or(VfsError::NameNotFound)?;
+        let (to_dir, to_real) = self.resolve_dir(to_parents)?;
+        let (fd_from, fd_to) = (from_dir.fd(), to_dir.fd());
+        let same_dir = file_key(&statx_fd(fd_from).map_err(io_err)?)
+            == file_key(&statx_fd(fd_to).map_err(io_err)?);
+
+        let new_name: &str = match self.find_child(fd_to, to_name)? {
+            Some(t)
+                if same_dir
+                    && file_key(&t.lstat) == file_key(&src.lstat)
+                    && fold(&t.name) == fold(&src.name) =>
+            {
+                // The target is the source itself: only the case changes.
+                // A plain rename, as RENAME_NOREPLACE would refuse this on a
+                // case-insensitive filesystem.
+                if src.name != *to_name {
+                    renameat(fd_from, &src.name, fd_to, *to_name).map_err(|e| path_err(e, true))?;
+                    self.note_removed(fd_from, &src.name);
+                    self.note_added(fd_to, to_name);
+                }
+                to_name
+            }
+            Some(t) => {
+                if !replace {
+                    return Err(VfsError::Collision);
+                }
+                if file_type(&t.lstat) == FileType::Directory {
+                    return Err(VfsError::AccessDenied);
+                }
+                renameat(fd_from, &src.name, fd_to, &t.name).map_err(|e| path_err(e, true))?;
+                self.note_gone(&t.lstat);
+                self.note_removed(fd_from, &src.name);
+                self.note_added(fd_to, &t.name);
+                // Give the new object the case the client asked for; if
+                // that fails it keeps the replaced one's name, still correct
+                // case-insensitively.
+                if t.name != *to_name
+                    && renameat_with(fd_to, &t.name, fd_to, *to_name, RenameFlags::NOREPLACE)
+                        .is_ok()
+                {
+                    self.note_removed(fd_to, &t.name);
+                    self.note_added(fd_to, to_name);
+                    to_name
+                } else {
+                    return Ok(join(&to_real, &t.name));
+                }
+            }
+            None => {
+                rename_noreplace(fd_from, &src.name, fd_to, to_name)?;
+                self.note_removed(fd_from, &src.name);
+                self.note_added(fd_to, to_name);
+                to_name
+            }
+        };
+        Ok(join(&to_real, new_name))
+    }
+
+    fn unlink(&self, path: &str, is_dir: bool) -> VfsResult<()> {
+        let comps = split(path)?;
+        let Some((last, parents)) = comps.split_last() else {
+            return Err(VfsError::AccessDenied);
+        };
+        let (dir, _) = self.resolve_dir(parents)?;
+        let child = self
+            .find_child(dir.fd(), last)?
+            .ok_or(VfsError::NameNotFound)?;
+        let ftype = file_type(&child.lstat);
+        // A symlink opened as a directory is removed as the link it is.
+        if ftype == FileType::Directory && !is_dir {
+            return Err(VfsError::IsADirectory);
+        }
+        if is_dir && !matches!(ftype, FileType::Directory | FileType::Symlink) {
+            return Err(VfsError::NotADirectory);
+        }
+        let flags = if ftype == FileType::Directory {
+            AtFlags::REMOVEDIR
+        } else {
+            AtFlags::empty()
+        };
+        unlinkat(dir.fd(), child.name.as_str(), flags).map_err(|e| match e {
+            Errno::NOTEMPTY | Errno::EXIST => VfsError::NotEmpty,
+            e => path_err(e, true),
+        })?;
+        self.note_removed(dir.fd(), &child.name);
+        self.note_gone(&child.lstat);
+        Ok(())
+    }
+
+    fn fs_stat(&self) -> VfsResult<FsStat> {
+        let st = fstatvfs(&self.root).map_err(io_err)?;
+        let block = if st.f_frsize != 0 {
+            st.f_frsize
+        } else {
+            st.f_bsize
+        };
+        Ok(FsStat {
+            block_size: u32::try_from(block).unwrap_or(u32::MAX),
+            total_blocks: st.f_blocks,
+            free_blocks: st.f_bfree,
+            avail_blocks: st.f_bavail,
+            fs_id: st.f_fsid,
+            max_name_len: u32::try_from(st.f_namemax).unwrap_or(u32::MAX),
+        })
+    }
+}
+
+/// Renames without replacing anything. Falls back to a checked plain rename
+/// on filesystems that do not know RENAME_NOREPLACE.
+fn rename_noreplace(
+    from_dir: BorrowedFd<'_>,
+    from: &str,
+    to_dir: BorrowedFd<'_>,
+    to: &str,
+) -> VfsResult<()> {
+    match renameat_with(from_dir, from, to_dir, to, RenameFlags::NOREPLACE) {
+        Ok(()) => Ok(()),
+        Err(Errno::INVAL) => match lstat_at(to_dir, to) {
+            Ok(_) => Err(VfsError::Collision),
+            Err(Errno::NOENT) => {
+                renameat(from_dir, from, to_dir, to).map_err(|e| path_err(e, true))
+            }
+            Err(e) => Err(path_err(e, true)),
+        },
+        Err(e) => Err(path_err(e, true)),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,68 @@
+//! Thin wrappers over the system calls every operation uses.
+
+use std::os::fd::{BorrowedFd, OwnedFd};
+
+use rustix::fs::{
+    makedev, openat2, statx, AtFlags, FileType, Mode, OFlags, ResolveFlags, Statx, StatxFlags,
+    StatxTimestamp,
+};
+use rustix::io::Errno;
+
+use super::case_cache::Stamp;
+use super::time::filetime_from_unix;
+
+/// Every path we open stays beneath the directory it is resolved from, and
+/// /proc magic links (which can point anywhere) are never followed.
+const RESOLVE: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGICLINKS);
+
+const STATX_MASK: StatxFlags = StatxFlags::BASIC_STATS.union(StatxFlags::BTIME);
+
+pub fn open_beneath(
+    dir: BorrowedFd<'_>,
+    path: &str,
+    flags: OFlags,
+    mode: Mode,
+) -> Result<OwnedFd, Errno> {
+    let mut tries = 0;
+    loop {
+        match openat2(dir, path, flags | OFlags::CLOEXEC, mode, RESOLVE) {
+            // openat2 says EAGAIN when a concurrent rename kept it from
+            // proving the walk stayed beneath; trying again is the remedy.
+            Err(Errno::AGAIN | Errno::INTR) if tries < 16 => tries += 1,
+            r => return r,
+        }
+    }
+}
+
+pub fn statx_fd(fd: BorrowedFd<'_>) -> Result<Statx, Errno> {
+    statx(fd, "", AtFlags::EMPTY_PATH, STATX_MASK)
+}
+
+/// Stat of a single name in `dir`, not following a symlink.
+pub fn lstat_at(dir: BorrowedFd<'_>, name: &str) -> Result<Statx, Errno> {
+    statx(dir, name, AtFlags::SYMLINK_NOFOLLOW, STATX_MASK)
+}
+
+pub fn file_type(stx: &Statx) -> FileType {
+    FileType::from_raw_mode(u32::from(stx.stx_mode))
+}
+
+/// (dev, ino): what identifies an inode for the caches.
+pub fn file_key(stx: &Statx) -> (u64, u64) {
+    (makedev(stx.stx_dev_major, stx.stx_dev_minor), stx.stx_ino)
+}
+
+pub fn stamp(stx: &Statx) -> Stamp {
+    Stamp {
+        mtime: (stx.stx_mtime.tv_sec, stx.stx_mtime.tv_nsec),
+        ctime: (stx.stx_ctime.tv_sec, stx.stx_ctime.tv_nsec),
+    }
+}
+
+pub fn filetime(t: &StatxTimestamp) -> u64 {
+    filetime_from_unix(t.tv_sec, t.tv_nsec)
+}
+
+pub fn has_btime(stx: &Statx) -> bool {
+    stx.stx_mask & StatxFlags::BTIME.bits() != 0
+}

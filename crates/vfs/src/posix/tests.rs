@@ -1,0 +1,637 @@
+//! Behaviour of the POSIX backend on a real (temporary) directory tree.
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::PathBuf;
+
+use tempfile::TempDir;
+
+use super::*;
+
+struct Share {
+    // Held for its Drop, which removes the tree.
+    _tmp: TempDir,
+    root: PathBuf,
+    outside: PathBuf,
+    vfs: PosixVfs,
+}
+
+fn share() -> Share {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("share");
+    let outside = tmp.path().join("outside");
+    fs::create_dir(&root).unwrap();
+    fs::create_dir(&outside).unwrap();
+    fs::write(outside.join("secret"), b"outside").unwrap();
+    let vfs = PosixVfs::new(&root).unwrap();
+    Share {
+        _tmp: tmp,
+        root,
+        outside,
+        vfs,
+    }
+}
+
+fn req(path: &str, disposition: Disposition, kind: Kind) -> OpenRequest<'_> {
+    OpenRequest {
+        path,
+        disposition,
+        kind,
+        read: true,
+        write: true,
+        attributes: 0,
+        allocation_size: 0,
+    }
+}
+
+fn open(vfs: &PosixVfs, path: &str) -> VfsResult<Opened> {
+    vfs.open(&req(path, Disposition::Open, Kind::Any))
+}
+
+fn create_file(vfs: &PosixVfs, path: &str, data: &[u8]) -> Opened {
+    let o = vfs
+        .open(&req(path, Disposition::Create, Kind::NonDirectory))
+        .unwrap();
+    vfs.write(&o.handle, 0, data).unwrap();
+    o
+}
+
+fn create_dir(vfs: &PosixVfs, path: &str) -> Opened {
+    vfs.open(&req(path, Disposition::Create, Kind::Directory))
+        .unwrap()
+}
+
+fn read_all(vfs: &PosixVfs, h: &FileHandle) -> Vec<u8> {
+    let mut buf = vec![0u8; 4096];
+    let n = vfs.read(h, 0, &mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+fn disk_names(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn case_insensitive_open_returns_real_path() {
+    let s = share();
+    create_dir(&s.vfs, "dir");
+    create_file(&s.vfs, "dir/file.txt", b"hello");
+    let o = open(&s.vfs, "DIR/File.TXT").unwrap();
+    assert_eq!(o.path, "dir/file.txt");
+    assert_eq!(o.action, CreateAction::Opened);
+    assert!(!o.stat.is_dir);
+    assert_eq!(read_all(&s.vfs, &o.handle), b"hello");
+    assert_eq!(s.vfs.resolve("Dir/FILE.txt").unwrap(), "dir/file.txt");
+    assert_eq!(s.vfs.resolve("").unwrap(), "");
+}
+
+#[test]
+fn create_keeps_case() {
+    let s = share();
+    let o = create_file(&s.vfs, "MixedCase.Txt", b"");
+    assert_eq!(o.path, "MixedCase.Txt");
+    assert_eq!(o.action, CreateAction::Created);
+    let d = create_dir(&s.vfs, "SubDir");
+    assert!(d.stat.is_dir);
+    assert_eq!(disk_names(&s.root), vec!["MixedCase.Txt", "SubDir"]);
+    // A new name under a directory given in another case lands in it.
+    let o = create_file(&s.vfs, "SUBDIR/Inner.Bin", b"");
+    assert_eq!(o.path, "SubDir/Inner.Bin");
+    assert_eq!(disk_names(&s.root.join("SubDir")), vec!["Inner.Bin"]);
+}
+
+#[test]
+fn create_on_existing_name_collides_in_any_case() {
+    let s = share();
+    create_file(&s.vfs, "a.txt", b"x");
+    for name in ["a.txt", "A.TXT"] {
+        let r = s.vfs.open(&req(name, Disposition::Create, Kind::Any));
+        assert!(matches!(r, Err(VfsError::Collision)), "{name}: {r:?}");
+    }
+    create_dir(&s.vfs, "d");
+    let r = s.vfs.open(&req("D", Disposition::Create, Kind::Directory));
+    assert!(matches!(r, Err(VfsError::Collision)));
+    assert_eq!(disk_names(&s.root), vec!["a.txt", "d"]);
+}
+
+#[test]
+fn missing_names_and_paths() {
+    let s = share();
+    create_file(&s.vfs, "file", b"");
+    assert!(matches!(
+        open(&s.vfs, "nothing"),
+        Err(VfsError::NameNotFound)
+    ));
+    assert!(matches!(
+        s.vfs
+            .open(&req("nothing", Disposition::Overwrite, Kind::Any)),
+        Err(VfsError::NameNotFound)
+    ));
+    assert!(matches!(
+        open(&s.vfs, "nodir/x"),
+        Err(VfsError::PathNotFound)
+    ));
+    assert!(matches!(open(&s.vfs, "a/b/c"), Err(VfsError::PathNotFound)));
+    // A file where a directory is expected on the way.
+    assert!(matches!(
+        open(&s.vfs, "file/x"),
+        Err(VfsError::PathNotFound)
+    ));
+    assert!(matches!(
+        s.vfs.open(&req("nodir/x", Disposition::Create, Kind::Any)),
+        Err(VfsError::PathNotFound)
+    ));
+    assert!(matches!(s.vfs.resolve("none"), Err(VfsError::NameNotFound)));
+    assert!(matches!(
+        s.vfs.resolve("none/x"),
+        Err(VfsError::PathNotFound)
+    ));
+}
+
+#[test]
+fn invalid_names_are_refused() {
+    let s = share();
+    for bad in [
+        "../outside/secret",
+        "a/../b",
+        "./x",
+        "a//b",
+        "/etc/passwd",
+        "x\0y",
+    ] {
+        let r = open(&s.vfs, bad);
+        assert!(matches!(r, Err(VfsError::InvalidName)), "{bad:?}: {r:?}");
+    }
+    let long = "x".repeat(300);
+    let r = s.vfs.open(&req(&long, Disposition::Create, Kind::Any));
+    assert!(matches!(r, Err(VfsError::InvalidName)), "{r:?}");
+}
+
+#[test]
+fn symlinks_leaving_the_share_are_not_followed() {
+    let s = share();
+    fs::create_dir(s.root.join("sub")).unwrap();
+    symlink("/etc/passwd", s.root.join("passwd")).unwrap();
+    symlink("../outside/secret", s.root.join("up")).unwrap();
+    symlink("../../outside/secret", s.root.join("sub/up2")).unwrap();
+    symlink(&s.outside, s.root.join("outdir")).unwrap();
+    symlink("../outside", s.root.join("outdir2")).unwrap();
+    for path in [
+        "passwd",
+        "PASSWD",
+        "up",
+        "sub/up2",
+        "outdir",
+        "outdir/secret",
+        "outdir2/secret",
+        "OUTDIR2/Secret",
+    ] {
+        for disposition in [
+            Disposition::Open,
+            Disposition::OpenIf,
+            Disposition::OverwriteIf,
+        ] {
+            let r = s.vfs.open(&req(path, disposition, Kind::Any));
+            assert!(
+                matches!(
+                    r,
+                    Err(VfsError::AccessDenied | VfsError::NameNotFound | VfsError::PathNotFound)
+                ),
+                "{path} {disposition:?}: {r:?}"
+            );
+        }
+    }
+    // Nothing outside was touched by the overwrite attempts.
+    assert_eq!(fs::read(s.outside.join("secret")).unwrap(), b"outside");
+    assert!(matches!(
+        s.vfs
+            .open(&req("outdir2/new", Disposition::Create, Kind::Any)),
+        Err(VfsError::AccessDenied)
+    ));
+    assert_eq!(disk_names(&s.outside), vec!["secret"]);
+}
+
+#[test]
+fn symlinks_inside_the_share_are_followed() {
+    let s = share();
+    create_file(&s.vfs, "target.txt", b"inside");
+    create_dir(&s.vfs, "sub");
+    create_dir(&s.vfs, "realdir");
+    create_file(&s.vfs, "realdir/f", b"in dir");
+    symlink("target.txt", s.root.join("link")).unwrap();
+    symlink("../target.txt", s.root.join("sub/link2")).unwrap();
+    symlink("realdir", s.root.join("dirlink")).unwrap();
+
+    let o = open(&s.vfs, "LINK").unwrap();
+    assert_eq!(o.path, "link");
+    assert_eq!(read_all(&s.vfs, &o.handle), b"inside");
+    let o = open(&s.vfs, "sub/link2").unwrap();
+    assert_eq!(read_all(&s.vfs, &o.handle), b"inside");
+    let o = open(&s.vfs, "dirlink").unwrap();
+    assert!(o.stat.is_dir && o.handle.is_dir);
+    let o = open(&s.vfs, "dirlink/F").unwrap();
+    assert_eq!(read_all(&s.vfs, &o.handle), b"in dir");
+}
+
+#[test]
+fn dos_attributes_survive_a_restart() {
+    let s = share();
+    let o = s
+        .vfs
+        .open(&OpenRequest {
+            attributes: attr::HIDDEN | attr::READONLY | attr::DIRECTORY,
+            ..req("f", Disposition::Create, Kind::NonDirectory)
+        })
+        .unwrap();
+    let want = attr::HIDDEN | attr::READONLY | attr::ARCHIVE;
+    assert_eq!(o.stat.attributes, want);
+    // READONLY is a stored bit; the file stays writable for us.
+    s.vfs.write(&o.handle, 0, b"data").unwrap();
+    let d = s
+        .vfs
+        .open(&OpenRequest {
+            attributes: attr::SYSTEM,
+            ..req("d", Disposition::Create, Kind::Directory)
+        })
+        .unwrap();
+    assert_eq!(d.stat.attributes, attr::SYSTEM | attr::DIRECTORY);
+    let plain = create_dir(&s.vfs, "plain");
+    assert_eq!(plain.stat.attributes, attr::DIRECTORY);
+    drop((o, d, plain));
+
+    let root = s.root.clone();
+    drop(s.vfs);
+    let vfs = PosixVfs::new(&root).unwrap();
+    assert_eq!(open(&vfs, "F").unwrap().stat.attributes, want);
+    let d = open(&vfs, "D").unwrap();
+    assert_eq!(d.stat.attributes, attr::SYSTEM | attr::DIRECTORY);
+    vfs.set_attributes(&d.handle, attr::HIDDEN | attr::DIRECTORY | attr::NORMAL)
+        .unwrap();
+    drop(vfs);
+    let vfs = PosixVfs::new(&root).unwrap();
+    assert_eq!(
+        open(&vfs, "d").unwrap().stat.attributes,
+        attr::HIDDEN | attr::DIRECTORY
+    );
+    // Listings report the same bits.
+    let r = open(&vfs, "").unwrap();
+    let list = vfs.read_dir(&r.handle).unwrap();
+    let f = list.iter().find(|e| e.name == "f").unwrap();
+    assert_eq!(f.stat.attributes, want);
+    assert_eq!(f.stat.size, 4);
+}
+
+#[test]
+fn file_without_stored_attributes_is_normal_even_if_dotted() {
+    let s = share();
+    fs::write(s.root.join(".profile"), b"x").unwrap();
+    let o = open(&s.vfs, ".profile").unwrap();
+    assert_eq!(o.stat.attributes, attr::NORMAL);
+}
+
+#[test]
+fn overwrite_truncates_and_resets_attributes() {
+    let s = share();
+    let o = s
+        .vfs
+        .open(&OpenRequest {
+            attributes: attr::HIDDEN,
+            ..req("f", Disposition::Create, Kind::Any)
+        })
+        .unwrap();
+    s.vfs.write(&o.handle, 0, b"0123456789").unwrap();
+    drop(o);
+    for (disposition, action) in [
+        (Disposition::Overwrite, CreateAction::Overwritten),
+        (Disposition::OverwriteIf, CreateAction::Overwritten),
+        (Disposition::Supersede, CreateAction::Superseded),
+    ] {
+        let o = s
+            .vfs
+            .open(&OpenRequest {
+                attributes: attr::SYSTEM,
+                ..req("F", disposition, Kind::Any)
+            })
+            .unwrap();
+        assert_eq!(o.action, action);
+        assert_eq!(o.path, "f");
+        assert_eq!(o.stat.size, 0);
+        assert_eq!(o.stat.attributes, attr::SYSTEM | attr::ARCHIVE);
+        s.vfs.write(&o.handle, 0, b"abc").unwrap();
+    }
+    let o = s
+        .vfs
+        .open(&req("new", Disposition::OverwriteIf, Kind::Any))
+        .unwrap();
+    assert_eq!(o.action, CreateAction::Created);
+    assert_eq!(o.stat.attributes, attr::ARCHIVE);
+    let o = s
+        .vfs
+        .open(&req("F", Disposition::OpenIf, Kind::Any))
+        .unwrap();
+    assert_eq!(o.action, CreateAction::Opened);
+    assert_eq!(o.stat.size, 3);
+}
+
+#[test]
+fn kinds_are_checked() {
+    let s = share();
+    create_file(&s.vfs, "f", b"");
+    create_dir(&s.vfs, "d");
+    let r = s.vfs.open(&req("D", Disposition::Open, Kind::NonDirectory));
+    assert!(matches!(r, Err(VfsError::IsADirectory)), "{r:?}");
+    let r = s.vfs.open(&req("f", Disposition::Open, Kind::Directory));
+    assert!(matches!(r, Err(VfsError::NotADirectory)), "{r:?}");
+    let r = s.vfs.open(&req("d", Disposition::OverwriteIf, Kind::Any));
+    assert!(matches!(r, Err(VfsError::IsADirectory)), "{r:?}");
+    // Kind::Any opens a directory as a directory even when asking to write.
+    let o = s.vfs.open(&req("d", Disposition::Open, Kind::Any)).unwrap();
+    assert!(o.handle.is_dir && o.stat.is_dir);
+    // The root itself.
+    let o = open(&s.vfs, "").unwrap();
+    assert!(o.handle.is_dir);
+    assert_eq!(o.path, "");
+    assert!(matches!(
+        s.vfs.open(&req("", Disposition::Create, Kind::Directory)),
+        Err(VfsError::Collision)
+    ));
+}
+
+#[test]
+fn special_files_are_not_served() {
+    let s = share();
+    let status = std::process::Command::new("mkfifo")
+        .arg(s.root.join("fifo"))
+        .status();
+    if !status.is_ok_and(|st| st.success()) {
+        return;
+    }
+    // Must return (not block) and refuse.
+    let r = open(&s.vfs, "fifo");
+    assert!(matches!(r, Err(VfsError::AccessDenied)), "{r:?}");
+}
+
+#[test]
+fn read_write_and_sizes() {
+    let s = share();
+    let o = create_file(&s.vfs, "f", b"hello world");
+    let mut buf = [0u8; 5];
+    assert_eq!(s.vfs.read(&o.handle, 6, &mut buf).unwrap(), 5);
+    assert_eq!(&buf, b"world");
+    // Short only at end of file.
+    assert_eq!(s.vfs.read(&o.handle, 9, &mut buf).unwrap(), 2);
+    assert_eq!(s.vfs.read(&o.handle, 100, &mut buf).unwrap(), 0);
+    s.vfs.write(&o.handle, 20, b"!").unwrap();
+    assert_eq!(s.vfs.stat(&o.handle).unwrap().size, 21);
+    s.vfs.set_len(&o.handle, 5).unwrap();
+    assert_eq!(read_all(&s.vfs, &o.handle), b"hello");
+    s.vfs.flush(&o.handle).unwrap();
+    s.vfs.set_allocation(&o.handle, 1 << 20).unwrap();
+    let st = s.vfs.stat(&o.handle).unwrap();
+    assert_eq!(st.size, 5);
+    assert!(st.alloc_size >= 1 << 20, "alloc {}", st.alloc_size);
+    // Smaller than what is allocated: nothing happens.
+    s.vfs.set_allocation(&o.handle, 1).unwrap();
+    assert_eq!(s.vfs.stat(&o.handle).unwrap().size, 5);
+
+    let o = s
+        .vfs
+        .open(&OpenRequest {
+            allocation_size: 65536,
+            ..req("pre", Disposition::Create, Kind::Any)
+        })
+        .unwrap();
+    assert_eq!(o.stat.size, 0);
+    assert!(o.stat.alloc_size >= 65536);
+    let d = create_dir(&s.vfs, "d");
+    s.vfs.flush(&d.handle).unwrap();
+}
+
+#[test]
+fn rename_changing_only_case() {
+    let s = share();
+    create_file(&s.vfs, "foo.txt", b"x");
+    assert_eq!(
+        s.vfs.rename("foo.txt", "FOO.TXT", false).unwrap(),
+        "FOO.TXT"
+    );
+    assert_eq!(disk_names(&s.root), vec!["FOO.TXT"]);
+    assert_eq!(open(&s.vfs, "foo.txt").unwrap().path, "FOO.TXT");
+    create_dir(&s.vfs, "Dir");
+    assert_eq!(s.vfs.rename("Dir", "dir", false).unwrap(), "dir");
+    assert_eq!(disk_names(&s.root), vec!["FOO.TXT", "dir"]);
+    // To exactly the same name: nothing to do, and no collision.
+    assert_eq!(s.vfs.rename("dir", "dir", false).unwrap(), "dir");
+}
+
+#[test]
+fn rename_onto_existing() {
+    let s = share();
+    create_file(&s.vfs, "a", b"from a");
+    create_file(&s.vfs, "b", b"from b");
+    create_dir(&s.vfs, "dir");
+    let r = s.vfs.rename("a", "B", false);
+    assert!(matches!(r, Err(VfsError::Collision)), "{r:?}");
+    let r = s.vfs.rename("a", "DIR", true);
+    assert!(matches!(r, Err(VfsError::AccessDenied)), "{r:?}");
+    let r = s.vfs.rename("a", "DIR", false);
+    assert!(matches!(r, Err(VfsError::Collision)), "{r:?}");
+    assert_eq!(s.vfs.rename("a", "B", true).unwrap(), "B");
+    assert_eq!(disk_names(&s.root), vec!["B", "dir"]);
+    assert_eq!(fs::read(s.root.join("B")).unwrap(), b"from a");
+    assert!(matches!(open(&s.vfs, "a"), Err(VfsError::NameNotFound)));
+    assert_eq!(open(&s.vfs, "b").unwrap().path, "B");
+}
+
+#[test]
+fn rename_across_directories() {
+    let s = share();
+    create_dir(&s.vfs, "Src");
+    create_dir(&s.vfs, "Dst");
+    create_file(&s.vfs, "Src/file", b"x");
+    // The target's parent is resolved case-insensitively.
+    assert_eq!(
+        s.vfs.rename("Src/file", "dst/New Name", false).unwrap(),
+        "Dst/New Name"
+    );
+    assert_eq!(disk_names(&s.root.join("Dst")), vec!["New Name"]);
+    assert!(disk_names(&s.root.join("Src")).is_empty());
+    assert!(matches!(
+        open(&s.vfs, "src/FILE"),
+        Err(VfsError::NameNotFound)
+    ));
+    assert_eq!(open(&s.vfs, "DST/new name").unwrap().path, "Dst/New Name");
+    let r = s.vfs.rename("Dst/New Name", "nowhere/x", false);
+    assert!(matches!(r, Err(VfsError::PathNotFound)), "{r:?}");
+    let r = s.vfs.rename("Dst/missing", "x", false);
+    assert!(matches!(r, Err(VfsError::NameNotFound)), "{r:?}");
+    let r = s.vfs.rename("", "x", false);
+    assert!(matches!(r, Err(VfsError::AccessDenied)), "{r:?}");
+}
+
+#[test]
+fn unlink_files_and_directories() {
+    let s = share();
+    create_dir(&s.vfs, "d");
+    create_file(&s.vfs, "d/f", b"");
+    let r = s.vfs.unlink("d", true);
+    assert!(matches!(r, Err(VfsError::NotEmpty)), "{r:?}");
+    let r = s.vfs.unlink("d", false);
+    assert!(matches!(r, Err(VfsError::IsADirectory)), "{r:?}");
+    s.vfs.unlink("D/F", false).unwrap();
+    assert!(matches!(open(&s.vfs, "d/f"), Err(VfsError::NameNotFound)));
+    s.vfs.unlink("d", true).unwrap();
+    assert!(matches!(open(&s.vfs, "d"), Err(VfsError::NameNotFound)));
+    assert!(matches!(
+        s.vfs.unlink("d", true),
+        Err(VfsError::NameNotFound)
+    ));
+    assert!(disk_names(&s.root).is_empty());
+    // Removing a symlink removes the link, never its target.
+    create_dir(&s.vfs, "real");
+    symlink("real", s.root.join("link")).unwrap();
+    s.vfs.unlink("link", true).unwrap();
+    assert_eq!(disk_names(&s.root), vec!["real"]);
+}
+
+#[test]
+fn read_dir_is_sorted_and_complete() {
+    let s = share();
+    for name in ["b", "a", "C"] {
+        create_file(&s.vfs, name, b"12");
+    }
+    create_dir(&s.vfs, "d");
+    symlink("/etc/passwd", s.root.join("escape")).unwrap();
+    symlink("a", s.root.join("to_a")).unwrap();
+    let r = open(&s.vfs, "").unwrap();
+    let list = s.vfs.read_dir(&r.handle).unwrap();
+    let names: Vec<&str> = list.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, vec!["C", "a", "b", "d", "escape", "to_a"]);
+    let by = |n: &str| &list.iter().find(|e| e.name == n).unwrap().stat;
+    assert!(by("d").is_dir);
+    assert_eq!(by("d").attributes, attr::DIRECTORY);
+    assert_eq!(by("a").size, 2);
+    assert_eq!(by("a").attributes, attr::ARCHIVE);
+    // Followed inside the share...
+    assert_eq!(by("to_a").size, 2);
+    assert_eq!(by("to_a").ino, by("a").ino);
+    // ...but an escaping link is described as the link itself.
+    let passwd_len = fs::metadata("/etc/passwd").map(|m| m.len()).unwrap_or(0);
+    assert_eq!(by("escape").size, "/etc/passwd".len() as u64);
+    assert_ne!(by("escape").size, passwd_len);
+    // A second listing of the same handle is complete too.
+    assert_eq!(s.vfs.read_dir(&r.handle).unwrap().len(), 6);
+    let f = open(&s.vfs, "a").unwrap();
+    assert!(matches!(
+        s.vfs.read_dir(&f.handle),
+        Err(VfsError::NotADirectory)
+    ));
+}
+
+#[test]
+fn times_round_trip() {
+    let s = share();
+    let o = create_file(&s.vfs, "f", b"x");
+    let before = s.vfs.stat(&o.handle).unwrap();
+    assert!(before.creation_time > UNIX_EPOCH_AS_FILETIME);
+    let times = SetTimes {
+        creation_time: Some(125_911_584_000_000_000),
+        last_access_time: Some(130_000_000_001_234_567),
+        last_write_time: Some(131_000_000_007_654_321),
+        change_time: Some(132_000_000_000_000_000),
+    };
+    s.vfs.set_times(&o.handle, &times).unwrap();
+    let st = s.vfs.stat(&o.handle).unwrap();
+    assert_eq!(st.creation_time, 125_911_584_000_000_000);
+    assert_eq!(st.last_access_time, 130_000_000_001_234_567);
+    assert_eq!(st.last_write_time, 131_000_000_007_654_321);
+    // None, 0 and -1 leave times alone.
+    let keep = SetTimes {
+        creation_time: Some(0),
+        last_access_time: Some(u64::MAX),
+        last_write_time: None,
+        change_time: None,
+    };
+    s.vfs.set_times(&o.handle, &keep).unwrap();
+    let again = s.vfs.stat(&o.handle).unwrap();
+    assert_eq!(again.creation_time, st.creation_time);
+    assert_eq!(again.last_access_time, st.last_access_time);
+    assert_eq!(again.last_write_time, st.last_write_time);
+    // The creation time is stored, so it survives a restart.
+    let root = s.root.clone();
+    let vfs = PosixVfs::new(&root).unwrap();
+    let st = open(&vfs, "F").unwrap().stat;
+    assert_eq!(st.creation_time, 125_911_584_000_000_000);
+}
+
+#[test]
+fn names_created_behind_our_back_are_found() {
+    let s = share();
+    create_dir(&s.vfs, "d");
+    create_file(&s.vfs, "d/Known", b"");
+    // Fill the case cache for "d".
+    assert_eq!(open(&s.vfs, "d/KNOWN").unwrap().path, "d/Known");
+    assert!(matches!(
+        open(&s.vfs, "d/other"),
+        Err(VfsError::NameNotFound)
+    ));
+    fs::write(s.root.join("d/Other"), b"").unwrap();
+    assert_eq!(open(&s.vfs, "d/OTHER").unwrap().path, "d/Other");
+    fs::rename(s.root.join("d/Other"), s.root.join("d/Third")).unwrap();
+    assert!(matches!(
+        open(&s.vfs, "d/other"),
+        Err(VfsError::NameNotFound)
+    ));
+    assert_eq!(open(&s.vfs, "d/third").unwrap().path, "d/Third");
+    // And our own changes keep the cache right.
+    create_file(&s.vfs, "d/Mine", b"");
+    assert_eq!(open(&s.vfs, "d/MINE").unwrap().path, "d/Mine");
+    s.vfs.unlink("d/mine", false).unwrap();
+    assert!(matches!(
+        open(&s.vfs, "d/MINE"),
+        Err(VfsError::NameNotFound)
+    ));
+    s.vfs.rename("d/Third", "d/Fourth", false).unwrap();
+    assert_eq!(open(&s.vfs, "d/FOURTH").unwrap().path, "d/Fourth");
+    assert!(matches!(
+        open(&s.vfs, "d/THIRD"),
+        Err(VfsError::NameNotFound)
+    ));
+}
+
+#[test]
+fn concurrent_use_from_many_threads() {
+    let s = share();
+    create_dir(&s.vfs, "shared");
+    std::thread::scope(|scope| {
+        for t in 0..4 {
+            let vfs = &s.vfs;
+            scope.spawn(move || {
+                for i in 0..50 {
+                    let name = format!("shared/File-{t}-{i}");
+                    create_file(vfs, &name, b"x");
+                    let o = open(vfs, &name.to_uppercase()).unwrap();
+                    assert_eq!(o.path, name);
+                }
+            });
+        }
+    });
+    let d = open(&s.vfs, "shared").unwrap();
+    assert_eq!(s.vfs.read_dir(&d.handle).unwrap().len(), 200);
+}
+
+#[test]
+fn fs_stat_describes_the_filesystem() {
+    let s = share();
+    let st = s.vfs.fs_stat().unwrap();
+    assert!(st.block_size > 0);
+    assert!(st.total_blocks > 0);
+    assert!(st.free_blocks >= st.avail_blocks);
+    assert!(st.max_name_len >= 255);
+}
