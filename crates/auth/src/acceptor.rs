@@ -88,12 +88,6 @@ impl fmt::Debug for Authenticated {
     }
 }
 
-impl Drop for Authenticated {
-    fn drop(&mut self) {
-        zeroize::Zeroize::zeroize(&mut self.session_key);
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuthError {
     /// undecodable token

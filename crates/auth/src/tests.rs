@@ -689,7 +689,15 @@ fn real_tokens() -> Vec<(Vec<Vec<u8>>, Vec<u8>)> {
     );
     let _ = (exported, neg_flags);
 
+    let samba_init = b64::decode(SAMBA_SPNEGO_INIT);
     vec![
+        (vec![], b64::decode(SAMBA_RAW_NEGOTIATE)),
+        (
+            vec![b64::decode(SAMBA_RAW_NEGOTIATE)],
+            b64::decode(SAMBA_RAW_AUTHENTICATE),
+        ),
+        (vec![], samba_init.clone()),
+        (vec![samba_init], b64::decode(SAMBA_SPNEGO_FINAL)),
         (vec![], negotiate.clone()),
         (vec![negotiate.clone()], auth),
         (vec![], init.clone()),
@@ -734,5 +742,173 @@ fn never_panics_on_damaged_tokens() {
             junk[..keep].copy_from_slice(&token[..keep]);
             let _ = prepared().step(&junk, &creds);
         }
+    }
+}
+
+/// Tokens Samba 4.17's client sent (`ntlm_auth` with the session key and
+/// signing features an SMB client asks for) to an acceptor made by
+/// [`acceptor`]: the acceptor is deterministic, so they replay. Samba accepted
+/// our final token and reported these session keys.
+const SAMBA_RAW_NEGOTIATE: &str = "TlRMTVNTUAABAAAAFYIIYgAAAAAoAAAAAAAAACgAAAAGAQAAAAAADw==";
+const SAMBA_RAW_AUTHENTICATE: &str = "TlRMTVNTUAADAAAAGAAYAFgAAADoAOgAcAAAABIAEgBYAQAACgAKAGoBAAAAAAAAdAEAABAAEAB0AQAAFYIIYgYBAAAAAAAPg2N5tTyg0RsnT7h8Q5RqCgAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAPKJmW4d5DYIvb3iTFfIjpQBAQAAAAAAAHhWNBIAANkBnjE43yeWlbgAAAAAAgASAFcATwBSAEsARwBSAE8AVQBQAAEABgBOAEEAUwAEABYAZQB4AGEAbQBwAGwAZQAuAG8AcgBnAAMAHgBuAGEAcwAuAGUAeABhAG0AcABsAGUALgBvAHIAZwAHAAgAeFY0EgAA2QEGAAQAAgAAAAgAMAAwAAAAAAAAAAAAAAAAAAAAJ02v1YLb+R3nVvccXzZ0KvZfcxXwkNiPmEtpXyKT6yMKABAAAAAAAAAAAAAAAAAAAAAAAAAAAABXAE8AUgBLAEcAUgBPAFUAUABhAGwAaQBjAGUAFleF5zxVwD9oyc//n+S5MQ==";
+const SAMBA_RAW_KEY: &str = "Fo0EZ8v9Brgju3ZzmOpfUg==";
+const SAMBA_SPNEGO_INIT: &str = "YEgGBisGAQUFAqA+MDygDjAMBgorBgEEAYI3AgIKoioEKE5UTE1TU1AAAQAAABWCCGIAAAAAKAAAAAAAAAAoAAAABgEAAAAAAA8=";
+const SAMBA_SPNEGO_FINAL: &str = "oYIBpDCCAaCiggGIBIIBhE5UTE1TU1AAAwAAABgAGABYAAAA6ADoAHAAAAASABIAWAEAAAoACgBqAQAAAAAAAHQBAAAQABAAdAEAABWCCGIGAQAAAAAADypT3YBHL3tu4R6WrwPvKQ4AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAD8nX064SRBQJTK1Pv29L5DAQEAAAAAAAB4VjQSAADZASCbTTSjipsrAAAAAAIAEgBXAE8AUgBLAEcAUgBPAFUAUAABAAYATgBBAFMABAAWAGUAeABhAG0AcABsAGUALgBvAHIAZwADAB4AbgBhAHMALgBlAHgAYQBtAHAAbABlAC4AbwByAGcABwAIAHhWNBIAANkBBgAEAAIAAAAIADAAMAAAAAAAAAAAAAAAAAAAANy4Txs0cwf5NZrpc5ywUkB8h9szdTAu35rQ0uws2jRaCgAQAAAAAAAAAAAAAAAAAAAAAAAAAAAAVwBPAFIASwBHAFIATwBVAFAAYQBsAGkAYwBlAPw1Mg+3pHcHlMwLgUDTD2ijEgQQAQAAAIfajLN5HT+7AAAAAA==";
+const SAMBA_SPNEGO_KEY: &str = "pVTCNqNs+2tcP7VZfqaIlQ==";
+
+#[test]
+fn samba_client_tokens_replay() {
+    let creds = users();
+
+    let mut acc = acceptor(false);
+    cont(acc.step(&b64::decode(SAMBA_RAW_NEGOTIATE), &creds));
+    let auth = done(acc.step(&b64::decode(SAMBA_RAW_AUTHENTICATE), &creds));
+    assert_eq!(auth.user, "alice");
+    assert_eq!(auth.domain, "WORKGROUP");
+    assert_eq!(auth.session_key.to_vec(), b64::decode(SAMBA_RAW_KEY));
+
+    let mut acc = acceptor(false);
+    let reply = cont(acc.step(&b64::decode(SAMBA_SPNEGO_INIT), &creds));
+    assert_eq!(spnego::resp_state(&reply), Some(1));
+    let final_token = b64::decode(SAMBA_SPNEGO_FINAL);
+    assert!(spnego::parse_resp(&final_token)
+        .unwrap()
+        .mech_list_mic
+        .is_some());
+    let auth = done(acc.step(&final_token, &creds));
+    assert_eq!(auth.session_key.to_vec(), b64::decode(SAMBA_SPNEGO_KEY));
+    assert_eq!(spnego::resp_state(&auth.token_out), Some(0));
+    let out = spnego::parse_resp(&auth.token_out).unwrap();
+    assert_eq!(out.mech_list_mic.map(<[u8]>::len), Some(16));
+
+    // The same tokens with one bit of the MIC flipped fail.
+    let mut acc = acceptor(false);
+    cont(acc.step(&b64::decode(SAMBA_RAW_NEGOTIATE), &creds));
+    let mut tampered = b64::decode(SAMBA_RAW_AUTHENTICATE);
+    tampered[80] ^= 0x01;
+    assert_eq!(failed(acc.step(&tampered, &creds)), AuthError::LogonFailure);
+
+    // And so does the mechListMIC (its checksum sits 8 bytes from the end).
+    let mut acc = acceptor(false);
+    cont(acc.step(&b64::decode(SAMBA_SPNEGO_INIT), &creds));
+    let mut tampered = final_token.clone();
+    let len = tampered.len();
+    tampered[len - 8] ^= 0x01;
+    assert_eq!(failed(acc.step(&tampered, &creds)), AuthError::LogonFailure);
+}
+
+/// Minimal base64 for talking to Samba's ntlm_auth helper.
+mod b64 {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+    pub fn encode(data: &[u8]) -> String {
+        let mut out = String::new();
+        for chunk in data.chunks(3) {
+            let b = [
+                chunk[0],
+                *chunk.get(1).unwrap_or(&0),
+                *chunk.get(2).unwrap_or(&0),
+            ];
+            let n = u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]);
+            for i in 0..4 {
+                if i <= chunk.len() {
+                    out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+                } else {
+                    out.push('=');
+                }
+            }
+        }
+        out
+    }
+
+    pub fn decode(text: &str) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut acc = 0u32;
+        let mut bits = 0;
+        for c in text.bytes().filter(|&c| c != b'=') {
+            let v = ALPHABET.iter().position(|&a| a == c).expect("base64 digit") as u32;
+            acc = acc << 6 | v;
+            bits += 6;
+            if bits >= 8 {
+                bits -= 8;
+                out.push((acc >> bits) as u8);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn round_trip() {
+        for data in [&b""[..], b"a", b"ab", b"abc", b"NTLMSSP\0\x01\xff"] {
+            assert_eq!(decode(&encode(data)), data);
+        }
+        assert_eq!(encode(b"ab"), "YWI=");
+    }
+}
+
+/// Drives Samba's own client code (`ntlm_auth`, the helper that wraps
+/// Samba's gensec NTLMSSP and SPNEGO clients) against the acceptor, and
+/// prints the tokens. Needs Samba's `ntlm_auth` (Debian package winbind or
+/// samba-common-bin): `cargo test -p copyless-auth -- --ignored --nocapture`.
+#[test]
+#[ignore = "needs Samba's ntlm_auth"]
+fn interop_with_samba_ntlm_auth() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+
+    for protocol in ["ntlmssp-client-1", "gss-spnego-client"] {
+        let mut child = Command::new("ntlm_auth")
+            .arg(format!("--helper-protocol={protocol}"))
+            .args([
+                "--username=alice",
+                "--password=Password",
+                "--domain=WORKGROUP",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("ntlm_auth runs");
+        let mut stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut ask = |line: &str| {
+            writeln!(stdin, "{line}").unwrap();
+            let mut answer = String::new();
+            stdout.read_line(&mut answer).unwrap();
+            answer.trim_end().to_string()
+        };
+
+        // Ask for what an SMB client wants: then Samba sends the NTLM MIC
+        // and the SPNEGO mechListMIC.
+        assert_eq!(
+            ask("SF NTLMSSP_FEATURE_SESSION_KEY NTLMSSP_FEATURE_SIGN"),
+            "OK"
+        );
+        let creds = users();
+        let mut acc = acceptor(false);
+        let first = ask("YR");
+        println!("{protocol} first: {first}");
+        let token = b64::decode(first.strip_prefix("YR ").expect("YR answer"));
+        let challenge = cont(acc.step(&token, &creds));
+        let second = ask(&format!("TT {}", b64::encode(&challenge)));
+        println!("{protocol} second: {second}");
+        let reply = second
+            .strip_prefix("KK ")
+            .or_else(|| second.strip_prefix("AF "));
+        let token = b64::decode(reply.expect("KK or AF answer"));
+        let auth = done(acc.step(&token, &creds));
+        assert_eq!(auth.user, "alice");
+        if protocol == "gss-spnego-client" {
+            // Samba's client checks our accept-completed and mechListMIC.
+            let last = ask(&format!("TT {}", b64::encode(&auth.token_out)));
+            println!("{protocol} last: {last}");
+            assert!(last.starts_with("AF"), "Samba's client refused: {last}");
+        }
+        // Samba's session key is ours.
+        let key = ask("GK");
+        println!("{protocol} key: {key}");
+        assert_eq!(key, format!("GK {}", b64::encode(&auth.session_key)));
+        // Closing its input ends the helper.
+        drop(stdin);
+        child.wait().unwrap();
     }
 }

@@ -9,11 +9,11 @@ pub(crate) fn utf16le(s: &str) -> Vec<u8> {
 /// Decodes a UTF-16LE byte string; `None` for an odd length or a lone
 /// surrogate.
 pub(crate) fn from_utf16le(bytes: &[u8]) -> Option<String> {
-    if bytes.len() % 2 != 0 {
+    let pairs = bytes.chunks_exact(2);
+    if !pairs.remainder().is_empty() {
         return None;
     }
-    let units: Vec<u16> = bytes
-        .chunks_exact(2)
+    let units: Vec<u16> = pairs
         .map(|pair| u16::from_le_bytes([pair[0], pair[1]]))
         .collect();
     String::from_utf16(&units).ok()

@@ -61,7 +61,8 @@ pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, 
     let server = Server::new(server_config, shares, Arc::new(users));
     let mut listeners = Vec::new();
     for addr in &config.listen {
-        let l = TcpListener::bind(addr).map_err(|e| (format!("cannot listen on {addr}: {e}"), 1))?;
+        let l =
+            TcpListener::bind(addr).map_err(|e| (format!("cannot listen on {addr}: {e}"), 1))?;
         let local = l.local_addr().map_err(|e| (e.to_string(), 1))?;
         println!("copyless listening on {local}");
         listeners.push(l);

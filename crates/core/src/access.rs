@@ -57,7 +57,8 @@ pub fn is_valid(desired: u32) -> bool {
 /// Replaces generic rights by the specific ones and MAXIMUM_ALLOWED by
 /// `maximal`.
 pub fn map_generic(desired: u32, maximal: u32) -> u32 {
-    let mut a = desired & !(GENERIC_ALL | GENERIC_EXECUTE | GENERIC_WRITE | GENERIC_READ | MAXIMUM_ALLOWED);
+    let mut a =
+        desired & !(GENERIC_ALL | GENERIC_EXECUTE | GENERIC_WRITE | GENERIC_READ | MAXIMUM_ALLOWED);
     if desired & GENERIC_READ != 0 {
         a |= FILE_GENERIC_READ;
     }
@@ -88,8 +89,15 @@ fn deletes(access: u32) -> bool {
     access & DELETE != 0
 }
 
-/// Whether a new open (access, share) may coexist with an existing one.
+/// Opens that ask for none of these take no part in share-mode checks.
+const SHARE_CHECKED: u32 =
+    FILE_READ_DATA | FILE_EXECUTE | FILE_WRITE_DATA | FILE_APPEND_DATA | DELETE;
+
+/// Whether a new open (access, share) conflicts with an existing one.
 pub fn share_conflict(new_access: u32, new_share: u32, old_access: u32, old_share: u32) -> bool {
+    if new_access & SHARE_CHECKED == 0 || old_access & SHARE_CHECKED == 0 {
+        return false;
+    }
     (reads(new_access) && old_share & SHARE_READ == 0)
         || (writes(new_access) && old_share & SHARE_WRITE == 0)
         || (deletes(new_access) && old_share & SHARE_DELETE == 0)
@@ -104,12 +112,30 @@ mod tests {
 
     #[test]
     fn conflicts() {
-        assert!(!share_conflict(FILE_READ_DATA, SHARE_READ, FILE_READ_DATA, SHARE_READ));
-        assert!(share_conflict(FILE_WRITE_DATA, SHARE_READ | SHARE_WRITE, FILE_READ_DATA, SHARE_READ));
-        assert!(share_conflict(FILE_READ_DATA, SHARE_READ, FILE_WRITE_DATA, SHARE_READ | SHARE_WRITE));
+        assert!(!share_conflict(
+            FILE_READ_DATA,
+            SHARE_READ,
+            FILE_READ_DATA,
+            SHARE_READ
+        ));
+        assert!(share_conflict(
+            FILE_WRITE_DATA,
+            SHARE_READ | SHARE_WRITE,
+            FILE_READ_DATA,
+            SHARE_READ
+        ));
+        assert!(share_conflict(
+            FILE_READ_DATA,
+            SHARE_READ,
+            FILE_WRITE_DATA,
+            SHARE_READ | SHARE_WRITE
+        ));
         assert!(!share_conflict(FILE_READ_ATTRIBUTES, 0, FILE_READ_DATA, 0));
         assert!(share_conflict(DELETE, 7, FILE_READ_DATA, SHARE_READ));
         assert_eq!(map_generic(GENERIC_READ, 0), FILE_GENERIC_READ);
-        assert_eq!(map_generic(MAXIMUM_ALLOWED, FILE_ALL_ACCESS), FILE_ALL_ACCESS);
+        assert_eq!(
+            map_generic(MAXIMUM_ALLOWED, FILE_ALL_ACCESS),
+            FILE_ALL_ACCESS
+        );
     }
 }

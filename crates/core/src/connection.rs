@@ -83,6 +83,10 @@ pub struct Connection {
     pub(crate) credits: CreditWindow,
     pub(crate) sessions: HashMap<u64, Session>,
     pub(crate) max_io: u32,
+    /// Sessions that logged off, oldest first. They are kept, with their
+    /// keys, so that a late request on them gets a signed
+    /// STATUS_USER_SESSION_DELETED, as Samba does; only a few are kept.
+    pub(crate) logged_off: Vec<u64>,
 }
 
 impl Connection {
@@ -104,7 +108,21 @@ impl Connection {
             credits: CreditWindow::new(max_credits),
             sessions: HashMap::new(),
             max_io: 65536,
+            logged_off: Vec::new(),
         }
+    }
+
+    fn trim_logged_off(&mut self) {
+        const KEEP: usize = 16;
+        while self.logged_off.len() > KEEP {
+            let sid = self.logged_off.remove(0);
+            self.sessions.remove(&sid);
+        }
+    }
+
+    /// Sessions counted against the limit: all but logged-off ones.
+    pub(crate) fn live_sessions(&self) -> usize {
+        self.sessions.len() - self.logged_off.len()
     }
 
     /// True once any session finished authenticating.
@@ -173,6 +191,7 @@ impl Connection {
         if let Some(p) = prev_start {
             self.sign_reply(&mut out[p..]);
         }
+        self.trim_logged_off();
         Output {
             frames: if out.is_empty() { vec![] } else { vec![out] },
             disconnect,
@@ -246,7 +265,13 @@ impl Connection {
         } else {
             let charge = self.credit_charge(&hdr);
             if !self.credits.consume(hdr.message_id, charge) {
-                return Some((Vec::new(), Reply { disconnect: true, ..reply }));
+                return Some((
+                    Vec::new(),
+                    Reply {
+                        disconnect: true,
+                        ..reply
+                    },
+                ));
             }
             granted = self.credits.grant(hdr.credits.max(1));
             self.run(&req, &mut reply, compound, &mut w, env)
@@ -278,7 +303,7 @@ impl Connection {
         let signing_session = self
             .sessions
             .get(&reply.session_id)
-            .filter(|s| s.is_valid() && s.signing.is_some());
+            .filter(|s| s.signing.is_some());
         if let Some(s) = signing_session {
             if s.signing_required || hdr.flags & FLAG_SIGNED != 0 || reply.sign {
                 flags |= FLAG_SIGNED;
@@ -344,14 +369,14 @@ impl Connection {
             }
             _ => {}
         }
-        let session = self
-            .sessions
-            .get(&req.session_id)
-            .ok_or(status::USER_SESSION_DELETED)?;
-        if !session.is_valid() {
+        if !self.sessions.contains_key(&req.session_id) {
             return Err(status::USER_SESSION_DELETED);
         }
         self.verify(req)?;
+        let session = &self.sessions[&req.session_id];
+        if !session.is_valid() {
+            return Err(status::USER_SESSION_DELETED);
+        }
         match c {
             cmd::LOGOFF => return self.logoff(req, w),
             cmd::ECHO => {
@@ -432,11 +457,7 @@ impl Connection {
 
     /// Finds the open a request names; a related request may name the file
     /// of the previous request.
-    pub(crate) fn file_id(
-        &self,
-        id: FileId,
-        compound: &Compound,
-    ) -> Result<FileId, NtStatus> {
+    pub(crate) fn file_id(&self, id: FileId, compound: &Compound) -> Result<FileId, NtStatus> {
         if id == FileId::RELATED {
             return match (compound.file_id, compound.file_error) {
                 (Some(f), _) => Ok(f),

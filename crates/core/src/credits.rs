@@ -80,11 +80,15 @@ mod tests {
         assert!(w.consume(3, 2));
         assert!(w.consume(1, 2));
         assert!(!w.consume(2, 1));
-        assert_eq!(w.outstanding(), 5);
+        assert_eq!(w.outstanding(), 6);
         assert!(w.consume(5, 5));
-        assert!(!w.consume(10, 1));
-        assert_eq!(w.grant(0), 1);
+        assert_eq!(w.outstanding(), 1);
+        assert!(!w.consume(11, 1));
+        assert_eq!(w.grant(0), 0);
         assert!(w.consume(10, 1));
+        assert_eq!(w.outstanding(), 0);
+        assert_eq!(w.grant(0), 1);
+        assert!(w.consume(11, 1));
     }
 
     #[test]

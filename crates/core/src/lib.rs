@@ -12,6 +12,7 @@ pub mod open;
 pub mod path;
 pub mod server;
 mod session;
+pub mod shortname;
 pub mod tree;
 pub mod wildcard;
 

@@ -8,7 +8,7 @@ use copyless_proto::negotiate::{self as neg, NegotiateRequest, NegotiateResponse
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::{Writer, HEADER_LEN};
 
-use crate::connection::{Connection, Output, Req, Reply};
+use crate::connection::{Connection, Output, Reply, Req};
 use crate::env::Env;
 
 /// Dialects we speak, best last.

@@ -62,7 +62,8 @@ pub fn check_component(comp: &str) -> Result<(), NtStatus> {
     if comp.encode_utf16().count() > MAX_COMPONENT_UNITS {
         return Err(status::OBJECT_NAME_INVALID);
     }
-    let bad = |c: char| matches!(c, '<' | '>' | '"' | '|' | '?' | '*' | '/' | ':') || (c as u32) < 0x20;
+    let bad =
+        |c: char| matches!(c, '<' | '>' | '"' | '|' | '?' | '*' | '/' | ':') || (c as u32) < 0x20;
     if comp.chars().any(bad) {
         return Err(status::OBJECT_NAME_INVALID);
     }
@@ -93,7 +94,10 @@ mod tests {
         assert_eq!(from_smb_str("dir\\").unwrap(), "dir");
         assert_eq!(from_smb_str("f::$DATA").unwrap(), "f");
         assert_eq!(from_smb_str("\\a"), Err(status::INVALID_PARAMETER));
-        assert_eq!(from_smb_str("a\\..\\b"), Err(status::OBJECT_PATH_SYNTAX_BAD));
+        assert_eq!(
+            from_smb_str("a\\..\\b"),
+            Err(status::OBJECT_PATH_SYNTAX_BAD)
+        );
         assert_eq!(from_smb_str("a\\\\b"), Err(status::OBJECT_NAME_INVALID));
         assert_eq!(from_smb_str("a*"), Err(status::OBJECT_NAME_INVALID));
         assert_eq!(from_smb_str("a/b"), Err(status::OBJECT_NAME_INVALID));

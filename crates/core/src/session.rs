@@ -10,7 +10,7 @@ use copyless_proto::negotiate::{DIALECT_300, DIALECT_302, DIALECT_311};
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::Writer;
 
-use crate::connection::{Connection, Req, Reply};
+use crate::connection::{Connection, Reply, Req};
 use crate::env::Env;
 use crate::open::Open;
 use crate::tree::Tree;
@@ -19,9 +19,12 @@ pub enum AuthState {
     /// Waiting for the next SESSION_SETUP leg.
     InProgress(Box<Acceptor>),
     Valid,
+    /// LOGOFF ran; the session stays only until its reply is signed.
+    LoggedOff,
 }
 
 pub struct Session {
+    #[allow(dead_code)]
     pub id: u64,
     pub state: AuthState,
     pub user: String,
@@ -73,7 +76,7 @@ impl Connection {
             return Err(status::REQUEST_NOT_ACCEPTED);
         }
         let sid = if req.hdr.session_id == 0 {
-            if self.sessions.len() as u32 >= self.server.config.max_sessions {
+            if self.live_sessions() as u32 >= self.server.config.max_sessions {
                 return Err(status::INSUFFICIENT_RESOURCES);
             }
             let id = self.server.next_id();
@@ -103,6 +106,9 @@ impl Connection {
             let id = req.hdr.session_id;
             let acceptor = match self.sessions.get(&id) {
                 None => return Err(status::USER_SESSION_DELETED),
+                Some(s) if matches!(s.state, AuthState::LoggedOff) => {
+                    return Err(status::USER_SESSION_DELETED)
+                }
                 Some(s) if s.is_valid() => Some(new_acceptor(self, env)),
                 Some(_) => None,
             };
@@ -118,10 +124,13 @@ impl Connection {
         reply.session_id = sid;
         let dialect = self.dialect;
         let credentials = self.server.credentials.clone();
-        let signing_required_cfg = self.server.config.signing_required
-            || ss.security_mode & 0x2 != 0;
+        let signing_required_cfg =
+            self.server.config.signing_required || ss.security_mode & 0x2 != 0;
         let signing_algorithm = self.signing_algorithm;
-        let session = self.sessions.get_mut(&sid).ok_or(status::USER_SESSION_DELETED)?;
+        let session = self
+            .sessions
+            .get_mut(&sid)
+            .ok_or(status::USER_SESSION_DELETED)?;
         if dialect == DIALECT_311 {
             session.preauth.update(req.msg);
         }
@@ -160,8 +169,6 @@ impl Connection {
                 } else if !auth.user.eq_ignore_ascii_case(&session.user) {
                     // Re-authentication as someone else is refused, and the
                     // session is torn down as Windows does.
-                    let open_ids: Vec<u64> = session.opens.keys().copied().collect();
-                    drop(open_ids);
                     self.remove_session(sid);
                     return Err(status::ACCESS_DENIED);
                 }
@@ -187,13 +194,24 @@ impl Connection {
 
     pub(crate) fn logoff(&mut self, req: &Req<'_>, w: &mut Writer) -> Result<NtStatus, NtStatus> {
         messages::parse_empty(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
-        self.remove_session(req.session_id);
+        let server = self.server.clone();
+        if let Some(s) = self.sessions.get_mut(&req.session_id) {
+            for (_, open) in s.opens.drain() {
+                crate::open::close_open(&server, open);
+            }
+            s.trees.clear();
+            s.state = AuthState::LoggedOff;
+        }
+        if !self.logged_off.contains(&req.session_id) {
+            self.logged_off.push(req.session_id);
+        }
         messages::write_empty_response(w);
         Ok(status::SUCCESS)
     }
 
     /// Closes everything a session holds and forgets it.
     pub(crate) fn remove_session(&mut self, sid: u64) {
+        self.logged_off.retain(|id| *id != sid);
         if let Some(mut s) = self.sessions.remove(&sid) {
             for (_, open) in s.opens.drain() {
                 crate::open::close_open(&self.server, open);

@@ -7,7 +7,7 @@ use copyless_proto::status::{self, NtStatus};
 use copyless_proto::Writer;
 
 use crate::access;
-use crate::connection::{Connection, Req, Reply};
+use crate::connection::{Connection, Reply, Req};
 use crate::server::Share;
 
 pub enum TreeKind {

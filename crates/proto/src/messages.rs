@@ -403,9 +403,7 @@ impl<'a> QueryDirectoryRequest<'a> {
 /// QUERY_DIRECTORY, QUERY_INFO and IOCTL-less "buffer" responses share
 /// this shape: StructureSize 9, offset, length, data.
 pub fn write_buffer_response(w: &mut Writer, data: &[u8]) {
-    w.u16(9)
-        .u16((HEADER_LEN + 8) as u16)
-        .u32(data.len() as u32);
+    w.u16(9).u16((HEADER_LEN + 8) as u16).u32(data.len() as u32);
     if data.is_empty() {
         w.u8(0);
     } else {

@@ -95,7 +95,9 @@ impl<'a> NegotiateRequest<'a> {
     }
 
     pub fn context(&self, context_type: u16) -> Option<&NegotiateContext<'a>> {
-        self.contexts.iter().find(|c| c.context_type == context_type)
+        self.contexts
+            .iter()
+            .find(|c| c.context_type == context_type)
     }
 }
 

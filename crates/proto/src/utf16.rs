@@ -7,7 +7,9 @@ pub fn decode(bytes: &[u8]) -> Result<String, Error> {
     if bytes.len() % 2 != 0 {
         return Err(Error("odd UTF-16 length"));
     }
-    let units = bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]));
+    let units = bytes
+        .chunks_exact(2)
+        .map(|c| u16::from_le_bytes([c[0], c[1]]));
     char::decode_utf16(units)
         .collect::<Result<String, _>>()
         .map_err(|_| Error("invalid UTF-16"))

@@ -356,7 +356,9 @@ impl Pipe {
 mod tests {
     use super::*;
     use crate::pdu::{ContextItem, PFC_FIRST_FRAG, PFC_LAST_FRAG};
-    use crate::srvsvc::tests::{decode_share_enum, share_enum_request, shares, Entry};
+    use crate::srvsvc::tests::{
+        decode_share_enum, share_enum_request, shares, unhex, Entry, SAMBA_SHARE_ENUM_ALL_L1,
+    };
     use crate::ShareKind;
 
     const BTFN_3: SyntaxId = SyntaxId {
@@ -440,6 +442,38 @@ mod tests {
             stub: &stub,
         }
         .encode(call_id, PFC_FIRST_FRAG | PFC_LAST_FRAG, stub.len() as u32)
+    }
+
+    /// A bind as Samba's newest client builds it (python3-samba
+    /// `ndr_pack(ncacn_packet)`): srvsvc over NDR20 plus a bind time feature
+    /// negotiation item offering both features.
+    const SAMBA_BIND: &str = "05000b03100000007400000001000000b810b81000000000\
+        0200000000000100c84f324b7016d30112785a47bf6ee18803000000045d888aeb1cc9119fe8\
+        08002b1048600200000001000100c84f324b7016d30112785a47bf6ee188030000002c1cb76c\
+        12984045030000000000000001000000";
+
+    #[test]
+    fn samba_client_bind_and_share_enum() {
+        let mut pipe = Pipe::new("srvsvc", "HOST", shares());
+        pipe.write(&unhex(SAMBA_BIND)).unwrap();
+        let pdus = take_pdus(&mut pipe);
+        let ack = BindAck::parse(&pdus[0].1).unwrap();
+        let got: Vec<_> = ack.results.iter().map(|r| (r.result, r.reason)).collect();
+        assert_eq!(
+            got,
+            [(pdu::RESULT_ACCEPTANCE, 0), (pdu::RESULT_NEGOTIATE_ACK, 2)]
+        );
+        let stub = unhex(SAMBA_SHARE_ENUM_ALL_L1);
+        let req = Request {
+            context_id: 0,
+            opnum: 15,
+            stub: &stub,
+        }
+        .encode(2, PFC_FIRST_FRAG | PFC_LAST_FRAG, stub.len() as u32);
+        pipe.write(&req).unwrap();
+        let (_, entries, total, _, status) =
+            decode_share_enum(&response_stub(&take_pdus(&mut pipe), 4280));
+        assert_eq!((entries.len(), total, status), (3, 3, 0));
     }
 
     #[test]

@@ -411,6 +411,61 @@ pub(crate) mod tests {
         (level, entries, total, resume, status)
     }
 
+    /// NetShareEnumAll (level 1, server `\\127.0.0.1`, max_buffer
+    /// 0xffffffff, resume handle 0) as Samba 4.17's own NDR marshalling
+    /// (python3-samba `ndr_pack_in`) encodes it: what `smbclient -L` sends.
+    pub const SAMBA_SHARE_ENUM_ALL_L1: &str = "000002000c000000000000000c0000005c005c00\
+        3100320037002e0030002e0030002e00310000000100000001000000040002000000000000000000\
+        ffffffff0800020000000000";
+    /// NetShareGetInfo (share "public", level 2) marshalled the same way.
+    const SAMBA_SHARE_GET_INFO_L2: &str = "000002000c000000000000000c0000005c005c00\
+        3100320037002e0030002e0030002e0031000000070000000000000007000000700075006200\
+        6c00690063000000000002000000";
+
+    pub fn unhex(s: &str) -> Vec<u8> {
+        let digits: Vec<u8> = s
+            .bytes()
+            .filter(u8::is_ascii_hexdigit)
+            .map(|c| (c as char).to_digit(16).unwrap() as u8)
+            .collect();
+        digits.chunks(2).map(|p| p[0] << 4 | p[1]).collect()
+    }
+
+    #[test]
+    fn samba_marshalled_share_enum_all() {
+        let (shares, name) = server();
+        let s = Server {
+            name,
+            shares: &shares,
+        };
+        let out = s.call(15, &unhex(SAMBA_SHARE_ENUM_ALL_L1)).unwrap();
+        let (level, entries, total, resume, status) = decode_share_enum(&out);
+        assert_eq!((level, total, resume, status), (1, 3, Some(0), WERR_OK));
+        let names: Vec<_> = entries.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["public", "empty", "IPC$"]);
+    }
+
+    #[test]
+    fn samba_marshalled_share_get_info() {
+        let (shares, name) = server();
+        let s = Server {
+            name,
+            shares: &shares,
+        };
+        let out = s.call(16, &unhex(SAMBA_SHARE_GET_INFO_L2)).unwrap();
+        let mut r = NdrReader::new(&out);
+        assert_eq!(r.u32().unwrap(), 2);
+        assert!(r.pointer().unwrap());
+        for _ in 0..7 {
+            r.u32().unwrap();
+        }
+        assert!(!r.pointer().unwrap());
+        assert_eq!(r.string().unwrap(), "public");
+        assert_eq!(r.string().unwrap(), "Public files");
+        assert_eq!(r.string().unwrap(), "C:\\srv\\public");
+        assert_eq!(r.u32().unwrap(), WERR_OK);
+    }
+
     fn server() -> (Vec<ShareInfo>, &'static str) {
         (shares(), "HOST")
     }

@@ -94,7 +94,12 @@ pub(crate) fn build_challenge(
     msg.extend_from_slice(server_challenge);
     msg.extend_from_slice(&[0; 8]);
     push_field(&mut msg, target_info.len(), info_offset);
-    msg.extend_from_slice(&OUR_VERSION);
+    // The Version field is zero unless the client asked for it.
+    if flags & super::flags::VERSION != 0 {
+        msg.extend_from_slice(&OUR_VERSION);
+    } else {
+        msg.extend_from_slice(&[0; 8]);
+    }
     msg.extend_from_slice(target_name);
     msg.extend_from_slice(target_info);
     msg
@@ -170,6 +175,8 @@ mod tests {
     #[test]
     fn challenge_layout() {
         let msg = build_challenge(0xe28a_0215, &[1, 2, 3, 4, 5, 6, 7, 8], b"S\0", b"\0\0\0\0");
+        let plain = build_challenge(0x0000_0201, &[0; 8], b"", b"");
+        assert_eq!(&plain[48..56], &[0; 8]);
         assert_eq!(message_type(&msg), Ok(CHALLENGE));
         assert_eq!(u32_at(&msg, 20), Ok(0xe28a_0215));
         assert_eq!(&msg[24..32], &[1, 2, 3, 4, 5, 6, 7, 8]);

@@ -30,7 +30,10 @@ pub fn read_frame(r: &mut impl Read, buf: &mut Vec<u8>, max: usize) -> io::Resul
     }
     let len = u32::from_be_bytes([0, head[1], head[2], head[3]]) as usize;
     if len > max {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "message too large"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "message too large",
+        ));
     }
     if len == 0 {
         return Err(io::Error::new(io::ErrorKind::InvalidData, "empty message"));
@@ -70,9 +73,15 @@ mod tests {
         assert_eq!(&out[..4], &[0, 0, 0, 5]);
         let mut buf = Vec::new();
         let mut r = &out[..];
-        assert!(matches!(read_frame(&mut r, &mut buf, 100), Ok(Frame::Message)));
+        assert!(matches!(
+            read_frame(&mut r, &mut buf, 100),
+            Ok(Frame::Message)
+        ));
         assert_eq!(buf, b"hello");
-        assert!(matches!(read_frame(&mut r, &mut buf, 100), Ok(Frame::Closed)));
+        assert!(matches!(
+            read_frame(&mut r, &mut buf, 100),
+            Ok(Frame::Closed)
+        ));
         let mut r = &out[..];
         assert!(read_frame(&mut r, &mut buf, 4).is_err());
         let mut r = &out[..6];

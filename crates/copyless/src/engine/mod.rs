@@ -37,7 +37,11 @@ type Registry = Arc<Mutex<HashMap<u64, TcpStream>>>;
 /// Accepts connections until SIGTERM or SIGINT, then stops accepting, lets
 /// every connection finish the request it is running, closes their opens,
 /// and returns.
-pub fn run(server: Arc<Server>, listeners: Vec<TcpListener>, limits: EngineLimits) -> io::Result<()> {
+pub fn run(
+    server: Arc<Server>,
+    listeners: Vec<TcpListener>,
+    limits: EngineLimits,
+) -> io::Result<()> {
     let (stop_rx, stop_tx) = UnixStream::pair()?;
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::low_level::pipe::register(sig, stop_tx.try_clone()?)?;
@@ -120,7 +124,9 @@ fn serve_connection(server: Arc<Server>, stream: TcpStream, limits: &EngineLimit
     };
     let _ = stream.set_nodelay(true);
     let mut conn = Connection::new(server, peer, local);
-    let result = catch_unwind(AssertUnwindSafe(|| connection_loop(&mut conn, stream, limits)));
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        connection_loop(&mut conn, stream, limits)
+    }));
     if result.is_err() {
         eprintln!("copyless: connection from {peer}: internal error, connection closed");
     }
@@ -135,7 +141,10 @@ fn connection_loop(conn: &mut Connection, stream: TcpStream, limits: &EngineLimi
     };
     let mut writer = stream;
     let mut authenticated = false;
-    if writer.set_read_timeout(Some(limits.preauth_timeout)).is_err() {
+    if writer
+        .set_read_timeout(Some(limits.preauth_timeout))
+        .is_err()
+    {
         return;
     }
     let mut buf = Vec::new();

@@ -31,7 +31,6 @@ const ACCESS_RESERVED: u32 = 0x0CE0_FE00;
 const SUPERSEDE: u32 = 0;
 const OPEN: u32 = 1;
 const CREATE: u32 = 2;
-const OPEN_IF: u32 = 3;
 const OVERWRITE: u32 = 4;
 const OVERWRITE_IF: u32 = 5;
 
@@ -88,11 +87,8 @@ impl Connection {
                 if !copyless_rpc::is_known_pipe(&name) {
                     return Err(status::OBJECT_NAME_NOT_FOUND);
                 }
-                let pipe = copyless_rpc::Pipe::new(
-                    &name,
-                    &server.config.server_name,
-                    share_list(&server),
-                );
+                let pipe =
+                    copyless_rpc::Pipe::new(&name, &server.config.server_name, share_list(&server));
                 let id = server.next_id();
                 let file_id = FileId {
                     persistent: id,

@@ -37,8 +37,8 @@ impl Connection {
         if access & access::FILE_READ_DATA == 0 {
             return Err(status::ACCESS_DENIED);
         }
-        let mut writer =
-            DirWriter::new(q.class, q.output_buffer_length as usize).ok_or(status::INVALID_INFO_CLASS)?;
+        let mut writer = DirWriter::new(q.class, q.output_buffer_length as usize)
+            .ok_or(status::INVALID_INFO_CLASS)?;
         let pattern = utf16::decode(q.pattern).map_err(|_| status::OBJECT_NAME_INVALID)?;
         let restart = q.flags & (messages::QD_RESTART_SCANS | messages::QD_REOPEN) != 0;
         let first_call = f.dir.is_none() || restart;
@@ -73,30 +73,27 @@ impl Connection {
                 stat: parent,
             });
             entries.extend(f.vfs.read_dir(&f.handle).map_err(|e| vfs_status(&e))?);
-            let keep_pattern = f.dir.as_ref().map(|d| d.pattern.clone());
-            let pattern = match (q.flags & messages::QD_REOPEN != 0, keep_pattern) {
-                (false, Some(p)) if !pattern.is_empty() => {
-                    let _ = p;
-                    pattern.clone()
-                }
-                _ => pattern.clone(),
+            // A restart keeps the pattern of the enumeration; a reopen (or
+            // the first query) takes the one given now.
+            let pattern = match (&f.dir, q.flags & messages::QD_REOPEN != 0) {
+                (Some(d), false) => d.pattern.clone(),
+                _ if pattern.is_empty() => "*".to_string(),
+                _ => pattern,
             };
             f.dir = Some(DirCursor {
-                pattern: if pattern.is_empty() { "*".into() } else { pattern },
+                pattern,
                 entries,
                 next: 0,
             });
         }
         let cursor = f.dir.as_mut().expect("set above");
         let single = q.flags & messages::QD_RETURN_SINGLE_ENTRY != 0;
-        let mut any_matched = false;
         while cursor.next < cursor.entries.len() {
             let e = &cursor.entries[cursor.next];
             if !wildcard::matches(&cursor.pattern, &e.name) {
                 cursor.next += 1;
                 continue;
             }
-            any_matched = true;
             let info = file_info(&e.stat, false);
             if !writer.push(&e.name, &info, cursor.next as u32) {
                 if writer.is_empty() {
@@ -110,7 +107,6 @@ impl Connection {
             }
         }
         if writer.is_empty() {
-            let _ = any_matched;
             return Err(if first_call {
                 status::NO_SUCH_FILE
             } else {

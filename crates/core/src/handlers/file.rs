@@ -39,8 +39,14 @@ impl Connection {
             .sessions
             .get_mut(&req.session_id)
             .ok_or(status::USER_SESSION_DELETED)?;
-        let open = session.opens.remove(&id.volatile).ok_or(status::FILE_CLOSED)?;
-        let times = match (&open.kind, c.flags & messages::CLOSE_FLAG_POSTQUERY_ATTRIB != 0) {
+        let open = session
+            .opens
+            .remove(&id.volatile)
+            .ok_or(status::FILE_CLOSED)?;
+        let times = match (
+            &open.kind,
+            c.flags & messages::CLOSE_FLAG_POSTQUERY_ATTRIB != 0,
+        ) {
             (OpenKind::File(f), true) => f.vfs.stat(&f.handle).ok().map(|st| file_times(&st)),
             _ => None,
         };

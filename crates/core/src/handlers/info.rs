@@ -44,6 +44,23 @@ impl Connection {
                 let st = f.vfs.stat(&f.handle).map_err(|e| vfs_status(&e))?;
                 let (path, delete_pending) = file_state(&server, f);
                 let info = file_info(&st, delete_pending);
+                if q.class == class::FILE_ALTERNATE_NAME_INFORMATION {
+                    let short = crate::shortname::short_name(path::file_name(&path));
+                    let name = copyless_proto::utf16::encode(&short);
+                    let mut data = (name.len() as u32).to_le_bytes().to_vec();
+                    data.extend_from_slice(&name);
+                    if out_len < 4 {
+                        return Err(status::INFO_LENGTH_MISMATCH);
+                    }
+                    let overflow = data.len() > out_len;
+                    data.truncate(out_len);
+                    messages::write_buffer_response(w, &data);
+                    return Ok(if overflow {
+                        status::BUFFER_OVERFLOW
+                    } else {
+                        status::SUCCESS
+                    });
+                }
                 let name = path::to_windows(&path);
                 let ctx = QueryContext {
                     name: &name,
@@ -140,7 +157,9 @@ impl Connection {
                         .set_attributes(&f.handle, b.attributes & attr::SETTABLE)
                         .map_err(|e| vfs_status(&e))?;
                 }
-                f.vfs.set_times(&f.handle, &times).map_err(|e| vfs_status(&e))?;
+                f.vfs
+                    .set_times(&f.handle, &times)
+                    .map_err(|e| vfs_status(&e))?;
             }
             class::FILE_RENAME_INFORMATION => {
                 need(access::DELETE)?;
@@ -272,7 +291,11 @@ fn fs_info(share_name: &str, fs: &copyless_vfs::FsStat) -> FsInfo {
         sectors_per_unit: unit / bytes_per_sector,
         bytes_per_sector,
         fs_name: "NTFS".into(),
-        max_name_len: if fs.max_name_len == 0 { 255 } else { fs.max_name_len },
+        max_name_len: if fs.max_name_len == 0 {
+            255
+        } else {
+            fs.max_name_len
+        },
         fs_attributes: fscc::DEFAULT_FS_ATTRIBUTES,
         object_id: [0; 16],
     }

@@ -7,7 +7,7 @@ use copyless_proto::messages::{self as m, FileId, IoctlRequest, ValidateNegotiat
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::Writer;
 
-use crate::connection::{Compound, Connection, Req, Reply};
+use crate::connection::{Compound, Connection, Reply, Req};
 use crate::open::OpenKind;
 
 const FSCTL_SRV_ENUMERATE_SNAPSHOTS: u32 = 0x0014_4064;
@@ -107,7 +107,9 @@ fn interface_info(local: SocketAddr) -> Vec<u8> {
     let start = w.len();
     match local {
         SocketAddr::V4(a) => {
-            w.u16(0x0002).bytes(&a.port().to_be_bytes()).bytes(&a.ip().octets());
+            w.u16(0x0002)
+                .bytes(&a.port().to_be_bytes())
+                .bytes(&a.ip().octets());
         }
         SocketAddr::V6(a) => {
             w.u16(0x0017)

@@ -1,0 +1,87 @@
+//! 8.3 alternate names (FileAlternateNameInformation). Clients such as
+//! smbclient's `allinfo` ask for them. A name that already fits 8.3 is its
+//! own short name; others get a deterministic hashed name (the stem's
+//! first characters, `~`, three hash characters, and the extension's
+//! first three), computed, not stored, so it needs no state and survives
+//! restarts. Opening a file by its short name is not supported.
+
+const HASH_CHARS: &[u8; 36] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+
+fn valid_83_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "!#$%&'()-@^_`{}~".contains(c)
+}
+
+fn is_83(name: &str) -> bool {
+    if name == "." || name == ".." {
+        return true;
+    }
+    let (stem, ext) = match name.rsplit_once('.') {
+        Some((s, e)) => (s, Some(e)),
+        None => (name, None),
+    };
+    let ok_part = |p: &str, max: usize| {
+        !p.is_empty()
+            && p.len() <= max
+            && p.chars()
+                .all(|c| valid_83_char(c) && !c.is_ascii_lowercase())
+    };
+    ok_part(stem, 8) && ext.is_none_or(|e| ok_part(e, 3))
+}
+
+pub fn short_name(name: &str) -> String {
+    if is_83(&name.to_uppercase()) {
+        return name.to_uppercase();
+    }
+    let upper: String = name.to_uppercase();
+    let (stem, ext) = match upper.rsplit_once('.') {
+        Some((s, e)) if !s.is_empty() => (s.to_string(), e.to_string()),
+        _ => (upper.clone(), String::new()),
+    };
+    let clean = |s: &str, max: usize| -> String {
+        s.chars().filter(|c| valid_83_char(*c)).take(max).collect()
+    };
+    let mut prefix = clean(&stem, 4);
+    if prefix.is_empty() {
+        prefix.push('_');
+    }
+    // FNV-1a of the full name keeps different long names apart.
+    let mut h: u32 = 0x811c_9dc5;
+    for b in name.as_bytes() {
+        h ^= u32::from(*b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    let mut out = prefix;
+    out.push('~');
+    for _ in 0..3 {
+        out.push(HASH_CHARS[(h % 36) as usize] as char);
+        h /= 36;
+    }
+    let ext = clean(&ext, 3);
+    if !ext.is_empty() {
+        out.push('.');
+        out.push_str(&ext);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(short_name("README.TXT"), "README.TXT");
+        let s = short_name("big file.binary");
+        assert!(s.starts_with("BIGF~") && s.ends_with(".BIN"), "{s}");
+        assert!(s.len() <= 12);
+        assert_ne!(
+            short_name("longfilename1.txt"),
+            short_name("longfilename2.txt")
+        );
+        assert_eq!(short_name("x.txt"), short_name("x.txt"));
+        assert_eq!(short_name("b.bin"), "B.BIN");
+        assert!(
+            short_name(".hidden").starts_with("_~") || short_name(".hidden").starts_with("HIDD")
+        );
+    }
+}
