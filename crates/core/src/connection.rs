@@ -155,7 +155,7 @@ impl Connection {
             let this = if next == 0 {
                 rest
             } else {
-                if next % 8 != 0 || next < HEADER_LEN || next >= rest.len() {
+                if !next.is_multiple_of(8) || next < HEADER_LEN || next >= rest.len() {
                     return Output::close(out);
                 }
                 &rest[..next]

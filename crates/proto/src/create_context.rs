@@ -46,7 +46,7 @@ pub fn parse_chain(buf: &[u8]) -> Result<Vec<CreateContext<'_>>> {
         if next == 0 {
             break;
         }
-        if next % 8 != 0 || next < 16 {
+        if !next.is_multiple_of(8) || next < 16 {
             return Err(Error("misaligned create context"));
         }
         off = off.checked_add(next).ok_or(Error("overflow"))?;

@@ -4,7 +4,7 @@ use crate::wire::Error;
 
 /// Decodes UTF-16LE; an odd length or an unpaired surrogate is an error.
 pub fn decode(bytes: &[u8]) -> Result<String, Error> {
-    if bytes.len() % 2 != 0 {
+    if !bytes.len().is_multiple_of(2) {
         return Err(Error("odd UTF-16 length"));
     }
     let units = bytes

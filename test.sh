@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Installs what the tests need (when missing), builds copyless, then runs the
+# unit tests and the integration tests. Exits non-zero on any failure.
+#
+#   ./test.sh                              test copyless
+#   COPYLESS_TEST_SERVER=samba ./test.sh   check the integration tests against smbd
+set -euo pipefail
+cd "$(dirname "$0")"
+export DEBIAN_FRONTEND=noninteractive
+
+log() { printf '\n==> %s\n' "$*"; }
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo -E "$@"
+    else
+        echo "test.sh: need root (or sudo) to run: $*" >&2
+        exit 1
+    fi
+}
+
+install_system_packages() {
+    local packages=()
+    command -v smbclient >/dev/null 2>&1 || packages+=(smbclient)
+    command -v smbtorture >/dev/null 2>&1 || packages+=(samba-testsuite)
+    command -v python3 >/dev/null 2>&1 || packages+=(python3)
+    python3 -m pip --version >/dev/null 2>&1 || packages+=(python3-pip)
+    if [ "${COPYLESS_TEST_SERVER:-copyless}" = samba ]; then
+        command -v smbd >/dev/null 2>&1 || [ -x /usr/sbin/smbd ] || packages+=(samba)
+    fi
+    if ! command -v cargo >/dev/null 2>&1 && ! [ -x "$HOME/.cargo/bin/cargo" ]; then
+        command -v curl >/dev/null 2>&1 || packages+=(curl ca-certificates)
+    fi
+    command -v cc >/dev/null 2>&1 || packages+=(build-essential)
+    if [ "${#packages[@]}" -gt 0 ]; then
+        log "installing ${packages[*]}"
+        as_root apt-get update -q
+        as_root apt-get install -y -q --no-install-recommends "${packages[@]}"
+    fi
+}
+
+install_rust() {
+    if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
+        export PATH="$HOME/.cargo/bin:$PATH"
+    fi
+    if ! command -v cargo >/dev/null 2>&1; then
+        # Debian's own cargo is older than the workspace's rust-version.
+        log "installing Rust with rustup"
+        curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
+        export PATH="$HOME/.cargo/bin:$PATH"
+    fi
+}
+
+install_python_packages() {
+    if python3 -c 'import smbprotocol, smbclient, pytest' >/dev/null 2>&1; then
+        return
+    fi
+    log "installing smbprotocol and pytest"
+    # Debian marks its system Python as externally managed (PEP 668).
+    python3 -m pip install -q smbprotocol pytest ||
+        python3 -m pip install -q --break-system-packages smbprotocol pytest
+}
+
+install_system_packages
+install_rust
+install_python_packages
+
+log "cargo fmt --check"
+cargo fmt --all -- --check
+
+log "cargo clippy"
+cargo clippy --all-targets -- -D warnings
+
+log "cargo build --release"
+cargo build --release
+
+log "cargo test --workspace --release"
+cargo test --workspace --release
+
+log "integration tests (server: ${COPYLESS_TEST_SERVER:-copyless})"
+python3 -m pytest -v tests/

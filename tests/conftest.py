@@ -1,0 +1,513 @@
+"""Fixtures for the integration tests: a running SMB server and shared data.
+
+The server under test is chosen by the environment variable
+COPYLESS_TEST_SERVER:
+
+* ``copyless`` (default): the release build at target/release/copyless
+  (override the path with COPYLESS_BIN).
+* ``samba``: a private smbd started as root on a free loopback port. This
+  is how the tests themselves are validated: every test must pass against
+  Samba before it can judge copyless.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pwd
+import queue
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SERVER_KIND = os.environ.get("COPYLESS_TEST_SERVER", "copyless")
+STARTUP_TIMEOUT = 20.0
+STOP_TIMEOUT = 10.0
+
+TEST_USER = "testuser"
+TEST_PASSWORD = "Corr3ct-Horse-Battery"
+SHARE_NAME = "share"
+BIG_FILE_SIZE = 100 * 1024 * 1024
+
+LISTENING_RE = re.compile(r"^copyless listening on 127\.0\.0\.1:(\d+)$")
+
+if SERVER_KIND not in ("copyless", "samba"):
+    raise pytest.UsageError(
+        f"COPYLESS_TEST_SERVER must be 'copyless' or 'samba', not {SERVER_KIND!r}"
+    )
+
+
+class Server(NamedTuple):
+    """Where and how to reach the server under test."""
+
+    host: str
+    port: int
+    share: str
+    share_path: Path
+    user: str
+    password: str
+
+
+class RunningServer(NamedTuple):
+    info: Server
+    proc: subprocess.Popen
+    log_paths: tuple[Path, ...]
+
+    def logs(self) -> str:
+        return _read_logs(self.log_paths)
+
+
+def _supports_user_xattrs(directory: str) -> bool:
+    # Both servers keep DOS attributes in user xattrs; tmpfs only has them
+    # on Linux >= 6.6, so fall back to the ordinary temp dir otherwise.
+    try:
+        fd, probe = tempfile.mkstemp(dir=directory)
+    except OSError:
+        return False
+    try:
+        os.setxattr(probe, "user.copyless-probe", b"1")
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+        os.unlink(probe)
+
+
+def _temp_base() -> str | None:
+    shm = "/dev/shm"
+    if os.path.isdir(shm) and os.access(shm, os.W_OK) and _supports_user_xattrs(shm):
+        return shm
+    return None
+
+
+TEMP_BASE = _temp_base()
+
+
+def make_temp_dir(prefix: str) -> Path:
+    path = Path(tempfile.mkdtemp(prefix=f"copyless-{prefix}-", dir=TEMP_BASE))
+    # smbd drops to the test user's uid for file access; it must be able to
+    # traverse every directory we create.
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def temp_dir():
+    path = make_temp_dir("tmp")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _read_logs(paths) -> str:
+    parts = []
+    for path in paths:
+        try:
+            text = Path(path).read_text(errors="replace")
+        except OSError as exc:
+            text = f"<cannot read: {exc}>"
+        parts.append(f"----- {path} (last 4000 chars) -----\n{text[-4000:]}")
+    return "\n".join(parts)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(host: str, port: int, proc: subprocess.Popen, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with status {proc.returncode} before listening")
+        try:
+            with socket.create_connection((host, port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"server did not accept connections on {host}:{port} within {timeout} s")
+
+
+# --------------------------------------------------------------------------
+# copyless
+
+
+def copyless_binary() -> Path:
+    return Path(os.environ.get("COPYLESS_BIN", REPO_ROOT / "target" / "release" / "copyless"))
+
+
+_startup_timeouts: list[str] = []
+
+
+def _start_copyless(base: Path) -> RunningServer:
+    if _startup_timeouts:
+        pytest.fail(
+            "not started: an earlier start of copyless in this session timed out:\n"
+            + _startup_timeouts[0],
+            pytrace=False,
+        )
+    binary = copyless_binary()
+    if not binary.is_file() or not os.access(binary, os.X_OK):
+        pytest.fail(
+            f"copyless binary not found or not executable at {binary}; "
+            "build it first with `cargo build --release` (./test.sh does)",
+            pytrace=False,
+        )
+    state = base / "state"
+    share = base / "share"
+    state.mkdir()
+    share.mkdir()
+
+    user_add = subprocess.run(
+        [str(binary), "user", "add", TEST_USER, "--password-stdin", "--state-dir", str(state)],
+        input=TEST_PASSWORD + "\n",
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    if user_add.returncode != 0:
+        pytest.fail(
+            f"`copyless user add {TEST_USER}` failed with status {user_add.returncode}\n"
+            f"stdout:\n{user_add.stdout}\nstderr:\n{user_add.stderr}",
+            pytrace=False,
+        )
+
+    stderr_path = base / "copyless.stderr"
+    stdout_path = base / "copyless.stdout"
+    argv = [
+        str(binary),
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--share",
+        f"{SHARE_NAME}={share}",
+        "--state-dir",
+        str(state),
+    ]
+    with open(stderr_path, "wb") as stderr:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            cwd=base,
+        )
+
+    # A reader thread so that the timeout holds even if the server prints
+    # nothing, and so that later output never fills the pipe and blocks it.
+    lines: queue.Queue = queue.Queue()
+
+    def drain():
+        with open(stdout_path, "w") as copy:
+            for raw in proc.stdout:
+                line = raw.decode(errors="replace").rstrip("\r\n")
+                copy.write(line + "\n")
+                copy.flush()
+                lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=drain, daemon=True).start()
+
+    port = None
+    seen = []
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while port is None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        try:
+            line = lines.get(timeout=remaining)
+        except queue.Empty:
+            break
+        if line is None:
+            break
+        seen.append(line)
+        match = LISTENING_RE.match(line)
+        if match:
+            port = int(match.group(1))
+
+    if port is None:
+        if proc.poll() is None:
+            state_text = "still running, killed"
+            proc.kill()
+            proc.wait(timeout=STOP_TIMEOUT)
+            timed_out = True
+        else:
+            state_text = f"exited with status {proc.returncode}"
+            timed_out = False
+        time.sleep(0.1)  # let the drain thread copy the last lines
+        message = (
+            f"copyless did not print 'copyless listening on 127.0.0.1:PORT' within "
+            f"{STARTUP_TIMEOUT:.0f} s ({state_text})\n"
+            f"command: {' '.join(argv)}\n"
+            "stdout so far:\n" + "\n".join(seen) + "\n" + _read_logs([stderr_path])
+        )
+        if timed_out:
+            # Every later test would wait just as long; fail them at once.
+            _startup_timeouts.append(message)
+        pytest.fail(message, pytrace=False)
+
+    info = Server("127.0.0.1", port, SHARE_NAME, share, TEST_USER, TEST_PASSWORD)
+    return RunningServer(info, proc, (stdout_path, stderr_path))
+
+
+def _stop_copyless(running: RunningServer) -> None:
+    proc = running.proc
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        status = proc.wait(timeout=STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        pytest.fail(
+            f"copyless did not exit within {STOP_TIMEOUT:.0f} s of SIGTERM\n" + running.logs(),
+            pytrace=False,
+        )
+    assert status == 0, (
+        f"copyless exited with status {status} after SIGTERM (expected 0)\n" + running.logs()
+    )
+
+
+# --------------------------------------------------------------------------
+# Samba
+
+
+def _ensure_unix_user(name: str) -> pwd.struct_passwd:
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(
+            ["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+            check=True,
+            capture_output=True,
+        )
+        return pwd.getpwnam(name)
+
+
+SAMBA_CONF = """\
+[global]
+    server role = standalone server
+    workgroup = WORKGROUP
+    netbios name = COPYLESSTEST
+    security = user
+    map to guest = never
+    passdb backend = tdbsam:{private}/passdb.tdb
+    smb ports = {port}
+    interfaces = lo
+    bind interfaces only = yes
+    disable netbios = yes
+    server min protocol = SMB2_02
+    server signing = mandatory
+    private dir = {private}
+    lock directory = {lock}
+    state directory = {state}
+    cache directory = {cache}
+    pid directory = {pid}
+    ncalrpc dir = {ncalrpc}
+    log file = {log}
+    log level = 1
+    max log size = 0
+    load printers = no
+    printing = bsd
+    printcap name = /dev/null
+    disable spoolss = yes
+    kernel oplocks = no
+    # Samba's defaults, spelled out because the symlink tests rely on them.
+    follow symlinks = yes
+    wide links = no
+
+[{share}]
+    path = {share_path}
+    read only = no
+    valid users = {user}
+"""
+
+
+def _start_samba(base: Path) -> RunningServer:
+    if os.geteuid() != 0:
+        pytest.fail("COPYLESS_TEST_SERVER=samba needs root (smbd, useradd)", pytrace=False)
+    smbd = shutil.which("smbd") or "/usr/sbin/smbd"
+    if not os.path.exists(smbd):
+        pytest.fail("smbd not found; install the Debian package 'samba'", pytrace=False)
+    user = _ensure_unix_user(TEST_USER)
+
+    dirs = {}
+    for name in ("private", "lock", "state", "cache", "pid", "ncalrpc"):
+        dirs[name] = base / name
+        dirs[name].mkdir()
+    share = base / "share"
+    share.mkdir()
+    os.chown(share, user.pw_uid, user.pw_gid)
+    log = base / "smbd.log"
+    output = base / "smbd.output"
+    port = free_port()
+
+    conf = base / "smb.conf"
+    conf.write_text(
+        SAMBA_CONF.format(
+            port=port,
+            log=log,
+            share=SHARE_NAME,
+            share_path=share,
+            user=TEST_USER,
+            **dirs,
+        )
+    )
+
+    subprocess.run(
+        ["smbpasswd", "-c", str(conf), "-a", "-s", TEST_USER],
+        input=f"{TEST_PASSWORD}\n{TEST_PASSWORD}\n",
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+    with open(output, "wb") as out:
+        proc = subprocess.Popen(
+            [smbd, "--foreground", "--no-process-group", "-s", str(conf)],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=base,
+            # smbd forks a child per connection and samba-dcerpcd on demand;
+            # a session of their own lets teardown stop them all together.
+            start_new_session=True,
+        )
+    running = RunningServer(
+        Server("127.0.0.1", port, SHARE_NAME, share, TEST_USER, TEST_PASSWORD),
+        proc,
+        (output, log),
+    )
+    try:
+        wait_for_port("127.0.0.1", port, proc, STARTUP_TIMEOUT)
+    except RuntimeError as exc:
+        _stop_samba(running)
+        pytest.fail(f"smbd failed to start: {exc}\n{running.logs()}", pytrace=False)
+    return running
+
+
+def _samba_helpers(conf: Path) -> list[int]:
+    """Processes started with our private config, e.g. samba-dcerpcd.
+
+    smbd starts samba-dcerpcd on demand in a session of its own, so it
+    escapes the process group; its command line names our config file.
+    """
+    needle = f"--configfile={conf}".encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if needle in cmdline.split(b"\0"):
+            pids.append(int(entry.name))
+    return pids
+
+
+def _signal_all(pids, sig) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def _stop_samba(running: RunningServer) -> None:
+    conf = running.info.share_path.parent / "smb.conf"
+    pgid = running.proc.pid
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    _signal_all(_samba_helpers(conf), signal.SIGTERM)
+    try:
+        running.proc.wait(timeout=STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    running.proc.wait()
+    deadline = time.monotonic() + STOP_TIMEOUT
+    while (helpers := _samba_helpers(conf)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    _signal_all(helpers, signal.SIGKILL)
+
+
+# --------------------------------------------------------------------------
+# fixtures
+
+
+@pytest.fixture
+def running_server():
+    """A fresh server with an empty share, stopped at teardown."""
+    base = make_temp_dir("server")
+    start, stop = (_start_samba, _stop_samba) if SERVER_KIND == "samba" else (
+        _start_copyless, _stop_copyless)
+    try:
+        running = start(base)
+    except BaseException:
+        shutil.rmtree(base, ignore_errors=True)
+        raise
+    try:
+        yield running
+    finally:
+        try:
+            stop(running)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def server(running_server) -> Server:
+    """(host, port, share name, share path, user, password) of a fresh server."""
+    return running_server.info
+
+
+class BigFile(NamedTuple):
+    path: Path
+    size: int
+    sha256: str
+
+
+@pytest.fixture(scope="session")
+def big_file():
+    """A 100 MiB file of random bytes, made once per test session."""
+    base = make_temp_dir("big")
+    path = base / "big.bin"
+    digest = hashlib.sha256()
+    chunk_size = 4 * 1024 * 1024
+    with open(path, "wb") as out:
+        for _ in range(BIG_FILE_SIZE // chunk_size):
+            chunk = os.urandom(chunk_size)
+            digest.update(chunk)
+            out.write(chunk)
+    path.chmod(0o644)
+    yield BigFile(path, BIG_FILE_SIZE, digest.hexdigest())
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def client_conf():
+    """An empty smb.conf so that smbclient ignores the machine's own config."""
+    base = make_temp_dir("client")
+    conf = base / "client.conf"
+    conf.write_text("[global]\n")
+    yield conf
+    shutil.rmtree(base, ignore_errors=True)

@@ -1,0 +1,149 @@
+"""Helpers shared by the integration tests: running smbclient and friends."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import NamedTuple
+
+DIALECTS = ["SMB2_02", "SMB2_10", "SMB3_00", "SMB3_02", "SMB3_11"]
+
+NT_STATUS_RE = re.compile(r"NT_STATUS_[A-Z0-9_]+")
+
+# One line of smbclient's `ls`: two spaces, the name, the attribute letters
+# (possibly none), the size and the date, e.g.
+#   "  big.bin                             A 104857600  Sat Nov 21 17:38:01 2026"
+LS_LINE_RE = re.compile(
+    r"^  (?P<name>.+?)\s+(?P<attrs>[A-Z]*)\s+(?P<size>\d+)\s+"
+    r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}$"
+)
+
+
+class Result(NamedTuple):
+    returncode: int
+    output: str
+    argv: list[str]
+
+    def describe(self) -> str:
+        return f"command: {' '.join(self.argv)}\nexit status: {self.returncode}\noutput:\n{self.output}"
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(4 * 1024 * 1024):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def make_share_file(server, relative: str, data: bytes, mode: int = 0o644) -> Path:
+    """Create a file directly on the share's disk, owned like the share root.
+
+    Samba accesses files as the logged-in unix user; giving the file the
+    share root's owner keeps it as deletable as files made over SMB.
+    """
+    path = server.share_path / relative
+    path.write_bytes(data)
+    path.chmod(mode)
+    root = server.share_path.stat()
+    os.chown(path, root.st_uid, root.st_gid)
+    return path
+
+
+def smbclient_argv(server, client_conf, *, share=None, user=None, password=None,
+                   dialect=None, extra=()):
+    """Argument vector for smbclient with signing required.
+
+    With `dialect`, both the minimum and the maximum protocol are set to it,
+    so the connection either uses exactly that dialect or fails.
+    """
+    user = server.user if user is None else user
+    password = server.password if password is None else password
+    argv = ["smbclient"]
+    if share is None:
+        argv += ["-L", f"//{server.host}"]
+    else:
+        argv += [f"//{server.host}/{share}"]
+    argv += [
+        "-s", str(client_conf),
+        "-p", str(server.port),
+        "-U", f"{user}%{password}",
+        "--option=client signing=required",
+        "--option=client ipc signing=required",
+    ]
+    if dialect is not None:
+        argv += [
+            "-m", dialect,
+            f"--option=client min protocol={dialect}",
+            f"--option=client max protocol={dialect}",
+        ]
+    argv += list(extra)
+    return argv
+
+
+def run(argv, timeout=300, cwd=None) -> Result:
+    proc = subprocess.run(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=timeout,
+        cwd=cwd,
+    )
+    return Result(proc.returncode, proc.stdout.decode(errors="replace"), list(argv))
+
+
+def smbclient(server, client_conf, commands, *, share=None, dialect=None, user=None,
+              password=None, timeout=300, cwd=None) -> Result:
+    share = server.share if share is None else share
+    argv = smbclient_argv(server, client_conf, share=share, user=user, password=password,
+                          dialect=dialect, extra=["-c", commands])
+    return run(argv, timeout=timeout, cwd=cwd)
+
+
+def smbclient_ok(server, client_conf, commands, **kwargs) -> Result:
+    """Run smbclient commands that must all succeed."""
+    result = smbclient(server, client_conf, commands, **kwargs)
+    statuses = NT_STATUS_RE.findall(result.output)
+    assert result.returncode == 0 and not statuses, (
+        f"smbclient commands {commands!r} failed (NT statuses: {statuses})\n"
+        + result.describe()
+    )
+    return result
+
+
+def parse_ls(output: str) -> dict[str, tuple[str, int]]:
+    """Map each name in smbclient `ls` output to (attribute letters, size)."""
+    entries = {}
+    for line in output.splitlines():
+        match = LS_LINE_RE.match(line)
+        if match:
+            entries[match.group("name")] = (match.group("attrs"), int(match.group("size")))
+    return entries
+
+
+class AllInfo(NamedTuple):
+    attributes: str
+    attribute_bits: int
+    size: int | None
+
+
+ALLINFO_ATTR_RE = re.compile(r"^attributes:\s*(?P<letters>[A-Z]*)\s*\((?P<hex>[0-9a-fA-F]+)\)",
+                             re.MULTILINE)
+ALLINFO_STREAM_RE = re.compile(r"^stream: \[::\$DATA\], (?P<size>\d+) bytes", re.MULTILINE)
+
+
+def parse_allinfo(output: str) -> AllInfo:
+    attr = ALLINFO_ATTR_RE.search(output)
+    assert attr, f"no 'attributes:' line in allinfo output:\n{output}"
+    stream = ALLINFO_STREAM_RE.search(output)
+    size = int(stream.group("size")) if stream else None
+    return AllInfo(attr.group("letters"), int(attr.group("hex"), 16), size)
+
+
+FILE_ATTRIBUTE_READONLY = 0x01
+FILE_ATTRIBUTE_DIRECTORY = 0x10
+FILE_ATTRIBUTE_ARCHIVE = 0x20

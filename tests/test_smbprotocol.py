@@ -1,0 +1,136 @@
+"""Python smbprotocol's high-level client against the server, signing required."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import uuid
+
+import pytest
+import smbclient
+from smbprotocol.connection import Connection
+from smbprotocol.exceptions import BadNetworkName, LogonFailure
+from smbprotocol.header import NtStatus
+from smbprotocol.session import Session
+from smbprotocol.tree import TreeConnect
+
+from support import make_share_file
+
+
+@pytest.fixture(autouse=True)
+def fresh_connections(server):
+    # Depends on `server` so that the cached connections are closed while
+    # the server still runs.
+    smbclient.reset_connection_cache()
+    yield
+    smbclient.reset_connection_cache()
+
+
+def unc(server, *parts: str) -> str:
+    return "\\".join([f"\\\\{server.host}\\{server.share}", *parts])
+
+
+def register(server, password=None):
+    smbclient.register_session(
+        server.host,
+        username=server.user,
+        password=server.password if password is None else password,
+        port=server.port,
+        require_signing=True,
+        auth_protocol="ntlm",
+    )
+
+
+def test_file_lifecycle(server):
+    register(server)
+    port = server.port
+    payload = os.urandom(3 * 1024 * 1024 + 17)
+
+    smbclient.makedirs(unc(server, "a", "b"), port=port)
+    assert (server.share_path / "a" / "b").is_dir(), "makedirs did not create a\\b on disk"
+
+    with smbclient.open_file(unc(server, "a", "b", "data.bin"), mode="wb", port=port) as f:
+        f.write(payload)
+    assert (server.share_path / "a" / "b" / "data.bin").read_bytes() == payload, (
+        "file written through smbprotocol differs on disk"
+    )
+    with smbclient.open_file(unc(server, "a", "b", "data.bin"), mode="rb", port=port) as f:
+        assert f.read() == payload, "file read back through smbprotocol differs"
+
+    # a ranged read from the middle
+    with smbclient.open_file(unc(server, "a", "b", "data.bin"), mode="rb", port=port) as f:
+        f.seek(1_000_000)
+        assert f.read(4096) == payload[1_000_000:1_004_096], "read at an offset returned wrong data"
+
+    make_share_file(server, "a/local.txt", b"made on disk\n")
+    entries = {e.name: e for e in smbclient.scandir(unc(server, "a"), port=port)}
+    assert set(entries) == {"b", "local.txt"}, f"scandir(a) returned {sorted(entries)}"
+    assert entries["b"].is_dir(), "scandir: b is not a directory"
+    assert not entries["local.txt"].is_dir(), "scandir: local.txt is a directory"
+    # The size as the directory listing reports it, then as a stat of the
+    # entry reports it (SMBDirEntry.stat() forgets the port, so stat the path).
+    assert entries["local.txt"].smb_info.end_of_file == len("made on disk\n"), (
+        f"scandir size of local.txt: {entries['local.txt'].smb_info}"
+    )
+    st = smbclient.stat(entries["local.txt"].path, port=port)
+    assert st.st_size == len("made on disk\n"), f"stat size of local.txt: {st}"
+    assert stat.S_ISDIR(smbclient.stat(entries["b"].path, port=port).st_mode), "stat: b is not a directory"
+
+    st = smbclient.stat(unc(server, "a", "b", "data.bin"), port=port)
+    assert st.st_size == len(payload), f"stat size {st.st_size}, expected {len(payload)}"
+
+    smbclient.rename(unc(server, "a", "b", "data.bin"), unc(server, "a", "moved.bin"), port=port)
+    assert not (server.share_path / "a" / "b" / "data.bin").exists(), "rename left the old name"
+    assert (server.share_path / "a" / "moved.bin").read_bytes() == payload, "rename lost the contents"
+    assert sorted(smbclient.listdir(unc(server, "a"), port=port)) == ["b", "local.txt", "moved.bin"]
+
+    smbclient.remove(unc(server, "a", "moved.bin"), port=port)
+    smbclient.remove(unc(server, "a", "local.txt"), port=port)
+    smbclient.rmdir(unc(server, "a", "b"), port=port)
+    smbclient.rmdir(unc(server, "a"), port=port)
+    assert list(server.share_path.iterdir()) == [], (
+        f"share not empty after remove/rmdir: {list(server.share_path.iterdir())}"
+    )
+
+
+def test_overwrite_truncates(server):
+    register(server)
+    path = unc(server, "over.txt")
+    with smbclient.open_file(path, mode="wb", port=server.port) as f:
+        f.write(b"a long first version of the file")
+    with smbclient.open_file(path, mode="wb", port=server.port) as f:
+        f.write(b"short")
+    assert (server.share_path / "over.txt").read_bytes() == b"short", "mode wb did not truncate"
+
+
+def test_missing_file_raises(server):
+    register(server)
+    with pytest.raises(OSError) as excinfo:
+        smbclient.open_file(unc(server, "does-not-exist.txt"), mode="rb", port=server.port)
+    assert excinfo.value.errno == errno.ENOENT, f"unexpected error: {excinfo.value!r}"
+    assert excinfo.value.ntstatus == NtStatus.STATUS_OBJECT_NAME_NOT_FOUND, (
+        f"unexpected status: {excinfo.value!r}"
+    )
+
+
+def test_wrong_password_raises_logon_failure(server):
+    with pytest.raises(LogonFailure):
+        register(server, password=server.password + "-wrong")
+
+
+def test_unknown_share_raises_bad_network_name(server):
+    # The low-level API: smbclient.open_file would go on to try a DFS referral.
+    connection = Connection(uuid.uuid4(), server.host, server.port, require_signing=True)
+    connection.connect(timeout=30)
+    try:
+        session = Session(connection, server.user, server.password, require_encryption=False,
+                          auth_protocol="ntlm")
+        session.connect()
+        with pytest.raises(BadNetworkName):
+            TreeConnect(session, f"\\\\{server.host}\\nosuchshare").connect()
+        tree = TreeConnect(session, f"\\\\{server.host}\\{server.share}")
+        tree.connect()
+        tree.disconnect()
+    finally:
+        connection.disconnect()
