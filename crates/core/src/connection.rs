@@ -42,8 +42,14 @@ pub(crate) struct Req<'a> {
 
 /// Per-reply decisions taken while handling a request.
 pub(crate) struct Reply {
+    /// The ids the request runs under (after compound inheritance): they
+    /// choose the signing key and carry over to related requests.
     pub session_id: u64,
     pub tree_id: u32,
+    /// The ids the reply header shows: those of the request, unless the
+    /// command assigns new ones (SESSION_SETUP, TREE_CONNECT).
+    pub header_session_id: u64,
+    pub header_tree_id: u32,
     /// Sign this reply (when the session has a key).
     pub sign: bool,
     /// Feed this reply into that session's pre-authentication hash.
@@ -61,9 +67,13 @@ pub(crate) struct Compound {
     pub session_id: u64,
     pub tree_id: u32,
     pub file_id: Option<FileId>,
-    /// The status of the previous request that should have produced the
-    /// file id, for related requests that depend on it.
-    pub file_error: Option<NtStatus>,
+    /// The status of the previous request: a related request that names
+    /// "the previous file" fails with it when there is no such file.
+    pub last_status: NtStatus,
+    /// This request is related to the previous one.
+    pub related: bool,
+    /// This request is not the last of its compound.
+    pub more_follow: bool,
 }
 
 pub struct Connection {
@@ -144,7 +154,7 @@ impl Connection {
         let mut compound = Compound::default();
         let mut offset = 0usize;
         let mut disconnect = false;
-        let mut prev_start: Option<usize> = None;
+        let mut prev: Option<(usize, u64)> = None;
         loop {
             let rest = &msg[offset..];
             let hdr = match Header::parse(rest) {
@@ -164,6 +174,7 @@ impl Connection {
                 // The first request on a connection must negotiate.
                 return Output::close(out);
             }
+            compound.more_follow = next != 0;
             let reply = self.handle_one(this, hdr, offset == 0, &mut compound, env);
             if let Some((bytes, flags)) = reply {
                 if flags.disconnect {
@@ -172,15 +183,15 @@ impl Connection {
                 if bytes.is_empty() {
                     break;
                 }
-                if let Some(p) = prev_start {
+                if let Some((p, sid)) = prev {
                     // Pad the previous reply and point it at this one.
                     let padded = (out.len() - p).next_multiple_of(8);
                     out.resize(p + padded, 0);
                     let off = (out.len() - p) as u32;
                     out[p + 20..p + 24].copy_from_slice(&off.to_le_bytes());
-                    self.sign_reply(&mut out[p..]);
+                    self.sign_reply(&mut out[p..], sid);
                 }
-                prev_start = Some(out.len());
+                prev = Some((out.len(), flags.session_id));
                 out.extend_from_slice(&bytes);
             }
             if next == 0 || disconnect {
@@ -188,8 +199,8 @@ impl Connection {
             }
             offset += next;
         }
-        if let Some(p) = prev_start {
-            self.sign_reply(&mut out[p..]);
+        if let Some((p, sid)) = prev {
+            self.sign_reply(&mut out[p..], sid);
         }
         self.trim_logged_off();
         Output {
@@ -228,19 +239,21 @@ impl Connection {
         compound: &mut Compound,
         env: &mut dyn Env,
     ) -> Option<(Vec<u8>, Reply)> {
-        let related = hdr.flags & FLAG_RELATED_OPERATIONS != 0 && !first;
-        let (session_id, tree_id) = if related {
+        let related = hdr.flags & FLAG_RELATED_OPERATIONS != 0;
+        let (session_id, tree_id) = if related && !first {
             (compound.session_id, compound.tree_id)
         } else {
             (hdr.session_id, hdr.tree_id)
         };
         if !related {
             compound.file_id = None;
-            compound.file_error = None;
         }
+        compound.related = related && !first;
         let mut reply = Reply {
             session_id,
             tree_id,
+            header_session_id: hdr.session_id,
+            header_tree_id: hdr.tree_id,
             sign: false,
             preauth_update: None,
             preauth_connection: false,
@@ -274,7 +287,12 @@ impl Connection {
                 ));
             }
             granted = self.credits.grant(hdr.credits.max(1));
-            self.run(&req, &mut reply, compound, &mut w, env)
+            if related && first {
+                // The first request of a compound cannot be related.
+                Err(status::INVALID_PARAMETER)
+            } else {
+                self.run(&req, &mut reply, compound, &mut w, env)
+            }
         };
         if reply.suppress {
             return None;
@@ -287,9 +305,7 @@ impl Connection {
                 s
             }
         };
-        if hdr.command == cmd::CREATE && status != status::SUCCESS {
-            compound.file_error = Some(status);
-        }
+        compound.last_status = status;
         compound.session_id = reply.session_id;
         compound.tree_id = reply.tree_id;
 
@@ -319,8 +335,8 @@ impl Connection {
             message_id: hdr.message_id,
             async_id: hdr.async_id,
             process_id: hdr.process_id,
-            tree_id: reply.tree_id,
-            session_id: reply.session_id,
+            tree_id: reply.header_tree_id,
+            session_id: reply.header_session_id,
             signature: [0; 16],
         };
         let mut head = Vec::with_capacity(HEADER_LEN);
@@ -370,7 +386,11 @@ impl Connection {
             _ => {}
         }
         if !self.sessions.contains_key(&req.session_id) {
-            return Err(status::USER_SESSION_DELETED);
+            return Err(if compound.related {
+                status::INVALID_PARAMETER
+            } else {
+                status::USER_SESSION_DELETED
+            });
         }
         self.verify(req)?;
         let session = &self.sessions[&req.session_id];
@@ -401,6 +421,10 @@ impl Connection {
             cmd::QUERY_INFO => self.query_info(req, compound, w),
             cmd::SET_INFO => self.set_info(req, compound, w),
             cmd::IOCTL => self.ioctl(req, compound, reply, w),
+            // CHANGE_NOTIFY always goes asynchronous; inside a compound,
+            // short of the last request, Windows fails such a request with
+            // STATUS_INTERNAL_ERROR (MS-SMB2 <159>).
+            cmd::CHANGE_NOTIFY if compound.more_follow => Err(status::INTERNAL_ERROR),
             cmd::LOCK | cmd::CHANGE_NOTIFY => Err(status::NOT_SUPPORTED),
             cmd::OPLOCK_BREAK => Err(status::INVALID_PARAMETER),
             _ => Err(status::INVALID_PARAMETER),
@@ -440,12 +464,11 @@ impl Connection {
     }
 
     /// Signs a reply whose header is final, when its session asks for it.
-    fn sign_reply(&self, msg: &mut [u8]) {
+    fn sign_reply(&self, msg: &mut [u8], sid: u64) {
         let flags = u32::from_le_bytes([msg[16], msg[17], msg[18], msg[19]]);
         if flags & FLAG_SIGNED == 0 {
             return;
         }
-        let sid = u64::from_le_bytes(msg[40..48].try_into().expect("8 bytes"));
         if let Some(key) = self.sessions.get(&sid).and_then(|s| s.signing.as_ref()) {
             key.sign(msg);
         } else {
@@ -458,11 +481,11 @@ impl Connection {
     /// Finds the open a request names; a related request may name the file
     /// of the previous request.
     pub(crate) fn file_id(&self, id: FileId, compound: &Compound) -> Result<FileId, NtStatus> {
-        if id == FileId::RELATED {
-            return match (compound.file_id, compound.file_error) {
-                (Some(f), _) => Ok(f),
-                (None, Some(e)) => Err(e),
-                (None, None) => Err(status::INVALID_PARAMETER),
+        if id == FileId::RELATED && compound.related {
+            return match compound.file_id {
+                Some(f) => Ok(f),
+                None if compound.last_status != status::SUCCESS => Err(compound.last_status),
+                None => Err(status::FILE_CLOSED),
             };
         }
         Ok(id)

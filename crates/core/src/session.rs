@@ -122,6 +122,7 @@ impl Connection {
             id
         };
         reply.session_id = sid;
+        reply.header_session_id = sid;
         let dialect = self.dialect;
         let credentials = self.server.credentials.clone();
         let signing_required_cfg =

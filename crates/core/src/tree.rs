@@ -75,6 +75,7 @@ impl Connection {
             },
         );
         reply.tree_id = id;
+        reply.header_tree_id = id;
         messages::write_tree_connect_response(w, share_type, 0, 0, maximal_access);
         Ok(status::SUCCESS)
     }

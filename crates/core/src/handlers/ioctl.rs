@@ -11,6 +11,8 @@ use crate::connection::{Compound, Connection, Reply, Req};
 use crate::open::OpenKind;
 
 const FSCTL_SRV_ENUMERATE_SNAPSHOTS: u32 = 0x0014_4064;
+const FSCTL_GET_OBJECT_ID: u32 = 0x0009_009C;
+const FSCTL_CREATE_OR_GET_OBJECT_ID: u32 = 0x0009_00C0;
 /// What we report as link speed: 10 Gbit/s.
 const LINK_SPEED: u64 = 10_000_000_000;
 
@@ -88,6 +90,27 @@ impl Connection {
                 // and SnapShotArraySize all zero.
                 let mut out = Writer::new();
                 out.u32(0).u32(0).u32(0);
+                m::write_ioctl_response(w, io.ctl_code, file_id, &out.buf);
+                Ok(status::SUCCESS)
+            }
+            FSCTL_GET_OBJECT_ID | FSCTL_CREATE_OR_GET_OBJECT_ID => {
+                let file_id = self.file_id(io.file_id, compound)?;
+                let open = self.open_mut(req, compound, io.file_id)?;
+                let OpenKind::File(f) = &open.kind else {
+                    return Err(status::INVALID_DEVICE_REQUEST);
+                };
+                if io.max_output_response < 64 {
+                    return Err(status::BUFFER_TOO_SMALL);
+                }
+                // The object id is derived from the file's identity, so
+                // it is stable without being stored (FILE_OBJECTID_BUFFER,
+                // MS-FSCC 2.1.3).
+                let (_, dev, ino) = f.key;
+                let mut out = Writer::new();
+                out.u64(ino).u64(dev);
+                out.u64(dev).u64(0);
+                out.u64(ino).u64(dev);
+                out.zeros(16);
                 m::write_ioctl_response(w, io.ctl_code, file_id, &out.buf);
                 Ok(status::SUCCESS)
             }
