@@ -14,12 +14,6 @@ use crate::engine::{self, EngineLimits};
 
 /// Runs the server; Err carries a message for the user and the exit code.
 pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, u8)> {
-    if config.encryption == Encryption::Required {
-        return Err((
-            "encryption = \"required\" is not supported yet: use \"off\" or \"desired\"".into(),
-            2,
-        ));
-    }
     let mut users = UserStore::load(&config.state_dir).map_err(|e| (e.to_string(), 1))?;
     if users.is_empty() {
         let password = random_password();
@@ -50,6 +44,8 @@ pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, 
     let server_config = ServerConfig {
         server_name: config.server_name.clone(),
         signing_required: config.signing == Signing::Required,
+        encrypt_data: config.encryption == Encryption::Desired,
+        reject_unencrypted: config.encryption == Encryption::Required,
         allow_guest: config.guest,
         max_io_size: config.limits.max_read_write,
         max_credits: config.limits.max_credits,

@@ -20,6 +20,7 @@ use crate::credits::CreditWindow;
 use crate::env::Env;
 use crate::server::Server;
 use crate::session::Session;
+use crate::tree::TreeKind;
 
 /// What the engine does after a message.
 #[derive(Debug, Default)]
@@ -29,6 +30,22 @@ pub struct Output {
     pub frames: Vec<Vec<u8>>,
     /// Close the connection after sending the frames.
     pub disconnect: bool,
+    /// One entry per request handled, in order, for the engine's tracing.
+    pub requests: Vec<RequestTrace>,
+}
+
+/// What tracing needs to know of one handled request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestTrace {
+    pub command: u16,
+    pub message_id: u64,
+    /// The reply's status; 0 when no reply was sent (CANCEL).
+    pub status: u32,
+    /// Index into `Server::shares` of the request's tree; None for IPC$ or
+    /// no tree.
+    pub share: Option<usize>,
+    /// The user of the request's session, once authenticated.
+    pub user: Option<String>,
 }
 
 /// One request of a compound, as dispatch sees it.
@@ -38,6 +55,8 @@ pub(crate) struct Req<'a> {
     /// After compound inheritance.
     pub session_id: u64,
     pub tree_id: u32,
+    /// The request arrived inside a transform header (decrypted).
+    pub encrypted: bool,
 }
 
 /// Per-reply decisions taken while handling a request.
@@ -59,6 +78,8 @@ pub(crate) struct Reply {
     pub disconnect: bool,
     /// No reply at all (CANCEL).
     pub suppress: bool,
+    /// The session whose key signs this reply, if it is signed.
+    pub sign_sid: Option<u64>,
 }
 
 /// State carried from one request of a compound to the next.
@@ -74,6 +95,10 @@ pub(crate) struct Compound {
     pub related: bool,
     /// This request is not the last of its compound.
     pub more_follow: bool,
+    /// The session that signed the previous reply of the compound: a
+    /// reply with no session of its own is signed with its key, as Samba
+    /// does, so the client can trust the whole chain.
+    pub sign_sid: Option<u64>,
 }
 
 pub struct Connection {
@@ -89,6 +114,8 @@ pub struct Connection {
     pub(crate) server_security_mode: u16,
     pub(crate) server_capabilities: u32,
     pub(crate) signing_algorithm: SigningAlgorithm,
+    /// The cipher negotiated for SMB 3.x encryption, if any.
+    pub(crate) cipher: Option<copyless_crypto::CipherId>,
     pub(crate) preauth: PreauthHash,
     pub(crate) credits: CreditWindow,
     pub(crate) sessions: HashMap<u64, Session>,
@@ -114,6 +141,7 @@ impl Connection {
             server_security_mode: 0,
             server_capabilities: 0,
             signing_algorithm: SigningAlgorithm::AesCmac,
+            cipher: None,
             preauth: PreauthHash::new(),
             credits: CreditWindow::new(max_credits),
             sessions: HashMap::new(),
@@ -150,11 +178,51 @@ impl Connection {
         if smb1::is_smb1(msg) {
             return self.handle_smb1(msg, env);
         }
+        if msg.starts_with(&copyless_proto::header::TRANSFORM_PROTOCOL_ID) {
+            return self.handle_encrypted(msg, env);
+        }
+        self.handle_plain(msg, false, env)
+    }
+
+    /// Decrypts a transform message, handles what it holds, and encrypts
+    /// the reply with the same session's key. Anything that does not
+    /// decrypt ends the connection (MS-SMB2 3.3.5.2.1.1).
+    fn handle_encrypted(&mut self, msg: &[u8], env: &mut dyn Env) -> Output {
+        let Some(t) = crate::encryption::parse(msg) else {
+            return Output::close(Vec::new());
+        };
+        let sid = t.session_id;
+        let Some(ciphers) = self.sessions.get(&sid).and_then(|s| s.ciphers.as_ref()) else {
+            return Output::close(Vec::new());
+        };
+        let mut body = t.body.to_vec();
+        let n = ciphers.decrypt.nonce_len();
+        if !ciphers
+            .decrypt
+            .decrypt(&t.nonce[..n], t.aad, &mut body, &t.tag)
+        {
+            return Output::close(Vec::new());
+        }
+        let mut out = self.handle_plain(&body, true, env);
+        let mut salt = [0u8; 8];
+        env.fill_random(&mut salt);
+        for frame in &mut out.frames {
+            match self.sessions.get_mut(&sid).and_then(|s| s.ciphers.as_mut()) {
+                Some(c) => *frame = c.seal(sid, frame, salt),
+                // The session logged off inside this very message.
+                None => return Output::close(Vec::new()),
+            }
+        }
+        out
+    }
+
+    fn handle_plain(&mut self, msg: &[u8], encrypted: bool, env: &mut dyn Env) -> Output {
         let mut out = Vec::new();
         let mut compound = Compound::default();
         let mut offset = 0usize;
         let mut disconnect = false;
-        let mut prev: Option<(usize, u64)> = None;
+        let mut requests = Vec::new();
+        let mut prev: Option<(usize, Option<u64>)> = None;
         loop {
             let rest = &msg[offset..];
             let hdr = match Header::parse(rest) {
@@ -175,7 +243,8 @@ impl Connection {
                 return Output::close(out);
             }
             compound.more_follow = next != 0;
-            let reply = self.handle_one(this, hdr, offset == 0, &mut compound, env);
+            let reply = self.handle_one(this, hdr, offset == 0, encrypted, &mut compound, env);
+            requests.push(self.request_trace(&hdr, reply.as_ref()));
             if let Some((bytes, flags)) = reply {
                 if flags.disconnect {
                     disconnect = true;
@@ -191,7 +260,7 @@ impl Connection {
                     out[p + 20..p + 24].copy_from_slice(&off.to_le_bytes());
                     self.sign_reply(&mut out[p..], sid);
                 }
-                prev = Some((out.len(), flags.session_id));
+                prev = Some((out.len(), flags.sign_sid));
                 out.extend_from_slice(&bytes);
             }
             if next == 0 || disconnect {
@@ -206,6 +275,31 @@ impl Connection {
         Output {
             frames: if out.is_empty() { vec![] } else { vec![out] },
             disconnect,
+            requests,
+        }
+    }
+
+    fn request_trace(&self, hdr: &Header, reply: Option<&(Vec<u8>, Reply)>) -> RequestTrace {
+        let status = reply
+            .and_then(|(bytes, _)| bytes.get(8..12))
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u32::from_le_bytes);
+        let session = reply.and_then(|(_, r)| Some((self.sessions.get(&r.session_id)?, r.tree_id)));
+        let share = session
+            .and_then(|(s, tree_id)| s.trees.get(&tree_id))
+            .and_then(|t| match t.kind {
+                TreeKind::Disk { index, .. } => Some(index),
+                TreeKind::Ipc => None,
+            });
+        let user = session
+            .filter(|(s, _)| s.is_valid())
+            .map(|(s, _)| s.user.clone());
+        RequestTrace {
+            command: hdr.command,
+            message_id: hdr.message_id,
+            status,
+            share,
+            user,
         }
     }
 
@@ -236,6 +330,7 @@ impl Connection {
         msg: &[u8],
         hdr: Header,
         first: bool,
+        encrypted: bool,
         compound: &mut Compound,
         env: &mut dyn Env,
     ) -> Option<(Vec<u8>, Reply)> {
@@ -259,12 +354,14 @@ impl Connection {
             preauth_connection: false,
             disconnect: false,
             suppress: false,
+            sign_sid: None,
         };
         let req = Req {
             msg,
             hdr,
             session_id,
             tree_id,
+            encrypted,
         };
         let mut w = Writer::with_capacity(HEADER_LEN + 128);
         w.zeros(HEADER_LEN);
@@ -316,15 +413,30 @@ impl Connection {
         if hdr.flags & FLAG_ASYNC_COMMAND != 0 {
             flags |= FLAG_ASYNC_COMMAND;
         }
-        let signing_session = self
-            .sessions
-            .get(&reply.session_id)
-            .filter(|s| s.signing.is_some());
-        if let Some(s) = signing_session {
-            if s.signing_required || hdr.flags & FLAG_SIGNED != 0 || reply.sign {
+        if self.dialect == copyless_proto::negotiate::DIALECT_311 {
+            flags |= hdr.flags & copyless_proto::header::FLAG_PRIORITY_MASK;
+        }
+        if !encrypted {
+            let own = self
+                .sessions
+                .get(&reply.session_id)
+                .filter(|s| s.signing.is_some())
+                .map(|s| {
+                    (
+                        s.signing_required || hdr.flags & FLAG_SIGNED != 0 || reply.sign,
+                        s.id,
+                    )
+                });
+            reply.sign_sid = match own {
+                Some((true, sid)) => Some(sid),
+                Some((false, _)) => None,
+                None => compound.sign_sid,
+            };
+            if reply.sign_sid.is_some() {
                 flags |= FLAG_SIGNED;
             }
         }
+        compound.sign_sid = reply.sign_sid;
         let rh = Header {
             credit_charge: hdr.credit_charge,
             status,
@@ -397,6 +509,9 @@ impl Connection {
         if !session.is_valid() {
             return Err(status::USER_SESSION_DELETED);
         }
+        if session.encrypt_data && !req.encrypted {
+            return Err(status::ACCESS_DENIED);
+        }
         match c {
             cmd::LOGOFF => return self.logoff(req, w),
             cmd::ECHO => {
@@ -445,6 +560,10 @@ impl Connection {
         let Some(session) = self.sessions.get(&req.session_id) else {
             return Ok(());
         };
+        if req.encrypted {
+            // The transform's authentication tag already proved the key.
+            return Ok(());
+        }
         let Some(key) = &session.signing else {
             return Ok(());
         };
@@ -464,11 +583,11 @@ impl Connection {
     }
 
     /// Signs a reply whose header is final, when its session asks for it.
-    fn sign_reply(&self, msg: &mut [u8], sid: u64) {
+    fn sign_reply(&self, msg: &mut [u8], sid: Option<u64>) {
         let flags = u32::from_le_bytes([msg[16], msg[17], msg[18], msg[19]]);
-        if flags & FLAG_SIGNED == 0 {
+        let Some(sid) = sid.filter(|_| flags & FLAG_SIGNED != 0) else {
             return;
-        }
+        };
         if let Some(key) = self.sessions.get(&sid).and_then(|s| s.signing.as_ref()) {
             key.sign(msg);
         } else {
@@ -501,6 +620,7 @@ impl Output {
                 vec![frames_so_far]
             },
             disconnect: true,
+            requests: Vec::new(),
         }
     }
 }

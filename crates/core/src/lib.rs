@@ -5,6 +5,7 @@
 pub mod access;
 pub mod connection;
 pub mod credits;
+pub mod encryption;
 pub mod env;
 mod handlers;
 mod negotiate;

@@ -78,6 +78,21 @@ impl Connection {
                 ));
             }
         }
+        self.cipher = None;
+        if dialect == neg::DIALECT_311 {
+            if let Some(c) = nr.context(neg::CTX_ENCRYPTION) {
+                let offered = neg::parse_id_list(c.data).map_err(|_| status::INVALID_PARAMETER)?;
+                self.cipher = crate::encryption::PREFERENCE
+                    .iter()
+                    .copied()
+                    .find(|c| offered.contains(&c.id()));
+                // No common cipher is answered with cipher 0.
+                let chosen = self.cipher.map(|c| c.id()).unwrap_or(0);
+                contexts.push((neg::CTX_ENCRYPTION, neg::id_list_context(&[chosen])));
+            }
+        } else if dialect >= neg::DIALECT_300 && nr.capabilities & neg::CAP_ENCRYPTION != 0 {
+            self.cipher = Some(copyless_crypto::CipherId::Aes128Ccm);
+        }
         self.dialect = dialect;
         self.client_guid = nr.client_guid;
         self.client_security_mode = nr.security_mode;
@@ -89,6 +104,9 @@ impl Connection {
         } else {
             0
         };
+        if dialect != neg::DIALECT_311 && self.cipher.is_some() {
+            self.server_capabilities |= neg::CAP_ENCRYPTION;
+        }
         self.max_io = if dialect >= neg::DIALECT_210 {
             self.server.config.max_io_size
         } else {
@@ -164,6 +182,7 @@ impl Connection {
         Output {
             frames: vec![w.into_vec()],
             disconnect: false,
+            requests: Vec::new(),
         }
     }
 }

@@ -13,6 +13,11 @@ pub struct ServerConfig {
     /// NetBIOS name of the server (upper case, at most 15 characters).
     pub server_name: String,
     pub signing_required: bool,
+    /// Ask clients to encrypt every session (SESSION_FLAG_ENCRYPT_DATA).
+    /// Encryption is offered to clients that ask for it either way.
+    pub encrypt_data: bool,
+    /// Refuse sessions of clients that cannot encrypt.
+    pub reject_unencrypted: bool,
     pub allow_guest: bool,
     /// Largest READ, WRITE and transaction (SMB 2.1 and later).
     pub max_io_size: u32,

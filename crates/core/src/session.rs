@@ -24,7 +24,6 @@ pub enum AuthState {
 }
 
 pub struct Session {
-    #[allow(dead_code)]
     pub id: u64,
     pub state: AuthState,
     pub user: String,
@@ -32,6 +31,9 @@ pub struct Session {
     pub guest: bool,
     pub signing: Option<SigningKey>,
     pub signing_required: bool,
+    pub ciphers: Option<crate::encryption::SessionCiphers>,
+    /// Every request must come encrypted (SESSION_FLAG_ENCRYPT_DATA).
+    pub encrypt_data: bool,
     pub preauth: PreauthHash,
     pub trees: HashMap<u32, Tree>,
     pub opens: HashMap<u64, Open>,
@@ -95,6 +97,8 @@ impl Connection {
                     guest: false,
                     signing: None,
                     signing_required: false,
+                    ciphers: None,
+                    encrypt_data: false,
                     preauth,
                     trees: HashMap::new(),
                     opens: HashMap::new(),
@@ -128,6 +132,11 @@ impl Connection {
         let signing_required_cfg =
             self.server.config.signing_required || ss.security_mode & 0x2 != 0;
         let signing_algorithm = self.signing_algorithm;
+        let cipher = self.cipher;
+        let (encrypt_wanted, reject_unencrypted) = (
+            self.server.config.encrypt_data,
+            self.server.config.reject_unencrypted,
+        );
         let session = self
             .sessions
             .get_mut(&sid)
@@ -166,6 +175,20 @@ impl Connection {
                             session.preauth.value(),
                         ));
                         session.signing_required = signing_required_cfg;
+                        session.ciphers = cipher.and_then(|c| {
+                            crate::encryption::SessionCiphers::derive(
+                                dialect,
+                                c,
+                                &auth.session_key,
+                                session.preauth.value(),
+                            )
+                        });
+                        session.encrypt_data =
+                            session.ciphers.is_some() && (encrypt_wanted || reject_unencrypted);
+                    }
+                    if reject_unencrypted && !session.encrypt_data {
+                        self.sessions.remove(&sid);
+                        return Err(status::ACCESS_DENIED);
                     }
                 } else if !auth.user.eq_ignore_ascii_case(&session.user) {
                     // Re-authentication as someone else is refused, and the
@@ -174,6 +197,9 @@ impl Connection {
                     return Err(status::ACCESS_DENIED);
                 }
                 session.state = AuthState::Valid;
+                if session.encrypt_data {
+                    flags |= messages::SESSION_FLAG_ENCRYPT_DATA;
+                }
                 reply.sign = session.signing.is_some();
                 messages::write_session_setup_response(w, flags, &auth.token_out);
                 Ok(status::SUCCESS)
