@@ -81,3 +81,8 @@ cargo test --workspace --release
 
 log "integration tests (server: ${COPYLESS_TEST_SERVER:-copyless})"
 python3 -m pytest -v tests/
+
+if [ "${COPYLESS_TEST_SERVER:-copyless}" = copyless ]; then
+    log "smbtorture conformance (conformance/tier1.txt)"
+    ./conformance/run
+fi

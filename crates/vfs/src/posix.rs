@@ -45,6 +45,57 @@ pub struct PosixVfs {
     root: OwnedFd,
     cache: CaseCache,
     meta: MetaStore,
+    change_times: ChangeTimes,
+}
+
+/// Change times set by clients. Linux owns ctime, so a set value is kept
+/// in memory beside the real ctime it was set at, and reported for as long
+/// as the file's real ctime has not moved since: any later change to the
+/// file then shows through, as it would on Windows. Lost on restart, when
+/// the real ctime is reported again.
+#[derive(Default)]
+struct ChangeTimes {
+    map: std::sync::Mutex<std::collections::HashMap<(u64, u64), PinnedChange>>,
+}
+
+/// (the change time reported, the real ctime seconds and nanoseconds it
+/// holds for).
+type PinnedChange = (u64, i64, u32);
+
+impl ChangeTimes {
+    /// Bound on remembered files; past it the oldest state is dropped.
+    const MAX: usize = 65536;
+
+    fn set(&self, stx: &Statx, value: u64) {
+        let mut m = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if m.len() >= Self::MAX {
+            m.clear();
+        }
+        m.insert(
+            (file_key(stx).0, stx.stx_ino),
+            (value, stx.stx_ctime.tv_sec, stx.stx_ctime.tv_nsec),
+        );
+    }
+
+    fn apply(&self, stx: &Statx, mut st: FileStat) -> FileStat {
+        let mut m = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if m.is_empty() {
+            return st;
+        }
+        let key = (file_key(stx).0, stx.stx_ino);
+        match m.get(&key) {
+            Some(&(v, sec, nsec))
+                if sec == stx.stx_ctime.tv_sec && nsec == stx.stx_ctime.tv_nsec =>
+            {
+                st.change_time = v;
+            }
+            Some(_) => {
+                m.remove(&key);
+            }
+            None => {}
+        }
+        st
+    }
 }
 
 /// A directory on the way to an object: the root itself or one we opened.
@@ -87,6 +138,7 @@ impl PosixVfs {
             root: fd,
             cache: CaseCache::new(MAX_CACHED_DIRS, MAX_CACHED_NAMES),
             meta: MetaStore::new(),
+            change_times: ChangeTimes::default(),
         })
     }
 
@@ -198,7 +250,7 @@ impl PosixVfs {
     fn stat_fd(&self, fd: BorrowedFd<'_>) -> VfsResult<FileStat> {
         let stx = statx_fd(fd).map_err(io_err)?;
         let stored = self.meta.read(&Target::Fd(fd), file_key(&stx));
-        Ok(build_stat(&stx, stored))
+        Ok(self.change_times.apply(&stx, build_stat(&stx, stored)))
     }
 
     fn open_root(&self, req: &OpenRequest<'_>) -> VfsResult<Opened> {
@@ -287,7 +339,7 @@ impl PosixVfs {
             stx = statx_fd(fd.as_fd()).map_err(io_err)?;
         }
         let stored = self.meta.read(&Target::Fd(fd.as_fd()), file_key(&stx));
-        let stat = build_stat(&stx, stored);
+        let stat = self.change_times.apply(&stx, build_stat(&stx, stored));
         Ok((FileHandle { fd, is_dir }, stat))
     }
 
@@ -376,7 +428,9 @@ impl PosixVfs {
                     } else {
                         self.stored_by_open(dir, name, OFlags::empty(), key)
                     };
-                    return Ok(Some(build_stat(&stx, stored)));
+                    return Ok(Some(
+                        self.change_times.apply(&stx, build_stat(&stx, stored)),
+                    ));
                 }
             }
             return Ok(Some(build_stat(&lstat, Stored::default())));
@@ -389,7 +443,9 @@ impl PosixVfs {
         } else {
             Stored::default()
         };
-        Ok(Some(build_stat(&lstat, stored)))
+        Ok(Some(
+            self.change_times.apply(&lstat, build_stat(&lstat, stored)),
+        ))
     }
 
     /// Reads stored metadata by opening the entry (when /proc is missing).
@@ -642,7 +698,6 @@ impl Vfs for PosixVfs {
         if let Some(ct) = time_to_set(times.creation_time) {
             self.meta.set_btime(h.fd.as_fd(), ct)?;
         }
-        // change_time cannot be set on Linux; the kernel owns ctime.
         let atime = time_to_set(times.last_access_time);
         let mtime = time_to_set(times.last_write_time);
         if atime.is_some() || mtime.is_some() {
@@ -651,6 +706,11 @@ impl Vfs for PosixVfs {
                 last_modification: timespec(mtime),
             };
             futimens(&h.fd, &ts).map_err(io_err)?;
+        }
+        // Last, so the ctime it is pinned to includes the changes above.
+        if let Some(ct) = time_to_set(times.change_time) {
+            let stx = statx_fd(h.fd.as_fd()).map_err(io_err)?;
+            self.change_times.set(&stx, ct);
         }
         Ok(())
     }

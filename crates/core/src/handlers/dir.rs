@@ -86,6 +86,11 @@ impl Connection {
                 next: 0,
             });
         }
+        let dir_path = if first_call {
+            None
+        } else {
+            Some(current_path(&server, &f.key).unwrap_or_default())
+        };
         let cursor = f.dir.as_mut().expect("set above");
         let single = q.flags & messages::QD_RETURN_SINGLE_ENTRY != 0;
         while cursor.next < cursor.entries.len() {
@@ -93,6 +98,22 @@ impl Connection {
             if !wildcard::matches(&cursor.pattern, &e.name) {
                 cursor.next += 1;
                 continue;
+            }
+            // The listing was taken by an earlier query: entries removed
+            // since are not shown, as Windows enumerates the live
+            // directory.
+            if let Some(dir) = &dir_path {
+                if e.name != "." && e.name != ".." {
+                    let child = if dir.is_empty() {
+                        e.name.clone()
+                    } else {
+                        format!("{dir}/{}", e.name)
+                    };
+                    if f.vfs.resolve(&child).is_err() {
+                        cursor.next += 1;
+                        continue;
+                    }
+                }
             }
             let info = file_info(&e.stat, false);
             if !writer.push(&e.name, &info, cursor.next as u32) {

@@ -320,6 +320,17 @@ fn rename(
         {
             return Err(status::SHARING_VIOLATION);
         }
+        // An open of the parent directory with DELETE access pins its
+        // entries' names: Windows refuses to rename a file out from under it.
+        let parent = state.path.rsplit_once('/').map(|(p, _)| p).unwrap_or("");
+        if table.files.iter().any(|(k, s)| {
+            k.0 == f.key.0
+                && s.is_dir
+                && s.path == parent
+                && s.opens.iter().any(|o| o.access & access::DELETE != 0)
+        }) {
+            return Err(status::SHARING_VIOLATION);
+        }
         state.path.clone()
     };
     if let Ok(existing) = f.vfs.resolve(target) {
