@@ -77,6 +77,19 @@ impl DirWriter {
     /// Appends one entry; false, with nothing appended, if it does not fit.
     /// `file_index` goes in FileIndex.
     pub fn push(&mut self, name: &str, info: &FileInfo, file_index: u32) -> bool {
+        self.push_with_short_name(name, None, info, file_index)
+    }
+
+    /// As [`DirWriter::push`], with the 8.3 name that the Both and IdBoth
+    /// classes carry (at most 12 characters; longer ones are left out).
+    pub fn push_with_short_name(
+        &mut self,
+        name: &str,
+        short_name: Option<&str>,
+        info: &FileInfo,
+        file_index: u32,
+    ) -> bool {
+        let short = short_name.map(utf16).filter(|s| s.len() <= 24);
         let name = utf16(name);
         let start = match self.last {
             None => 0,
@@ -98,7 +111,7 @@ impl DirWriter {
             patch_u32(&mut self.buf, prev, next);
         }
         self.buf.resize(start, 0);
-        self.write_entry(&name, info, file_index);
+        self.write_entry(&name, short.as_deref(), info, file_index);
         self.last = Some(start);
         true
     }
@@ -118,7 +131,7 @@ impl DirWriter {
         self.buf
     }
 
-    fn write_entry(&mut self, name: &[u8], info: &FileInfo, file_index: u32) {
+    fn write_entry(&mut self, name: &[u8], short: Option<&[u8]>, info: &FileInfo, file_index: u32) {
         let out = &mut self.buf;
         put_u32(out, 0); // NextEntryOffset, patched by the next push
         put_u32(out, file_index);
@@ -141,11 +154,11 @@ impl DirWriter {
             Layout::FullDirectory => put_u32(out, info.ea_size),
             Layout::BothDirectory => {
                 put_u32(out, info.ea_size);
-                put_short_name(out);
+                put_short_name(out, short);
             }
             Layout::IdBothDirectory => {
                 put_u32(out, info.ea_size);
-                put_short_name(out);
+                put_short_name(out, short);
                 put_zeros(out, 2); // Reserved2
                 put_u64(out, info.file_id);
             }
@@ -165,12 +178,14 @@ impl DirWriter {
     }
 }
 
-/// ShortNameLength 0, Reserved, and 24 bytes of empty ShortName: we serve
-/// no 8.3 names.
-fn put_short_name(out: &mut Vec<u8>) {
+/// ShortNameLength, Reserved, and the 24-byte ShortName field (UTF-16,
+/// zero padded; empty when there is no short name).
+fn put_short_name(out: &mut Vec<u8>, short: Option<&[u8]>) {
+    let short = short.unwrap_or(&[]);
+    put_u8(out, short.len() as u8);
     put_u8(out, 0);
-    put_u8(out, 0);
-    put_zeros(out, 24);
+    out.extend_from_slice(short);
+    put_zeros(out, 24 - short.len());
 }
 
 /// EndOfFile and AllocationSize as Windows reports them: NTFS gives 0 for

@@ -116,7 +116,9 @@ impl Connection {
                 }
             }
             let info = file_info(&e.stat, false);
-            if !writer.push(&e.name, &info, cursor.next as u32) {
+            let short =
+                (e.name != "." && e.name != "..").then(|| crate::shortname::short_name(&e.name));
+            if !writer.push_with_short_name(&e.name, short.as_deref(), &info, cursor.next as u32) {
                 if writer.is_empty() {
                     return Err(status::INFO_LENGTH_MISMATCH);
                 }
