@@ -54,13 +54,13 @@ install_rust() {
 }
 
 install_python_packages() {
-    if python3 -c 'import smbprotocol, smbclient, pytest' >/dev/null 2>&1; then
+    if python3 -c 'import smbprotocol, smbclient, pytest, prometheus_client' >/dev/null 2>&1; then
         return
     fi
-    log "installing smbprotocol and pytest"
+    log "installing smbprotocol, pytest and prometheus-client"
     # Debian marks its system Python as externally managed (PEP 668).
-    python3 -m pip install -q smbprotocol pytest ||
-        python3 -m pip install -q --break-system-packages smbprotocol pytest
+    python3 -m pip install -q smbprotocol pytest prometheus-client ||
+        python3 -m pip install -q --break-system-packages smbprotocol pytest prometheus-client
 }
 
 install_system_packages

@@ -13,6 +13,7 @@ COPYLESS_TEST_SERVER:
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import pwd
 import queue
@@ -40,6 +41,7 @@ SHARE_NAME = "share"
 BIG_FILE_SIZE = 100 * 1024 * 1024
 
 LISTENING_RE = re.compile(r"^copyless listening on 127\.0\.0\.1:(\d+)$")
+METRICS_RE = re.compile(r"^copyless metrics on (http://\S+)$")
 
 if SERVER_KIND not in ("copyless", "samba"):
     raise pytest.UsageError(
@@ -56,6 +58,10 @@ class Server(NamedTuple):
     share_path: Path
     user: str
     password: str
+    # copyless only: its control socket (for `copyless top`) and the URL of
+    # its Prometheus endpoint.
+    control: Path | None = None
+    metrics_url: str | None = None
 
 
 class RunningServer(NamedTuple):
@@ -183,11 +189,22 @@ def _start_copyless(base: Path) -> RunningServer:
             pytrace=False,
         )
 
+    # The tracing interface, in this test's directory: the control socket
+    # for `copyless top` and a Prometheus endpoint on a port of its own.
+    control = base / "control.sock"
+    config = base / "copyless.toml"
+    # A JSON string is a valid TOML basic string.
+    config.write_text(
+        f"control = {json.dumps(str(control))}\n\n[metrics]\nlisten = \"127.0.0.1:0\"\n"
+    )
+
     stderr_path = base / "copyless.stderr"
     stdout_path = base / "copyless.stdout"
     argv = [
         str(binary),
         "serve",
+        "--config",
+        str(config),
         "--listen",
         "127.0.0.1:0",
         "--share",
@@ -220,6 +237,7 @@ def _start_copyless(base: Path) -> RunningServer:
     threading.Thread(target=drain, daemon=True).start()
 
     port = None
+    metrics_url = None
     seen = []
     deadline = time.monotonic() + STARTUP_TIMEOUT
     while port is None:
@@ -236,6 +254,9 @@ def _start_copyless(base: Path) -> RunningServer:
         match = LISTENING_RE.match(line)
         if match:
             port = int(match.group(1))
+        match = METRICS_RE.match(line)
+        if match:
+            metrics_url = match.group(1)
 
     if port is None:
         if proc.poll() is None:
@@ -258,7 +279,8 @@ def _start_copyless(base: Path) -> RunningServer:
             _startup_timeouts.append(message)
         pytest.fail(message, pytrace=False)
 
-    info = Server("127.0.0.1", port, SHARE_NAME, share, TEST_USER, TEST_PASSWORD)
+    info = Server("127.0.0.1", port, SHARE_NAME, share, TEST_USER, TEST_PASSWORD,
+                  control, metrics_url)
     return RunningServer(info, proc, (stdout_path, stderr_path))
 
 

@@ -1,5 +1,6 @@
 //! Authentication for copyless: the NTLMv2 acceptor inside SPNEGO
-//! (MS-SPNG, MS-NLMP), and the user store.
+//! (MS-SPNG, MS-NLMP), its client-side counterpart (used by the benchmark
+//! client), and the user store.
 //!
 //! Everything here is sans-IO except [`UserStore::load`] and
 //! [`UserStore::save`]: the acceptor takes its randomness and clock from the
@@ -7,6 +8,7 @@
 
 mod acceptor;
 mod der;
+pub mod initiator;
 mod ntlm;
 mod spnego;
 mod text;
@@ -16,6 +18,7 @@ pub mod userstore;
 mod tests;
 
 pub use acceptor::{negotiate_hint, Acceptor, AuthError, Authenticated, ServerInfo, Step};
+pub use initiator::{ClientIdentity, Initiator, InitiatorRandom, InitiatorStep};
 pub use userstore::{UserError, UserStore};
 
 /// MD4 of the UTF-16LE password.

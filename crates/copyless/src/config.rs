@@ -96,6 +96,13 @@ pub struct Config {
     pub limits: Limits,
     /// NetBIOS name of the server: at most 15 characters, upper case.
     pub server_name: String,
+    /// The control socket `copyless top` reads; None for the default
+    /// ([`Config::control_path`]).
+    pub control: Option<PathBuf>,
+    /// `[trace] enabled`: per-request tracing, on unless switched off.
+    pub trace_enabled: bool,
+    /// `[metrics] listen`: where to serve Prometheus metrics; off if None.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// What is wrong with the configuration, and where.
@@ -164,6 +171,14 @@ fn state_dir_for(root: bool, xdg_state_home: Option<OsString>, home: Option<OsSt
     }
 }
 
+pub fn default_control_path(root: bool, state_dir: &Path) -> PathBuf {
+    if root {
+        PathBuf::from("/run/copyless/control.sock")
+    } else {
+        state_dir.join("control.sock")
+    }
+}
+
 fn default_server_name() -> String {
     let uname = rustix::system::uname();
     netbios_name(&uname.nodename().to_string_lossy())
@@ -213,6 +228,19 @@ impl Config {
             }],
             limits: Limits::default(),
             server_name: default_server_name(),
+            control: None,
+            trace_enabled: true,
+            metrics_listen: None,
+        }
+    }
+
+    /// The control socket: as configured, else
+    /// `/run/copyless/control.sock` for root and `<state_dir>/control.sock`
+    /// for anyone else.
+    pub fn control_path(&self) -> PathBuf {
+        match &self.control {
+            Some(path) => path.clone(),
+            None => default_control_path(rustix::process::geteuid().is_root(), &self.state_dir),
         }
     }
 
@@ -370,6 +398,21 @@ mod raw {
         pub security: Option<Security>,
         pub share: Option<Vec<Share>>,
         pub limits: Option<Limits>,
+        pub control: Option<Spanned<String>>,
+        pub trace: Option<Trace>,
+        pub metrics: Option<Metrics>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Trace {
+        pub enabled: Option<bool>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Metrics {
+        pub listen: Option<Spanned<String>>,
     }
 
     #[derive(Deserialize)]
@@ -447,6 +490,23 @@ fn parse(text: &str, base: &Path) -> Result<Config, SpanError> {
     let shares = parse_shares(file.share.unwrap_or_default(), base)?;
     let limits = parse_limits(file.limits)?;
 
+    let control = match file.control {
+        None => None,
+        Some(path) => {
+            if path.get_ref().is_empty() {
+                return Err(SpanError::at(&path, "control must not be empty"));
+            }
+            Some(file_path(&path, base, "control")?)
+        }
+    };
+    let trace_enabled = file.trace.and_then(|t| t.enabled).unwrap_or(true);
+    let metrics_listen = match file.metrics.and_then(|m| m.listen) {
+        None => None,
+        Some(addr) => Some(parse_listen(addr.get_ref()).map_err(|m| {
+            SpanError::at(&addr, format!("metrics listen {:?}: {m}", addr.get_ref()))
+        })?),
+    };
+
     Ok(Config {
         listen,
         state_dir,
@@ -456,6 +516,9 @@ fn parse(text: &str, base: &Path) -> Result<Config, SpanError> {
         shares,
         limits,
         server_name,
+        control,
+        trace_enabled,
+        metrics_listen,
     })
 }
 
@@ -860,6 +923,54 @@ read_only = false
             let (_dir, config) = load_text(&format!("[security]\nencryption = \"{value}\"\n"));
             assert_eq!(config.encryption, want);
         }
+    }
+
+    #[test]
+    fn tracing_keys() {
+        let (dir, config) = load_text(
+            "control = \"run/top.sock\"\n[trace]\nenabled = false\n\n\
+             [metrics]\nlisten = \"127.0.0.1:9445\"\n",
+        );
+        assert_eq!(config.control, Some(dir.0.join("run/top.sock")));
+        assert_eq!(config.control_path(), dir.0.join("run/top.sock"));
+        assert!(!config.trace_enabled);
+        assert_eq!(
+            config.metrics_listen,
+            Some("127.0.0.1:9445".parse().unwrap())
+        );
+        // Tracing is on and the metrics endpoint off unless configured.
+        let (_dir, config) = load_text("[trace]\n[metrics]\n");
+        assert!(config.trace_enabled);
+        assert_eq!(config.metrics_listen, None);
+        assert_eq!(config.control, None);
+        let builtin = Config::builtin();
+        assert!(builtin.trace_enabled);
+        assert_eq!(builtin.metrics_listen, None);
+    }
+
+    #[test]
+    fn bad_tracing_keys() {
+        let m = error_at("[metrics]\nlisten = \"localhost\"\n", 2);
+        assert!(m.contains("metrics listen \"localhost\""), "{m}");
+        let m = error_at("[trace]\nenable = true\n", 2);
+        assert!(m.contains("unknown field `enable`"), "{m}");
+        let m = error_at("\n[metrics]\nport = 9445\n", 3);
+        assert!(m.contains("unknown field `port`"), "{m}");
+        error_at("[trace]\nenabled = \"yes\"\n", 2);
+        let m = error_at("control = \"\"\n", 1);
+        assert!(m.contains("control must not be empty"), "{m}");
+    }
+
+    #[test]
+    fn default_control_socket() {
+        assert_eq!(
+            default_control_path(true, Path::new("/var/lib/copyless")),
+            PathBuf::from("/run/copyless/control.sock")
+        );
+        assert_eq!(
+            default_control_path(false, Path::new("/home/u/.local/state/copyless")),
+            PathBuf::from("/home/u/.local/state/copyless/control.sock")
+        );
     }
 
     #[test]

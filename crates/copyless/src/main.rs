@@ -1,8 +1,11 @@
 //! The `copyless` command: serve, user, check-config.
 
 mod config;
+mod control;
 mod engine;
+mod metrics;
 mod serve;
+mod top;
 mod user_cmd;
 
 use std::path::PathBuf;
@@ -26,6 +29,10 @@ enum Command {
     User(user_cmd::UserCommand),
     /// Check a configuration file and report the first error.
     CheckConfig { file: PathBuf },
+    /// Show where the running server's time goes, per phase and command.
+    Top(top::TopArgs),
+    /// Load an SMB server and measure it (see `copyless bench --help`).
+    Bench(copyless_bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -50,6 +57,8 @@ fn main() -> ExitCode {
             }
         },
         Command::User(cmd) => user_cmd::run(cmd),
+        Command::Top(args) => top::run(args),
+        Command::Bench(args) => copyless_bench::run(args),
         Command::CheckConfig { file } => match config::Config::load(&file) {
             Ok(_) => {
                 println!("{}: ok", file.display());

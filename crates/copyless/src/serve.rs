@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use copyless_auth::UserStore;
 use copyless_core::{Server, ServerConfig, Share};
+use copyless_trace::{TimedVfs, Tracer};
 use copyless_vfs::posix::PosixVfs;
+use copyless_vfs::Vfs;
 
 use crate::config::{Config, Encryption, Signing};
 use crate::engine::{self, EngineLimits};
@@ -24,17 +26,26 @@ pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, 
         println!("created user copyless with password {password}");
         println!("(change it with: copyless user passwd copyless)");
     }
+    let tracer = Tracer::new(
+        config.shares.iter().map(|s| s.name.clone()).collect(),
+        config.trace_enabled,
+    );
     let mut shares = Vec::new();
-    for s in &config.shares {
+    for (index, s) in config.shares.iter().enumerate() {
         if create_missing_share && !s.path.exists() {
             std::fs::create_dir_all(&s.path)
                 .map_err(|e| (format!("cannot create {}: {e}", s.path.display()), 1))?;
         }
         let vfs = PosixVfs::new(&s.path)
             .map_err(|e| (format!("share {}: {}: {e}", s.name, s.path.display()), 1))?;
+        let vfs: Arc<dyn Vfs> = if tracer.enabled() {
+            Arc::new(TimedVfs::new(Arc::new(vfs), tracer.clone(), index))
+        } else {
+            Arc::new(vfs)
+        };
         shares.push(Share {
             name: s.name.clone(),
-            vfs: Arc::new(vfs),
+            vfs,
             read_only: s.read_only,
             path: display_path(&s.path),
         });
@@ -55,6 +66,25 @@ pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, 
         start_time: engine::filetime_now(),
     };
     let server = Server::new(server_config, shares, Arc::new(users));
+    // Both are served before the SMB listeners are announced, so that a
+    // script that waits for those finds them ready.
+    let control_path = config.control_path();
+    let _control = match crate::control::start(&control_path, tracer.clone()) {
+        Ok(socket) => Some(socket),
+        Err(e) => {
+            // Statistics are not worth refusing to serve files over.
+            eprintln!(
+                "copyless: control socket {}: {e}; `copyless top` will not reach this server",
+                control_path.display()
+            );
+            None
+        }
+    };
+    if let Some(addr) = config.metrics_listen {
+        let local = crate::metrics::start(addr, tracer.clone())
+            .map_err(|e| (format!("cannot serve metrics on {addr}: {e}"), 1))?;
+        println!("copyless metrics on http://{local}/metrics");
+    }
     let mut listeners = Vec::new();
     for addr in &config.listen {
         let l =
@@ -70,7 +100,7 @@ pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, 
         max_connections: config.limits.max_connections as usize,
         preauth_timeout: Duration::from_secs(u64::from(config.limits.preauth_timeout_secs)),
     };
-    engine::run(server, listeners, limits).map_err(|e| (e.to_string(), 1))
+    engine::run(server, listeners, limits, tracer).map_err(|e| (e.to_string(), 1))
 }
 
 fn display_path(p: &Path) -> String {

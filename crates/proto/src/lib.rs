@@ -4,6 +4,7 @@
 //! a malformed message is an `Error`, never a panic. Nothing here does I/O
 //! or keeps state.
 
+pub mod client;
 pub mod command;
 pub mod create_context;
 pub mod header;

@@ -168,6 +168,30 @@ pub(crate) fn parse_authenticate(msg: &[u8]) -> Result<Authenticate<'_>> {
     })
 }
 
+/// The fields of a CHALLENGE_MESSAGE (MS-NLMP 2.2.1.2) a client needs.
+pub(crate) struct Challenge<'a> {
+    pub flags: u32,
+    pub server_challenge: [u8; 8],
+    pub target_name: &'a [u8],
+    pub target_info: &'a [u8],
+}
+
+pub(crate) fn parse_challenge(msg: &[u8]) -> Result<Challenge<'_>> {
+    if message_type(msg)? != CHALLENGE {
+        return Err(AuthError::Malformed);
+    }
+    let server_challenge = msg
+        .get(24..32)
+        .and_then(|c| <[u8; 8]>::try_from(c).ok())
+        .ok_or(AuthError::Malformed)?;
+    Ok(Challenge {
+        flags: u32_at(msg, 20)?,
+        server_challenge,
+        target_name: field(msg, 12)?,
+        target_info: field(msg, 40)?,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,6 +221,19 @@ mod tests {
         assert_eq!(field(&msg, 12), Err(AuthError::Malformed));
         // Empty fields are fine whatever their offset.
         assert_eq!(field(&msg, 40), Ok(b"".as_slice()));
+    }
+
+    #[test]
+    fn challenge_parses_back() {
+        let msg = build_challenge(0xe28a_0215, &[1, 2, 3, 4, 5, 6, 7, 8], b"S\0", b"\0\0\0\0");
+        let c = parse_challenge(&msg).unwrap();
+        assert_eq!(c.flags, 0xe28a_0215);
+        assert_eq!(c.server_challenge, [1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(c.target_name, b"S\0");
+        assert_eq!(c.target_info, b"\0\0\0\0");
+        for n in 0..msg.len() {
+            assert!(parse_challenge(&msg[..n]).is_err(), "length {n}");
+        }
     }
 
     #[test]
