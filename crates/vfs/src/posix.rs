@@ -205,6 +205,7 @@ impl PosixVfs {
         let folded = fold(name);
         // A few rounds, for a directory that changes while we read it.
         for _ in 0..3 {
+            let generation = self.cache.generation();
             let dstx = statx_fd(dir).map_err(io_err)?;
             let key = file_key(&dstx);
             match self.cache.lookup(key, stamp(&dstx), &folded) {
@@ -215,8 +216,19 @@ impl PosixVfs {
                     Err(e) => return Err(path_err(e, true)),
                 },
                 Lookup::Unknown => {
+                    // The listing answers this lookup even when it cannot
+                    // be kept for the next one.
                     let names = scan_names(dir)?;
-                    self.cache.fill(key, stamp(&dstx), names);
+                    let real = names.iter().find(|n| fold(n) == folded).cloned();
+                    self.cache.fill(key, stamp(&dstx), generation, names);
+                    let Some(real) = real else {
+                        return Ok(None);
+                    };
+                    match lstat_at(dir, &real) {
+                        Ok(lstat) => return Ok(Some(Child { name: real, lstat })),
+                        Err(Errno::NOENT) => continue,
+                        Err(e) => return Err(path_err(e, true)),
+                    }
                 }
             }
         }
@@ -724,6 +736,7 @@ impl Vfs for PosixVfs {
         let fd = h.fd.as_fd();
         // Stamp before listing: a change during the listing then shows as a
         // stale cache entry instead of being missed.
+        let generation = self.cache.generation();
         let dstx = statx_fd(fd).map_err(io_err)?;
         if file_type(&dstx) != FileType::Directory {
             return Err(VfsError::NotADirectory);
@@ -744,7 +757,8 @@ impl Vfs for PosixVfs {
             }
         }
         entries.sort_unstable_by(|a, b| a.name.cmp(&b.name));
-        self.cache.fill(file_key(&dstx), stamp(&dstx), names);
+        self.cache
+            .fill(file_key(&dstx), stamp(&dstx), generation, names);
         Ok(entries)
     }
 

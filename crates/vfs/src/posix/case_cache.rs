@@ -49,6 +49,10 @@ struct Inner {
     dirs: HashMap<DirKey, DirNames>,
     total_names: usize,
     clock: u64,
+    /// Bumped by every change we make anywhere. A listing taken while it
+    /// moved may miss that change, and directory timestamps are too coarse
+    /// to tell (several changes share one clock tick), so it is not kept.
+    generation: u64,
 }
 
 impl Inner {
@@ -113,9 +117,22 @@ impl CaseCache {
         }
     }
 
+    /// The change generation, read before listing a directory for
+    /// [`CaseCache::fill`].
+    pub fn generation(&self) -> u64 {
+        self.lock().generation
+    }
+
     /// Replaces what is known about a directory with a full listing taken
-    /// after `stamp` was read.
-    pub fn fill<I: IntoIterator<Item = String>>(&self, key: DirKey, stamp: Stamp, names: I) {
+    /// after `stamp` and `generation` were read; a listing that raced with
+    /// one of our own changes is not kept.
+    pub fn fill<I: IntoIterator<Item = String>>(
+        &self,
+        key: DirKey,
+        stamp: Stamp,
+        generation: u64,
+        names: I,
+    ) {
         let mut map = HashMap::new();
         let mut dupes = false;
         for name in names {
@@ -129,6 +146,9 @@ impl CaseCache {
         }
         let mut inner = self.lock();
         inner.drop_dir(key);
+        if inner.generation != generation {
+            return;
+        }
         while !inner.dirs.is_empty()
             && (inner.dirs.len() >= self.max_dirs || inner.total_names + map.len() > self.max_names)
         {
@@ -151,6 +171,7 @@ impl CaseCache {
     /// We created `name` in the directory, which now has `stamp`.
     pub fn added(&self, key: DirKey, stamp: Stamp, name: &str) {
         let mut inner = self.lock();
+        inner.generation += 1;
         let Some(d) = inner.dirs.get_mut(&key) else {
             return;
         };
@@ -175,6 +196,7 @@ impl CaseCache {
     /// We removed `name` from the directory, which now has `stamp`.
     pub fn removed(&self, key: DirKey, stamp: Stamp, name: &str) {
         let mut inner = self.lock();
+        inner.generation += 1;
         let Some(d) = inner.dirs.get_mut(&key) else {
             return;
         };
@@ -223,7 +245,7 @@ mod tests {
     fn finds_real_case_and_knows_absence() {
         let c = CaseCache::new(8, 1000);
         assert_eq!(c.lookup((1, 1), S1, "file.txt"), Lookup::Unknown);
-        c.fill((1, 1), S1, names(&["File.TXT", "Other"]));
+        c.fill((1, 1), S1, c.generation(), names(&["File.TXT", "Other"]));
         assert_eq!(
             c.lookup((1, 1), S1, "file.txt"),
             Lookup::Found("File.TXT".into())
@@ -236,7 +258,7 @@ mod tests {
     #[test]
     fn changed_stamp_discards_entry() {
         let c = CaseCache::new(8, 1000);
-        c.fill((1, 1), S1, names(&["A"]));
+        c.fill((1, 1), S1, c.generation(), names(&["A"]));
         assert_eq!(c.lookup((1, 1), S2, "a"), Lookup::Unknown);
         // It was dropped, not just skipped.
         assert_eq!(c.lookup((1, 1), S1, "a"), Lookup::Unknown);
@@ -245,7 +267,7 @@ mod tests {
     #[test]
     fn own_changes_keep_entry_valid() {
         let c = CaseCache::new(8, 1000);
-        c.fill((1, 1), S1, names(&["A"]));
+        c.fill((1, 1), S1, c.generation(), names(&["A"]));
         c.added((1, 1), S2, "NewFile");
         assert_eq!(
             c.lookup((1, 1), S2, "newfile"),
@@ -262,7 +284,7 @@ mod tests {
     #[test]
     fn removing_a_duplicate_drops_the_directory() {
         let c = CaseCache::new(8, 1000);
-        c.fill((1, 1), S1, names(&["abc", "ABC"]));
+        c.fill((1, 1), S1, c.generation(), names(&["abc", "ABC"]));
         c.removed((1, 1), S2, "ABC");
         assert_eq!(c.lookup((1, 1), S2, "abc"), Lookup::Unknown);
     }
@@ -270,18 +292,18 @@ mod tests {
     #[test]
     fn bounded_in_directories_and_names() {
         let c = CaseCache::new(2, 1000);
-        c.fill((1, 1), S1, names(&["a"]));
-        c.fill((1, 2), S1, names(&["b"]));
+        c.fill((1, 1), S1, c.generation(), names(&["a"]));
+        c.fill((1, 2), S1, c.generation(), names(&["b"]));
         // Touch (1,1) so that (1,2) is the least recently used.
         assert_eq!(c.lookup((1, 1), S1, "a"), Lookup::Found("a".into()));
-        c.fill((1, 3), S1, names(&["c"]));
+        c.fill((1, 3), S1, c.generation(), names(&["c"]));
         assert_eq!(c.dir_count(), 2);
         assert_eq!(c.lookup((1, 2), S1, "b"), Lookup::Unknown);
         assert_eq!(c.lookup((1, 1), S1, "a"), Lookup::Found("a".into()));
 
         let c = CaseCache::new(100, 3);
-        c.fill((1, 1), S1, names(&["a", "b"]));
-        c.fill((1, 2), S1, names(&["c", "d"]));
+        c.fill((1, 1), S1, c.generation(), names(&["a", "b"]));
+        c.fill((1, 2), S1, c.generation(), names(&["c", "d"]));
         assert_eq!(c.dir_count(), 1);
         assert_eq!(c.lookup((1, 2), S1, "c"), Lookup::Found("c".into()));
     }
