@@ -1,9 +1,8 @@
 //! SMB 3.x encryption (MS-SMB2 3.3.4.1.4 and 3.3.5.2.1.1): the transform
 //! header, per-session keys, and wrapping whole (compound) messages.
 
-use copyless_crypto::{kdf128, kdf256, Cipher, CipherId};
+use copyless_crypto::{Cipher, CipherId};
 use copyless_proto::header::TRANSFORM_PROTOCOL_ID;
-use copyless_proto::negotiate::DIALECT_311;
 use copyless_proto::Reader;
 
 pub const TRANSFORM_HEADER_LEN: usize = 52;
@@ -34,22 +33,8 @@ impl SessionCiphers {
         session_key: &[u8; 16],
         preauth: &[u8; 64],
     ) -> Option<SessionCiphers> {
-        let (enc, dec) = if dialect == DIALECT_311 {
-            let long = matches!(id, CipherId::Aes256Ccm | CipherId::Aes256Gcm);
-            let derive = |label: &[u8]| {
-                if long {
-                    kdf256(session_key, label, preauth).to_vec()
-                } else {
-                    kdf128(session_key, label, preauth).to_vec()
-                }
-            };
-            (derive(b"SMBS2CCipherKey\0"), derive(b"SMBC2SCipherKey\0"))
-        } else {
-            (
-                kdf128(session_key, b"SMB2AESCCM\0", b"ServerOut\0").to_vec(),
-                kdf128(session_key, b"SMB2AESCCM\0", b"ServerIn \0").to_vec(),
-            )
-        };
+        let (dec, enc) =
+            copyless_crypto::session_keys::cipher_keys(dialect, id, session_key, preauth)?;
         Some(SessionCiphers {
             encrypt: Cipher::new(id, &enc)?,
             decrypt: Cipher::new(id, &dec)?,
@@ -117,6 +102,8 @@ pub fn parse(msg: &[u8]) -> Option<Transform<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use copyless_crypto::{kdf128, kdf256};
+    use copyless_proto::negotiate::DIALECT_311;
 
     #[test]
     fn seal_then_open() {

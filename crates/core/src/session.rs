@@ -4,9 +4,10 @@
 use std::collections::HashMap;
 
 use copyless_auth::{Acceptor, AuthError, ServerInfo, Step};
-use copyless_crypto::{kdf128, PreauthHash, SigningAlgorithm, SigningKey};
+use copyless_crypto::session_keys::signing_key;
+use copyless_crypto::{PreauthHash, SigningKey};
 use copyless_proto::messages::{self, SessionSetupRequest};
-use copyless_proto::negotiate::{DIALECT_300, DIALECT_302, DIALECT_311};
+use copyless_proto::negotiate::DIALECT_311;
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::Writer;
 
@@ -244,22 +245,5 @@ impl Connection {
                 crate::open::close_open(&self.server, open);
             }
         }
-    }
-}
-
-/// The signing key of a session (MS-SMB2 3.3.5.5.3).
-fn signing_key(
-    dialect: u16,
-    algorithm: SigningAlgorithm,
-    session_key: &[u8; 16],
-    preauth: &[u8; 64],
-) -> SigningKey {
-    match dialect {
-        DIALECT_311 => SigningKey::new(algorithm, kdf128(session_key, b"SMBSigningKey\0", preauth)),
-        DIALECT_300 | DIALECT_302 => SigningKey::new(
-            SigningAlgorithm::AesCmac,
-            kdf128(session_key, b"SMB2AESCMAC\0", b"SmbSign\0"),
-        ),
-        _ => SigningKey::new(SigningAlgorithm::HmacSha256, *session_key),
     }
 }

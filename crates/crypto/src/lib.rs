@@ -11,6 +11,7 @@
 mod cipher;
 mod kdf;
 mod preauth;
+pub mod session_keys;
 mod signing;
 
 pub use cipher::{Cipher, CipherId};

@@ -1,43 +1,29 @@
 //! SMB2 command names (MS-SMB2 2.2.1), the keys of the per-command views.
 
-const NAMES: [&str; 19] = [
-    "NEGOTIATE",
-    "SESSION_SETUP",
-    "LOGOFF",
-    "TREE_CONNECT",
-    "TREE_DISCONNECT",
-    "CREATE",
-    "CLOSE",
-    "FLUSH",
-    "READ",
-    "WRITE",
-    "LOCK",
-    "IOCTL",
-    "CANCEL",
-    "ECHO",
-    "QUERY_DIRECTORY",
-    "CHANGE_NOTIFY",
-    "QUERY_INFO",
-    "SET_INFO",
-    "OPLOCK_BREAK",
-];
+use copyless_proto::command as cmd;
+
+/// Number of known command codes (0 to COUNT-1), named by the wire crate.
+const KNOWN: usize = cmd::COUNT;
 
 /// Slots for the known commands plus one for any other code.
-pub const SLOTS: usize = NAMES.len() + 1;
+pub const SLOTS: usize = KNOWN + 1;
 const OTHER: &str = "OTHER";
 
 /// The slot a command code is counted in.
 pub fn slot(code: u16) -> usize {
-    usize::from(code).min(NAMES.len())
+    usize::from(code).min(KNOWN)
 }
 
 pub fn slot_name(slot: usize) -> &'static str {
-    NAMES.get(slot).copied().unwrap_or(OTHER)
+    match u16::try_from(slot) {
+        Ok(code) if slot < KNOWN => cmd::name(code),
+        _ => OTHER,
+    }
 }
 
 /// The code of a slot; None for the catch-all.
 pub fn slot_code(slot: usize) -> Option<u16> {
-    if slot < NAMES.len() {
+    if slot < KNOWN {
         u16::try_from(slot).ok()
     } else {
         None
@@ -52,14 +38,14 @@ pub fn name(code: u16) -> &'static str {
 /// number.
 pub fn parse(text: &str) -> Option<u16> {
     let wanted = text.trim().to_ascii_uppercase().replace('-', "_");
-    if let Some(i) = NAMES.iter().position(|n| *n == wanted) {
-        return u16::try_from(i).ok();
+    if let Some(code) = (0..KNOWN as u16).find(|c| cmd::name(*c) == wanted) {
+        return Some(code);
     }
     let code = match wanted.strip_prefix("0X") {
         Some(hex) => u16::from_str_radix(hex, 16).ok()?,
         None => wanted.parse().ok()?,
     };
-    (usize::from(code) < NAMES.len()).then_some(code)
+    (usize::from(code) < KNOWN).then_some(code)
 }
 
 #[cfg(test)]

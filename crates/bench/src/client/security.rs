@@ -1,30 +1,14 @@
 //! The session's keys from the client's side (MS-SMB2 3.2.5.3.1) and the
 //! encryption of whole frames in a TRANSFORM_HEADER (3.2.4.1.8, 3.2.5.1.1.1).
 
-use copyless_crypto::{kdf128, kdf256, Cipher, CipherId, SigningAlgorithm, SigningKey};
+use copyless_crypto::{Cipher, CipherId};
 use copyless_proto::client::{
     TransformHeader, TRANSFORM_AAD_RANGE, TRANSFORM_FLAG_ENCRYPTED, TRANSFORM_HEADER_LEN,
 };
-use copyless_proto::negotiate::{DIALECT_300, DIALECT_302, DIALECT_311};
 
 use super::Error;
 
-/// The signing key of a session.
-pub fn signing_key(
-    dialect: u16,
-    algorithm: SigningAlgorithm,
-    session_key: &[u8; 16],
-    preauth: &[u8; 64],
-) -> SigningKey {
-    match dialect {
-        DIALECT_311 => SigningKey::new(algorithm, kdf128(session_key, b"SMBSigningKey\0", preauth)),
-        DIALECT_300 | DIALECT_302 => SigningKey::new(
-            SigningAlgorithm::AesCmac,
-            kdf128(session_key, b"SMB2AESCMAC\0", b"SmbSign\0"),
-        ),
-        _ => SigningKey::new(SigningAlgorithm::HmacSha256, *session_key),
-    }
-}
+pub use copyless_crypto::session_keys::signing_key;
 
 /// The client's (encrypt, decrypt) pair: it encrypts with the server's
 /// DecryptionKey ("ServerIn") and decrypts with its EncryptionKey.
@@ -46,28 +30,13 @@ impl Crypt {
         session_id: u64,
         nonce_prefix: [u8; 4],
     ) -> Result<Crypt, Error> {
-        let (c2s, s2c) = match dialect {
-            DIALECT_311 => (
-                (&b"SMBC2SCipherKey\0"[..], &preauth[..]),
-                (&b"SMBS2CCipherKey\0"[..], &preauth[..]),
-            ),
-            DIALECT_300 | DIALECT_302 => (
-                (&b"SMB2AESCCM\0"[..], &b"ServerIn \0"[..]),
-                (&b"SMB2AESCCM\0"[..], &b"ServerOut\0"[..]),
-            ),
-            _ => return Err(Error::Protocol("encryption needs SMB 3".into())),
-        };
-        let key = |(label, context): (&[u8], &[u8])| -> Vec<u8> {
-            if cipher.key_len() == 32 {
-                kdf256(session_key, label, context).to_vec()
-            } else {
-                kdf128(session_key, label, context).to_vec()
-            }
-        };
+        let (c2s, s2c) =
+            copyless_crypto::session_keys::cipher_keys(dialect, cipher, session_key, preauth)
+                .ok_or_else(|| Error::Protocol("encryption needs SMB 3".into()))?;
         let bad = || Error::Protocol("bad cipher key".into());
         Ok(Crypt {
-            encrypt: Cipher::new(cipher, &key(c2s)).ok_or_else(bad)?,
-            decrypt: Cipher::new(cipher, &key(s2c)).ok_or_else(bad)?,
+            encrypt: Cipher::new(cipher, &c2s).ok_or_else(bad)?,
+            decrypt: Cipher::new(cipher, &s2c).ok_or_else(bad)?,
             session_id,
             nonce_prefix,
             counter: 0,
@@ -135,6 +104,8 @@ impl Crypt {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use copyless_crypto::{SigningAlgorithm, SigningKey};
+    use copyless_proto::negotiate::DIALECT_311;
 
     fn hex(s: &str) -> Vec<u8> {
         let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
