@@ -354,6 +354,10 @@ SAMBA_CONF = """\
     path = {share_path}
     read only = no
     valid users = {user}
+    # NT ACLs kept as set, as on Windows (and as copyless keeps them),
+    # rather than mapped onto POSIX ACLs.
+    vfs objects = acl_xattr streams_xattr
+    acl_xattr:ignore system acls = yes
 """
 
 

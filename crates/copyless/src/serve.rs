@@ -64,6 +64,8 @@ pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, 
         max_open_files: config.limits.max_open_files,
         server_guid: guid,
         start_time: engine::filetime_now(),
+        unix_uid: rustix::process::geteuid().as_raw(),
+        unix_gid: rustix::process::getegid().as_raw(),
     };
     let server = Server::new(server_config, shares, Arc::new(users));
     // Both are served before the SMB listeners are announced, so that a

@@ -269,6 +269,13 @@ impl Connection {
             offset += next;
         }
         if let Some((p, sid)) = prev {
+            if requests.len() > 1 {
+                // Every reply of a compound is padded to 8 bytes, the last
+                // one too, as Windows and Samba do (smb2.compound.
+                // compound-padding checks a 3-byte READ comes back as 24).
+                let padded = (out.len() - p).next_multiple_of(8);
+                out.resize(p + padded, 0);
+            }
             self.sign_reply(&mut out[p..], sid);
         }
         self.trim_logged_off();

@@ -83,6 +83,10 @@ pub fn close_open(server: &Server, open: Open) {
             None
         }
     };
+    if unlink.is_some() && f.handle.stream.is_some() {
+        let _ = f.vfs.delete_stream(&f.handle);
+        return;
+    }
     drop(f.handle);
     if let Some((path, is_dir)) = unlink {
         // Failure here (the directory became non-empty) leaves the file,

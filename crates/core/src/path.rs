@@ -14,10 +14,32 @@ pub fn from_smb(name: &[u8]) -> Result<String, NtStatus> {
 }
 
 pub fn from_smb_str(name: &str) -> Result<String, NtStatus> {
+    match from_smb_str_with_stream(name)? {
+        (path, None) => Ok(path),
+        // Only CREATE opens alternate data streams.
+        (_, Some(_)) => Err(status::OBJECT_NAME_NOT_FOUND),
+    }
+}
+
+/// A CREATE name that may name an alternate data stream: the VFS path and
+/// the stream name (None for the main data).
+pub fn from_smb_with_stream(name: &[u8]) -> Result<(String, Option<String>), NtStatus> {
+    let name = utf16::decode(name).map_err(|_| status::OBJECT_NAME_INVALID)?;
+    from_smb_str_with_stream(&name)
+}
+
+fn from_smb_str_with_stream(name: &str) -> Result<(String, Option<String>), NtStatus> {
     if name.starts_with('\\') {
         return Err(status::INVALID_PARAMETER);
     }
-    let name = strip_data_stream(name)?;
+    let (name, stream) = split_stream(name)?;
+    if stream.is_some() && name.is_empty() {
+        return Err(status::OBJECT_NAME_INVALID);
+    }
+    Ok((path_of(name)?, stream))
+}
+
+fn path_of(name: &str) -> Result<String, NtStatus> {
     let trimmed = name.strip_suffix('\\').unwrap_or(name);
     if trimmed.is_empty() {
         return if name.is_empty() {
@@ -37,20 +59,36 @@ pub fn from_smb_str(name: &str) -> Result<String, NtStatus> {
     Ok(out)
 }
 
-/// `name::$DATA` names the default stream, which is the file itself.
-/// Other streams are not supported.
-fn strip_data_stream(name: &str) -> Result<&str, NtStatus> {
-    match name.find(':') {
-        None => Ok(name),
-        Some(i) => {
-            let (base, stream) = name.split_at(i);
-            if stream.eq_ignore_ascii_case("::$DATA") || stream.eq_ignore_ascii_case(":$DATA") {
-                Ok(base)
-            } else {
-                Err(status::OBJECT_NAME_NOT_FOUND)
-            }
+/// Splits `file:stream:$DATA` (MS-FSCC 2.1.5): `file::$DATA` and
+/// `file:$DATA`... name the main data; a stream type other than $DATA is
+/// not served.
+fn split_stream(name: &str) -> Result<(&str, Option<String>), NtStatus> {
+    let Some(i) = name.find(':') else {
+        return Ok((name, None));
+    };
+    let (base, rest) = (&name[..i], &name[i + 1..]);
+    let (stream, kind) = match rest.split_once(':') {
+        Some((s, k)) => (s, Some(k)),
+        None => (rest, None),
+    };
+    if let Some(k) = kind {
+        if !k.eq_ignore_ascii_case("$DATA") {
+            return Err(status::OBJECT_NAME_INVALID);
         }
     }
+    if stream.is_empty() || (kind.is_none() && stream.eq_ignore_ascii_case("$DATA")) {
+        return if kind.is_none() && stream.is_empty() {
+            // "file:" names nothing.
+            Err(status::OBJECT_NAME_INVALID)
+        } else {
+            Ok((base, None))
+        };
+    }
+    let bad = |c: char| matches!(c, '\\' | '/' | ':' | '\0');
+    if stream.chars().any(bad) || stream.encode_utf16().count() > MAX_COMPONENT_UNITS {
+        return Err(status::OBJECT_NAME_INVALID);
+    }
+    Ok((base, Some(stream.to_owned())))
 }
 
 pub fn check_component(comp: &str) -> Result<(), NtStatus> {
@@ -102,6 +140,24 @@ mod tests {
         assert_eq!(from_smb_str("a*"), Err(status::OBJECT_NAME_INVALID));
         assert_eq!(from_smb_str("a/b"), Err(status::OBJECT_NAME_INVALID));
         assert_eq!(from_smb_str("f:stream"), Err(status::OBJECT_NAME_NOT_FOUND));
+        let with = |s: &str| from_smb_str_with_stream(s);
+        assert_eq!(
+            with("d\\f:foo").unwrap(),
+            ("d/f".into(), Some("foo".into()))
+        );
+        assert_eq!(
+            with("f:foo:$DATA").unwrap(),
+            ("f".into(), Some("foo".into()))
+        );
+        assert_eq!(with("f::$DATA").unwrap(), ("f".into(), None));
+        assert_eq!(with("f:$DATA").unwrap(), ("f".into(), None));
+        assert_eq!(
+            with("f:foo:$INDEX_ALLOCATION"),
+            Err(status::OBJECT_NAME_INVALID)
+        );
+        assert_eq!(with("f:"), Err(status::OBJECT_NAME_INVALID));
+        assert_eq!(with(":foo"), Err(status::OBJECT_NAME_INVALID));
+        assert_eq!(with("f:a:b:c"), Err(status::OBJECT_NAME_INVALID));
         assert_eq!(to_windows("a/b"), "\\a\\b");
         assert_eq!(file_name("a/b"), "b");
     }

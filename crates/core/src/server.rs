@@ -27,6 +27,9 @@ pub struct ServerConfig {
     pub server_guid: [u8; 16],
     /// FILETIME the server started.
     pub start_time: u64,
+    /// The identity every session acts as on disk (see security.rs).
+    pub unix_uid: u32,
+    pub unix_gid: u32,
 }
 
 pub struct Share {
@@ -58,7 +61,25 @@ pub struct FileState {
 }
 
 /// Files are keyed by (share index, device, inode).
-pub type FileKey = (usize, u64, u64);
+/// (share index, device, inode, stream): the last is 0 for a file's main
+/// data and [`stream_id`] for an alternate data stream, so each stream
+/// has share modes of its own, as on NTFS.
+pub type FileKey = (usize, u64, u64, u64);
+
+/// A nonzero id for a stream name, the same for every case of it.
+pub fn stream_id(name: Option<&str>) -> u64 {
+    let Some(name) = name else { return 0 };
+    // FNV-1a over the case-folded name.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for c in name.chars().flat_map(char::to_lowercase) {
+        let mut buf = [0u8; 4];
+        for b in c.encode_utf8(&mut buf).bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h | 1
+}
 
 #[derive(Default)]
 pub struct FileTable {

@@ -56,6 +56,8 @@ fn server(dir: &std::path::Path) -> Arc<Server> {
         max_open_files: 64,
         server_guid: [1; 16],
         start_time: 0,
+        unix_uid: 0,
+        unix_gid: 0,
     };
     let share = Share {
         name: "share".into(),

@@ -3,7 +3,9 @@
 use crate::attr;
 use crate::class;
 use crate::dir::sizes;
-use crate::wire::{len_u32, put_u16, put_u32, put_u64, put_u8, put_zeros, utf16};
+use crate::wire::{
+    get_u32, len_u32, patch_u32, put_u16, put_u32, put_u64, put_u8, put_zeros, utf16,
+};
 use crate::{FileInfo, InfoError};
 
 /// What a file query needs beyond [`FileInfo`]: facts about the open.
@@ -22,6 +24,9 @@ pub struct QueryContext<'a> {
     pub mode: u32,
     /// AlignmentRequirement (FileAlignmentInformation); 0 is byte alignment.
     pub alignment: u32,
+    /// Named alternate data streams and their sizes
+    /// (FileStreamInformation lists them after `::$DATA`).
+    pub streams: &'a [(String, u64)],
 }
 
 /// A query answer fitted to the client's OutputBufferLength.
@@ -111,13 +116,30 @@ pub fn encode_file_info(
             put_u32(&mut out, 0); // ReparseTag: we serve no reparse points
         }
         class::FILE_STREAM_INFORMATION => {
-            // A directory has no unnamed data stream, so no entry at all.
-            if !info.is_dir {
-                let name = utf16("::$DATA");
+            // A directory has no unnamed data stream, so no entry for it.
+            let main = (!info.is_dir).then(|| ("::$DATA".to_owned(), info.end_of_file));
+            let named = ctx
+                .streams
+                .iter()
+                .map(|(n, size)| (format!(":{n}:$DATA"), *size));
+            let mut prev: Option<usize> = None;
+            for (name, size) in main.into_iter().chain(named) {
+                if let Some(p) = prev {
+                    out.resize(out.len().next_multiple_of(8), 0);
+                    let next = len_u32(&out[p..]);
+                    patch_u32(&mut out, p, next);
+                }
+                prev = Some(out.len());
+                let name = utf16(&name);
                 put_u32(&mut out, 0); // NextEntryOffset
                 put_u32(&mut out, len_u32(&name));
-                put_u64(&mut out, info.end_of_file);
-                put_u64(&mut out, info.allocation_size);
+                put_u64(&mut out, size);
+                let alloc = if size == info.end_of_file && !info.is_dir {
+                    info.allocation_size
+                } else {
+                    size.next_multiple_of(4096)
+                };
+                put_u64(&mut out, alloc);
                 out.extend_from_slice(&name);
             }
         }
@@ -180,7 +202,29 @@ fn fit(
         });
     }
     let keep = match class {
-        class::FILE_STREAM_INFORMATION => 0,
+        class::FILE_STREAM_INFORMATION => {
+            // Whole entries only; the last kept one ends the chain.
+            let mut at = 0;
+            let mut keep = 0;
+            let mut last = None;
+            loop {
+                let next = get_u32(&data, at).unwrap_or(0) as usize;
+                let name_len = get_u32(&data, at + 4).unwrap_or(0) as usize;
+                if at + 24 + name_len > max {
+                    break;
+                }
+                keep = at + 24 + name_len;
+                last = Some(at);
+                if next == 0 {
+                    break;
+                }
+                at += next;
+            }
+            if let Some(last) = last {
+                patch_u32(&mut data, last, 0);
+            }
+            keep
+        }
         class::FILE_ALL_INFORMATION | class::FILE_NORMALIZED_NAME_INFORMATION => {
             let fixed = if class == class::FILE_ALL_INFORMATION {
                 100
@@ -268,6 +312,7 @@ mod tests {
             position: 0,
             mode: attr::FILE_SYNCHRONOUS_IO_NONALERT,
             alignment: 0,
+            streams: &[],
         }
     }
 
@@ -380,6 +425,26 @@ mod tests {
         assert_eq!(b, want);
         let b = encode_file_info(class::FILE_STREAM_INFORMATION, &dir(), &ctx("")).unwrap();
         assert!(b.is_empty());
+
+        let streams = [("Zone.Identifier".to_string(), 26u64), ("x".to_string(), 0)];
+        let c = QueryContext {
+            streams: &streams,
+            ..ctx("")
+        };
+        let b = encode_file_info(class::FILE_STREAM_INFORMATION, &file(), &c).unwrap();
+        // ::$DATA (24 + 14 bytes, padded to 40), :Zone.Identifier:$DATA
+        // (24 + 44, padded to 72), :x:$DATA (24 + 16).
+        assert_eq!(get_u32(&b, 0), Some(40));
+        assert_eq!(get_u32(&b, 40), Some(72));
+        assert_eq!(get_u32(&b, 44), Some(44));
+        assert_eq!(&b[48..56], &26u64.to_le_bytes());
+        assert_eq!(get_u32(&b, 112), Some(0));
+        assert_eq!(b.len(), 112 + 24 + 16);
+        // Cut to what fits: whole entries, the last one ending the chain.
+        let fitted = fit(class::FILE_STREAM_INFORMATION, b, 120, Some(24)).unwrap();
+        assert!(fitted.overflow);
+        assert_eq!(fitted.data.len(), 40 + 68);
+        assert_eq!(get_u32(&fitted.data, 40), Some(0));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 pub mod attr;
 pub mod class;
+pub mod descriptor;
 mod dir;
 mod error;
 mod file_info;

@@ -20,9 +20,10 @@ pub enum Syscall {
     Rename,
     Unlink,
     FsStat,
+    Security,
 }
 
-pub const SYSCALLS: usize = 16;
+pub const SYSCALLS: usize = 17;
 
 impl Syscall {
     pub const ALL: [Syscall; SYSCALLS] = [
@@ -42,6 +43,7 @@ impl Syscall {
         Syscall::Rename,
         Syscall::Unlink,
         Syscall::FsStat,
+        Syscall::Security,
     ];
 
     pub fn name(self) -> &'static str {
@@ -62,6 +64,7 @@ impl Syscall {
             Syscall::Rename => "rename",
             Syscall::Unlink => "unlink",
             Syscall::FsStat => "fs_stat",
+            Syscall::Security => "security",
         }
     }
 

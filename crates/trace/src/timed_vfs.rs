@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use copyless_vfs::{
-    DirEntry, FileHandle, FileStat, FsStat, OpenRequest, Opened, SetTimes, Vfs, VfsResult,
+    CreateAction, DirEntry, Disposition, FileHandle, FileStat, FsStat, OpenRequest, Opened,
+    SetTimes, Vfs, VfsResult,
 };
 
 use crate::clock;
@@ -130,6 +131,37 @@ impl Vfs for TimedVfs {
 
     fn fs_stat(&self) -> VfsResult<FsStat> {
         self.timed(Syscall::FsStat, || self.inner.fs_stat())
+    }
+
+    fn security(&self, h: &FileHandle) -> VfsResult<Option<Vec<u8>>> {
+        self.timed(Syscall::Security, || self.inner.security(h))
+    }
+
+    fn set_security(&self, h: &FileHandle, sd: &[u8]) -> VfsResult<()> {
+        self.timed(Syscall::Security, || self.inner.set_security(h, sd))
+    }
+
+    fn dir_security(&self, path: &str) -> VfsResult<Option<Vec<u8>>> {
+        self.timed(Syscall::Security, || self.inner.dir_security(path))
+    }
+
+    fn open_stream(
+        &self,
+        base: &FileHandle,
+        name: &str,
+        disposition: Disposition,
+    ) -> VfsResult<(FileHandle, CreateAction)> {
+        self.timed(Syscall::Open, || {
+            self.inner.open_stream(base, name, disposition)
+        })
+    }
+
+    fn streams(&self, h: &FileHandle) -> VfsResult<Vec<(String, u64)>> {
+        self.timed(Syscall::Stat, || self.inner.streams(h))
+    }
+
+    fn delete_stream(&self, h: &FileHandle) -> VfsResult<()> {
+        self.timed(Syscall::Unlink, || self.inner.delete_stream(h))
     }
 }
 

@@ -46,6 +46,8 @@ pub enum VfsError {
     InvalidName,
     /// No space left on the device.
     DiskFull,
+    /// The filesystem cannot keep what was asked (e.g. no xattrs).
+    NotSupported,
     /// Anything else, with the OS error.
     Io(std::io::Error),
 }
@@ -135,6 +137,9 @@ pub struct OpenRequest<'a> {
 pub struct FileHandle {
     pub fd: OwnedFd,
     pub is_dir: bool,
+    /// The alternate data stream this handle is open on (its stored name),
+    /// None for the object's main data.
+    pub stream: Option<Box<str>>,
 }
 
 #[derive(Debug)]
@@ -203,4 +208,27 @@ pub trait Vfs: Send + Sync {
     /// Removes a file or an empty directory by its real path.
     fn unlink(&self, path: &str, is_dir: bool) -> VfsResult<()>;
     fn fs_stat(&self) -> VfsResult<FsStat>;
+    /// The NT security descriptor (self-relative) stored for the object,
+    /// or None when it has none and its rights follow from its mode.
+    fn security(&self, h: &FileHandle) -> VfsResult<Option<Vec<u8>>>;
+    /// Stores a security descriptor for the object, replacing any other.
+    fn set_security(&self, h: &FileHandle, sd: &[u8]) -> VfsResult<()>;
+    /// The security descriptor stored for the directory at the real path
+    /// `path` (as returned by open).
+    fn dir_security(&self, path: &str) -> VfsResult<Option<Vec<u8>>>;
+    /// Opens the alternate data stream `name` of the open object `base`,
+    /// creating or truncating it as `disposition` says (matched
+    /// case-insensitively). The handle's reads, writes, set_len and stat
+    /// then apply to the stream; times, attributes and security to the
+    /// object.
+    fn open_stream(
+        &self,
+        base: &FileHandle,
+        name: &str,
+        disposition: Disposition,
+    ) -> VfsResult<(FileHandle, CreateAction)>;
+    /// The named streams of an object and their sizes.
+    fn streams(&self, h: &FileHandle) -> VfsResult<Vec<(String, u64)>>;
+    /// Removes the stream a handle is open on.
+    fn delete_stream(&self, h: &FileHandle) -> VfsResult<()>;
 }

@@ -11,6 +11,8 @@ mod case_cache;
 mod errno;
 mod meta;
 mod names;
+mod ntacl;
+mod streams;
 mod sys;
 mod time;
 
@@ -32,6 +34,7 @@ use case_cache::{CaseCache, Lookup};
 use errno::{io_err, path_err};
 use meta::{MetaStore, Stored, Target};
 use names::{fold, join, split};
+use ntacl::AclStore;
 use sys::{file_key, file_type, filetime, has_btime, lstat_at, open_beneath, stamp, statx_fd};
 
 pub use time::{filetime_from_unix, unix_from_filetime, UNIX_EPOCH_AS_FILETIME};
@@ -45,7 +48,10 @@ pub struct PosixVfs {
     root: OwnedFd,
     cache: CaseCache,
     meta: MetaStore,
+    acls: AclStore,
     change_times: ChangeTimes,
+    /// Serializes read-modify-write of stream xattrs.
+    stream_lock: std::sync::Mutex<()>,
 }
 
 /// Change times set by clients. Linux owns ctime, so a set value is kept
@@ -134,11 +140,14 @@ impl PosixVfs {
             OFlags::RDONLY | OFlags::DIRECTORY,
             Mode::empty(),
         )?;
+        let acls = AclStore::new(fd.as_fd());
         Ok(PosixVfs {
+            acls,
             root: fd,
             cache: CaseCache::new(MAX_CACHED_DIRS, MAX_CACHED_NAMES),
             meta: MetaStore::new(),
             change_times: ChangeTimes::default(),
+            stream_lock: std::sync::Mutex::new(()),
         })
     }
 
@@ -279,7 +288,11 @@ impl PosixVfs {
         let fd = self.open_dir("").map_err(|e| path_err(e, true))?;
         let stat = self.stat_fd(fd.as_fd())?;
         Ok(Opened {
-            handle: FileHandle { fd, is_dir: true },
+            handle: FileHandle {
+                fd,
+                is_dir: true,
+                stream: None,
+            },
             action: CreateAction::Opened,
             stat,
             path: String::new(),
@@ -352,7 +365,14 @@ impl PosixVfs {
         }
         let stored = self.meta.read(&Target::Fd(fd.as_fd()), file_key(&stx));
         let stat = self.change_times.apply(&stx, build_stat(&stx, stored));
-        Ok((FileHandle { fd, is_dir }, stat))
+        Ok((
+            FileHandle {
+                fd,
+                is_dir,
+                stream: None,
+            },
+            stat,
+        ))
     }
 
     /// Creates `name` in `dir`; Collision if anything has that exact name.
@@ -402,7 +422,14 @@ impl PosixVfs {
             self.stat_fd(fd.as_fd())
         };
         match setup() {
-            Ok(stat) => Ok((FileHandle { fd, is_dir }, stat)),
+            Ok(stat) => Ok((
+                FileHandle {
+                    fd,
+                    is_dir,
+                    stream: None,
+                },
+                stat,
+            )),
             Err(e) => {
                 // Leave no half-made object behind.
                 let flags = if is_dir {
@@ -650,10 +677,30 @@ impl Vfs for PosixVfs {
     }
 
     fn stat(&self, h: &FileHandle) -> VfsResult<FileStat> {
-        self.stat_fd(h.fd.as_fd())
+        let mut st = self.stat_fd(h.fd.as_fd())?;
+        if let Some(name) = &h.stream {
+            let len = streams::get(h.fd.as_fd(), name)?.len() as u64;
+            st.size = len;
+            st.alloc_size = len.div_ceil(4096) * 4096;
+            st.is_dir = false;
+            st.attributes &= !attr::DIRECTORY;
+            if st.attributes == 0 {
+                st.attributes = attr::NORMAL;
+            }
+        }
+        Ok(st)
     }
 
     fn read(&self, h: &FileHandle, offset: u64, buf: &mut [u8]) -> VfsResult<usize> {
+        if let Some(name) = &h.stream {
+            let data = streams::get(h.fd.as_fd(), name)?;
+            let start = usize::try_from(offset)
+                .unwrap_or(usize::MAX)
+                .min(data.len());
+            let n = buf.len().min(data.len() - start);
+            buf[..n].copy_from_slice(&data[start..start + n]);
+            return Ok(n);
+        }
         let mut done = 0;
         while let Some(rest) = buf.get_mut(done..).filter(|r| !r.is_empty()) {
             let at = offset
@@ -670,6 +717,19 @@ impl Vfs for PosixVfs {
     }
 
     fn write(&self, h: &FileHandle, offset: u64, data: &[u8]) -> VfsResult<()> {
+        if let Some(name) = &h.stream {
+            let end = offset
+                .checked_add(data.len() as u64)
+                .filter(|&e| e <= streams::MAX_LEN as u64)
+                .ok_or(VfsError::DiskFull)? as usize;
+            let _guard = self.stream_lock.lock().unwrap_or_else(|e| e.into_inner());
+            let mut value = streams::get(h.fd.as_fd(), name)?;
+            if value.len() < end {
+                value.resize(end, 0);
+            }
+            value[offset as usize..end].copy_from_slice(data);
+            return streams::put(h.fd.as_fd(), name, &value);
+        }
         let mut done = 0;
         while let Some(rest) = data.get(done..).filter(|r| !r.is_empty()) {
             let at = offset
@@ -695,10 +755,22 @@ impl Vfs for PosixVfs {
     }
 
     fn set_len(&self, h: &FileHandle, len: u64) -> VfsResult<()> {
+        if let Some(name) = &h.stream {
+            if len > streams::MAX_LEN as u64 {
+                return Err(VfsError::DiskFull);
+            }
+            let _guard = self.stream_lock.lock().unwrap_or_else(|e| e.into_inner());
+            let mut value = streams::get(h.fd.as_fd(), name)?;
+            value.resize(len as usize, 0);
+            return streams::put(h.fd.as_fd(), name, &value);
+        }
         ftruncate(&h.fd, len).map_err(io_err)
     }
 
     fn set_allocation(&self, h: &FileHandle, len: u64) -> VfsResult<()> {
+        if h.stream.is_some() {
+            return Ok(());
+        }
         let stx = statx_fd(h.fd.as_fd()).map_err(io_err)?;
         if len > stx.stx_blocks.saturating_mul(512) {
             preallocate(h.fd.as_fd(), len)?;
@@ -860,6 +932,71 @@ impl Vfs for PosixVfs {
         self.note_removed(dir.fd(), &child.name);
         self.note_gone(&child.lstat);
         Ok(())
+    }
+
+    fn security(&self, h: &FileHandle) -> VfsResult<Option<Vec<u8>>> {
+        self.acls.get(h.fd.as_fd())
+    }
+
+    fn set_security(&self, h: &FileHandle, sd: &[u8]) -> VfsResult<()> {
+        self.acls.set(self.root.as_fd(), h.fd.as_fd(), sd)
+    }
+
+    fn dir_security(&self, path: &str) -> VfsResult<Option<Vec<u8>>> {
+        if !self.acls.in_use() {
+            return Ok(None);
+        }
+        let fd = self.open_dir(path).map_err(|e| path_err(e, true))?;
+        self.acls.get(fd.as_fd())
+    }
+
+    fn open_stream(
+        &self,
+        base: &FileHandle,
+        name: &str,
+        disposition: Disposition,
+    ) -> VfsResult<(FileHandle, CreateAction)> {
+        let fd = base.fd.as_fd();
+        let _guard = self.stream_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let (real, action) = match (streams::find(fd, name)?, disposition) {
+            (Some(_), Disposition::Create) => return Err(VfsError::Collision),
+            (Some(real), Disposition::Open | Disposition::OpenIf) => (real, CreateAction::Opened),
+            (Some(real), Disposition::Overwrite | Disposition::OverwriteIf) => {
+                streams::put(fd, &real, &[])?;
+                (real, CreateAction::Overwritten)
+            }
+            (Some(real), Disposition::Supersede) => {
+                streams::put(fd, &real, &[])?;
+                (real, CreateAction::Superseded)
+            }
+            (None, Disposition::Open | Disposition::Overwrite) => {
+                return Err(VfsError::NameNotFound)
+            }
+            (None, _) => {
+                streams::create(fd, name)?;
+                (name.to_owned(), CreateAction::Created)
+            }
+        };
+        let fd = rustix::io::fcntl_dupfd_cloexec(fd, 0).map_err(io_err)?;
+        Ok((
+            FileHandle {
+                fd,
+                is_dir: false,
+                stream: Some(real.into()),
+            },
+            action,
+        ))
+    }
+
+    fn streams(&self, h: &FileHandle) -> VfsResult<Vec<(String, u64)>> {
+        streams::list(h.fd.as_fd())
+    }
+
+    fn delete_stream(&self, h: &FileHandle) -> VfsResult<()> {
+        match &h.stream {
+            Some(name) => streams::remove(h.fd.as_fd(), name),
+            None => Err(VfsError::IsADirectory),
+        }
     }
 
     fn fs_stat(&self) -> VfsResult<FsStat> {

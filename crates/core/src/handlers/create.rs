@@ -7,14 +7,15 @@ use copyless_proto::create_context::{self as cc, CreateContext};
 use copyless_proto::messages::{self, CreateRequest, FileId};
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::{utf16, Writer};
-use copyless_vfs::{attr, Disposition, Kind, OpenRequest, Opened, Vfs, VfsError};
+use copyless_vfs::{attr, CreateAction, Disposition, Kind, OpenRequest, Opened, Vfs, VfsError};
 
 use crate::access::{self, map_generic, share_conflict};
 use crate::connection::{Compound, Connection, Req};
 use crate::env::Env;
 use crate::handlers::{file_times, vfs_status};
 use crate::open::{FileOpen, Open, OpenKind};
-use crate::server::{FileState, OpenRef, Server};
+use crate::security::{self, Caller};
+use crate::server::{stream_id, FileKey, FileState, OpenRef, Server};
 use crate::tree::TreeKind;
 
 pub const FILE_DIRECTORY_FILE: u32 = 0x0000_0001;
@@ -42,6 +43,9 @@ const ACTION_OVERWRITTEN: u32 = 3;
 struct Outcome {
     opened: Opened,
     action: u32,
+    /// Access granted, and the most that could have been (MxAc).
+    granted: u32,
+    maximal: u32,
 }
 
 impl Connection {
@@ -114,7 +118,7 @@ impl Connection {
             TreeKind::Disk { index, share } => (*index, share.clone()),
         };
         let read_only = tree.read_only;
-        let path = crate::path::from_smb(cr.name)?;
+        let (path, stream) = crate::path::from_smb_with_stream(cr.name)?;
         let delete_on_close = cr.create_options & FILE_DELETE_ON_CLOSE != 0;
         if delete_on_close && granted & access::DELETE == 0 {
             return Err(status::INVALID_PARAMETER);
@@ -133,19 +137,30 @@ impl Connection {
             Kind::Any
         };
         let id = server.next_id();
-        let outcome = open_or_create(
-            &server,
-            index,
-            share.vfs.as_ref(),
-            &path,
-            &cr,
-            kind,
+        let caller = Caller {
+            config: &server.config,
+            anonymous: session.anonymous,
+        };
+        let vfs = share.vfs.as_ref();
+        let rights = (granted, tree.maximal_access);
+        let outcome = match &stream {
+            None => open_or_create(
+                &server, index, vfs, &path, &cr, kind, rights, &caller, read_only, id,
+            )?,
+            Some(name) => {
+                if kind == Kind::Directory {
+                    return Err(status::NOT_A_DIRECTORY);
+                }
+                open_or_create_stream(&server, index, vfs, &path, name, &cr, rights, &caller, id)?
+            }
+        };
+        let Outcome {
+            opened,
+            action,
             granted,
-            read_only,
-            id,
-        )?;
-        let Outcome { opened, action } = outcome;
-        let key = (index, opened.stat.dev, opened.stat.ino);
+            maximal,
+        } = outcome;
+        let key = file_key(index, &opened);
         let file_id = FileId {
             persistent: id,
             volatile: id,
@@ -155,7 +170,7 @@ impl Connection {
             if *name == cc::MXAC {
                 let mut d = Vec::with_capacity(8);
                 d.extend_from_slice(&0u32.to_le_bytes());
-                d.extend_from_slice(&tree.maximal_access.to_le_bytes());
+                d.extend_from_slice(&maximal.to_le_bytes());
                 reply_contexts.push((cc::MXAC, d));
             } else if *name == cc::QFID {
                 let mut d = Vec::with_capacity(32);
@@ -239,7 +254,8 @@ fn open_or_create(
     path: &str,
     cr: &CreateRequest<'_>,
     kind: Kind,
-    granted: u32,
+    (granted, maximal): (u32, u32),
+    caller: &Caller<'_>,
     read_only: bool,
     id: u64,
 ) -> Result<Outcome, NtStatus> {
@@ -273,6 +289,15 @@ fn open_or_create(
                 {
                     return Err(status::ACCESS_DENIED);
                 }
+                let (granted, maximal) = security::check_open(
+                    vfs,
+                    &opened.handle,
+                    &opened.path,
+                    caller,
+                    cr.desired_access,
+                    granted,
+                    maximal,
+                )?;
                 if opened.stat.attributes & attr::READONLY != 0
                     && cr.create_options & FILE_DELETE_ON_CLOSE != 0
                 {
@@ -301,7 +326,12 @@ fn open_or_create(
                 } else {
                     ACTION_OPENED
                 };
-                return Ok(Outcome { opened, action });
+                return Ok(Outcome {
+                    opened,
+                    action,
+                    granted,
+                    maximal,
+                });
             }
             Err(VfsError::NameNotFound) => {
                 if matches!(disposition, OPEN | OVERWRITE) {
@@ -313,6 +343,14 @@ fn open_or_create(
                 if path.is_empty() {
                     return Err(status::OBJECT_NAME_INVALID);
                 }
+                // MS-FSA 2.1.5.1.1: a new read-only file cannot be made
+                // delete-on-close.
+                if cr.create_options & FILE_DELETE_ON_CLOSE != 0
+                    && cr.file_attributes & attr::READONLY != 0
+                {
+                    return Err(status::CANNOT_DELETE);
+                }
+                let inherited = security::check_create(vfs, path, kind == Kind::Directory, caller)?;
                 let req = OpenRequest {
                     disposition: Disposition::Create,
                     attributes: cr.file_attributes & attr::SETTABLE,
@@ -320,10 +358,22 @@ fn open_or_create(
                 };
                 match vfs.open(&req) {
                     Ok(opened) => {
+                        if let Some(parent) = &inherited {
+                            if let Err(e) =
+                                security::inherit(vfs, &opened.handle, &opened.stat, parent)
+                            {
+                                // Never leave an object with less protection
+                                // than it was meant to have.
+                                let _ = vfs.unlink(&opened.path, opened.stat.is_dir);
+                                return Err(e);
+                            }
+                        }
                         register(server, index, &opened, id, granted, cr.share_access)?;
                         return Ok(Outcome {
                             opened,
                             action: ACTION_CREATED,
+                            granted,
+                            maximal,
                         });
                     }
                     // Someone created it meanwhile: open it instead.
@@ -347,7 +397,7 @@ fn register(
     access: u32,
     share_access: u32,
 ) -> Result<(), NtStatus> {
-    let key = (index, opened.stat.dev, opened.stat.ino);
+    let key = file_key(index, opened);
     let mut table = server.files();
     let state = table.files.entry(key).or_insert_with(|| FileState {
         path: opened.path.clone(),
@@ -376,7 +426,7 @@ fn register(
 }
 
 fn unregister(server: &Server, index: usize, opened: &Opened, id: u64) {
-    let key = (index, opened.stat.dev, opened.stat.ino);
+    let key = file_key(index, opened);
     let mut table = server.files();
     if let Some(state) = table.files.get_mut(&key) {
         state.opens.retain(|o| o.id != id);
@@ -384,4 +434,116 @@ fn unregister(server: &Server, index: usize, opened: &Opened, id: u64) {
             table.files.remove(&key);
         }
     }
+}
+
+fn file_key(index: usize, opened: &Opened) -> FileKey {
+    (
+        index,
+        opened.stat.dev,
+        opened.stat.ino,
+        stream_id(opened.handle.stream.as_deref()),
+    )
+}
+
+/// Opens or creates the alternate data stream `name` of `path`, creating
+/// the file too when the disposition allows, as NTFS does. Rights come
+/// from the file's descriptor; share modes are the stream's own.
+#[allow(clippy::too_many_arguments)]
+fn open_or_create_stream(
+    server: &Arc<Server>,
+    index: usize,
+    vfs: &dyn Vfs,
+    path: &str,
+    name: &str,
+    cr: &CreateRequest<'_>,
+    (granted, maximal): (u32, u32),
+    caller: &Caller<'_>,
+    id: u64,
+) -> Result<Outcome, NtStatus> {
+    let disposition = match cr.create_disposition {
+        SUPERSEDE => Disposition::Supersede,
+        OPEN => Disposition::Open,
+        CREATE => Disposition::Create,
+        OVERWRITE => Disposition::Overwrite,
+        OVERWRITE_IF => Disposition::OverwriteIf,
+        _ => Disposition::OpenIf,
+    };
+    let may_create = !matches!(disposition, Disposition::Open | Disposition::Overwrite);
+    let base_req = OpenRequest {
+        path,
+        disposition: Disposition::Open,
+        kind: Kind::Any,
+        read: false,
+        write: false,
+        attributes: cr.file_attributes,
+        allocation_size: 0,
+    };
+    let (base, base_created, granted, maximal) = match vfs.open(&base_req) {
+        Ok(base) => {
+            let (granted, maximal) = security::check_open(
+                vfs,
+                &base.handle,
+                &base.path,
+                caller,
+                cr.desired_access,
+                granted,
+                maximal,
+            )?;
+            let writes = granted & (access::FILE_WRITE_DATA | access::FILE_APPEND_DATA) != 0;
+            if !base.stat.is_dir && base.stat.attributes & attr::READONLY != 0 && writes {
+                return Err(status::ACCESS_DENIED);
+            }
+            (base, false, granted, maximal)
+        }
+        Err(VfsError::NameNotFound) if may_create => {
+            let inherited = security::check_create(vfs, path, false, caller)?;
+            let req = OpenRequest {
+                disposition: Disposition::Create,
+                attributes: cr.file_attributes & attr::SETTABLE,
+                ..base_req
+            };
+            let base = vfs.open(&req).map_err(|e| vfs_status(&e))?;
+            if let Some(parent) = &inherited {
+                if let Err(e) = security::inherit(vfs, &base.handle, &base.stat, parent) {
+                    let _ = vfs.unlink(&base.path, false);
+                    return Err(e);
+                }
+            }
+            (base, true, granted, maximal)
+        }
+        Err(e) => return Err(vfs_status(&e)),
+    };
+    let opened = vfs
+        .open_stream(&base.handle, name, disposition)
+        .and_then(|(handle, action)| {
+            let stat = vfs.stat(&handle)?;
+            Ok(Opened {
+                handle,
+                action,
+                stat,
+                path: base.path.clone(),
+            })
+        });
+    let opened = match opened {
+        Ok(o) => o,
+        Err(e) => {
+            if base_created {
+                let _ = vfs.unlink(&base.path, false);
+            }
+            return Err(vfs_status(&e));
+        }
+    };
+    register(server, index, &opened, id, granted, cr.share_access)?;
+    let action = match opened.action {
+        CreateAction::Superseded => ACTION_SUPERSEDED,
+        CreateAction::Opened => ACTION_OPENED,
+        CreateAction::Created => ACTION_CREATED,
+        CreateAction::Overwritten => ACTION_OVERWRITTEN,
+    };
+    Ok(Outcome {
+        opened,
+        action,
+        granted,
+        maximal,
+    })
 }

@@ -12,7 +12,9 @@ use crate::connection::{Compound, Connection, Req};
 use crate::handlers::{file_info, vfs_status};
 use crate::open::{FileOpen, OpenKind};
 use crate::path;
+use crate::security;
 use crate::server::Server;
+use copyless_fscc::descriptor::{Descriptor, ALL_PARTS};
 
 /// FileModeInformation bits a client may set (MS-FSCC 2.4.26).
 const MODE_SETTABLE: u32 = 0x0000_0002 | 0x0000_0004 | 0x0000_0010 | 0x0000_0020;
@@ -62,12 +64,18 @@ impl Connection {
                     });
                 }
                 let name = path::to_windows(&path);
+                let streams = if q.class == class::FILE_STREAM_INFORMATION {
+                    f.vfs.streams(&f.handle).map_err(|e| vfs_status(&e))?
+                } else {
+                    Vec::new()
+                };
                 let ctx = QueryContext {
                     name: &name,
                     access_mask: granted,
                     position: f.position,
                     mode: f.mode,
                     alignment: 0,
+                    streams: &streams,
                 };
                 fscc::query_file_info(q.class, &info, &ctx, out_len).map_err(|e| e.ntstatus())?
             }
@@ -81,13 +89,8 @@ impl Connection {
                     return Err(status::ACCESS_DENIED);
                 }
                 let st = f.vfs.stat(&f.handle).map_err(|e| vfs_status(&e))?;
-                let sd = fscc::security_descriptor(
-                    st.uid,
-                    st.gid,
-                    st.mode,
-                    st.is_dir,
-                    q.additional_information,
-                );
+                let sd = security::effective(f.vfs.as_ref(), &f.handle, &st)?
+                    .encode(q.additional_information);
                 if sd.len() > out_len {
                     // The client retries with the size we tell it.
                     messages::write_error_response(w, &(sd.len() as u32).to_le_bytes());
@@ -123,6 +126,14 @@ impl Connection {
         let OpenKind::File(f) = &mut open.kind else {
             return Err(status::NOT_SUPPORTED);
         };
+        if s.info_type == messages::INFO_SECURITY {
+            if read_only {
+                return Err(status::ACCESS_DENIED);
+            }
+            set_security(f, granted, s.additional_information, s.buffer)?;
+            messages::write_set_info_response(w);
+            return Ok(status::SUCCESS);
+        }
         if s.info_type != messages::INFO_FILE {
             return Err(if read_only {
                 status::ACCESS_DENIED
@@ -163,6 +174,10 @@ impl Connection {
             }
             class::FILE_RENAME_INFORMATION => {
                 need(access::DELETE)?;
+                if f.handle.stream.is_some() {
+                    // Renaming one stream to another is not served.
+                    return Err(status::NOT_SUPPORTED);
+                }
                 let r = fscc::decode_rename(s.buffer).map_err(bad)?;
                 if r.root_directory != 0 {
                     return Err(status::INVALID_PARAMETER);
@@ -362,4 +377,31 @@ fn rename(
         }
     }
     Ok(())
+}
+
+/// SET_INFO of a security descriptor (MS-SMB2 3.3.5.21.3): the parts
+/// named in `info` replace the stored ones (or those derived from the
+/// mode, the first time).
+fn set_security(f: &FileOpen, granted: u32, info: u32, buffer: &[u8]) -> Result<(), NtStatus> {
+    use fscc::additional_info::*;
+    let mut need = 0;
+    if info & (OWNER_SECURITY_INFORMATION | GROUP_SECURITY_INFORMATION) != 0 {
+        need |= access::WRITE_OWNER;
+    }
+    if info & DACL_SECURITY_INFORMATION != 0 {
+        need |= access::WRITE_DAC;
+    }
+    if info & SACL_SECURITY_INFORMATION != 0 {
+        need |= access::ACCESS_SYSTEM_SECURITY;
+    }
+    if granted & need != need {
+        return Err(status::ACCESS_DENIED);
+    }
+    let new = Descriptor::parse(buffer).map_err(|e| e.ntstatus())?;
+    let st = f.vfs.stat(&f.handle).map_err(|e| vfs_status(&e))?;
+    let mut sd = security::effective(f.vfs.as_ref(), &f.handle, &st)?;
+    sd.merge(new, info);
+    f.vfs
+        .set_security(&f.handle, &sd.encode(ALL_PARTS))
+        .map_err(|e| vfs_status(&e))
 }

@@ -105,7 +105,7 @@ impl Connection {
                 // The object id is derived from the file's identity, so
                 // it is stable without being stored (FILE_OBJECTID_BUFFER,
                 // MS-FSCC 2.1.3).
-                let (_, dev, ino) = f.key;
+                let (_, dev, ino, _) = f.key;
                 let mut out = Writer::new();
                 out.u64(ino).u64(dev);
                 out.u64(dev).u64(0);

@@ -26,6 +26,7 @@ pub fn vfs_status(e: &VfsError) -> NtStatus {
         VfsError::AccessDenied => status::ACCESS_DENIED,
         VfsError::InvalidName => status::OBJECT_NAME_INVALID,
         VfsError::DiskFull => status::DISK_FULL,
+        VfsError::NotSupported => status::NOT_SUPPORTED,
         VfsError::Io(_) => status::UNSUCCESSFUL,
     }
 }

@@ -1,0 +1,189 @@
+//! NT access control on top of the share's files: who a session is (its
+//! token of SIDs), and what a stored security descriptor lets it do.
+//!
+//! Every user copyless serves acts as the Unix identity the server runs
+//! as, so a token holds that uid and gid as Samba's Unix SIDs, plus
+//! Everyone and Authenticated Users (Anonymous for a null session).
+//! Objects without a stored descriptor keep their rights from the mode
+//! bits, enforced by the file system; only a descriptor a client stored
+//! is evaluated here.
+
+use copyless_fscc::descriptor::{sids, Descriptor};
+use copyless_proto::status::{self, NtStatus};
+use copyless_vfs::{FileStat, Vfs, VfsError};
+
+use crate::access::{self, DELETE, FILE_DELETE_CHILD, FILE_READ_ATTRIBUTES, MAXIMUM_ALLOWED};
+use crate::handlers::vfs_status;
+use crate::server::ServerConfig;
+
+pub type Token = Vec<Vec<u8>>;
+
+/// The session asking; its token is built only when a stored descriptor
+/// has to be evaluated.
+pub struct Caller<'a> {
+    pub config: &'a ServerConfig,
+    pub anonymous: bool,
+}
+
+impl Caller<'_> {
+    pub fn token(&self) -> Token {
+        vec![
+            sids::unix_user(self.config.unix_uid),
+            sids::unix_group(self.config.unix_gid),
+            sids::EVERYONE.to_vec(),
+            if self.anonymous {
+                sids::ANONYMOUS.to_vec()
+            } else {
+                sids::AUTHENTICATED_USERS.to_vec()
+            },
+        ]
+    }
+}
+
+/// The stored descriptor of an object, parsed. A stored value that does
+/// not parse is treated as a DACL granting nothing, so damage never opens
+/// a file up; its owner can still replace it (READ_CONTROL, WRITE_DAC).
+pub fn stored(vfs: &dyn Vfs, h: &copyless_vfs::FileHandle) -> Result<Option<Descriptor>, NtStatus> {
+    let raw = vfs.security(h).map_err(|e| vfs_status(&e))?;
+    Ok(raw.map(|b| Descriptor::parse(&b).unwrap_or_else(|_| unreadable())))
+}
+
+fn dir_stored(vfs: &dyn Vfs, path: &str) -> Result<Option<Descriptor>, NtStatus> {
+    match vfs.dir_security(path) {
+        Ok(raw) => Ok(raw.map(|b| Descriptor::parse(&b).unwrap_or_else(|_| unreadable()))),
+        // The open itself reports a missing directory.
+        Err(VfsError::NameNotFound | VfsError::PathNotFound | VfsError::NotADirectory) => Ok(None),
+        Err(e) => Err(vfs_status(&e)),
+    }
+}
+
+fn unreadable() -> Descriptor {
+    Descriptor {
+        control: 0x0004,
+        dacl: Some(Vec::new()),
+        ..Descriptor::default()
+    }
+}
+
+fn parent(path: &str) -> Option<&str> {
+    if path.is_empty() {
+        return None;
+    }
+    Some(path.rsplit_once('/').map_or("", |(p, _)| p))
+}
+
+/// Rights on an existing object at real path `path`: the access asked for
+/// (`desired`, as the client sent it) checked against its stored
+/// descriptor. Returns (granted, maximal) or ACCESS_DENIED; objects without
+/// a descriptor get `granted` and `maximal` back unchanged.
+///
+/// As on Windows, DELETE is also granted when the parent directory grants
+/// FILE_DELETE_CHILD, and FILE_READ_ATTRIBUTES when it grants
+/// FILE_LIST_DIRECTORY.
+pub fn check_open(
+    vfs: &dyn Vfs,
+    h: &copyless_vfs::FileHandle,
+    path: &str,
+    caller: &Caller<'_>,
+    desired: u32,
+    granted: u32,
+    maximal: u32,
+) -> Result<(u32, u32), NtStatus> {
+    let Some(sd) = stored(vfs, h)? else {
+        return Ok((granted, maximal));
+    };
+    let token = &caller.token();
+    let mut allowed = sd.granted(token);
+    if allowed & (DELETE | FILE_READ_ATTRIBUTES) != DELETE | FILE_READ_ATTRIBUTES {
+        let parent_rights = match parent(path) {
+            Some(p) => match dir_stored(vfs, p)? {
+                Some(psd) => psd.granted(token),
+                None => access::FILE_ALL_ACCESS,
+            },
+            None => 0,
+        };
+        if parent_rights & FILE_DELETE_CHILD != 0 {
+            allowed |= DELETE;
+        }
+        if parent_rights & access::FILE_READ_DATA != 0 {
+            allowed |= FILE_READ_ATTRIBUTES;
+        }
+    }
+    let explicit = access::map_generic(desired & !MAXIMUM_ALLOWED, 0);
+    // System security is a privilege, not something a DACL grants.
+    if explicit & !allowed & !access::ACCESS_SYSTEM_SECURITY != 0 {
+        return Err(status::ACCESS_DENIED);
+    }
+    let maximal = allowed & maximal;
+    let granted = if desired & MAXIMUM_ALLOWED != 0 {
+        explicit | maximal
+    } else {
+        explicit
+    };
+    Ok((granted, maximal))
+}
+
+/// What creating `path` needs from its parent's stored descriptor: the
+/// right to add a file or subdirectory (ACCESS_DENIED otherwise), and the
+/// descriptor the new object inherits, if any. None when the parent has
+/// no descriptor.
+pub fn check_create(
+    vfs: &dyn Vfs,
+    path: &str,
+    is_dir: bool,
+    caller: &Caller<'_>,
+) -> Result<Option<Descriptor>, NtStatus> {
+    let Some(p) = parent(path) else {
+        return Ok(None);
+    };
+    let Some(psd) = dir_stored(vfs, p)? else {
+        return Ok(None);
+    };
+    // FILE_ADD_FILE and FILE_ADD_SUBDIRECTORY share their bits with
+    // FILE_WRITE_DATA and FILE_APPEND_DATA.
+    let need = if is_dir {
+        access::FILE_APPEND_DATA
+    } else {
+        access::FILE_WRITE_DATA
+    };
+    if psd.granted(&caller.token()) & need == 0 {
+        return Err(status::ACCESS_DENIED);
+    }
+    Ok(Some(psd))
+}
+
+/// Stores on a new object what it inherits from `parent`, if anything.
+pub fn inherit(
+    vfs: &dyn Vfs,
+    h: &copyless_vfs::FileHandle,
+    stat: &FileStat,
+    parent: &Descriptor,
+) -> Result<(), NtStatus> {
+    let owner = sids::unix_user(stat.uid);
+    let group = sids::unix_group(stat.gid);
+    if let Some(sd) = parent.inherit(stat.is_dir, &owner, &group) {
+        vfs.set_security(h, &sd.encode(copyless_fscc::descriptor::ALL_PARTS))
+            .map_err(|e| vfs_status(&e))?;
+    }
+    Ok(())
+}
+
+/// The descriptor an object shows: the stored one, or one derived from
+/// its owner and mode.
+pub fn effective(
+    vfs: &dyn Vfs,
+    h: &copyless_vfs::FileHandle,
+    st: &FileStat,
+) -> Result<Descriptor, NtStatus> {
+    if let Some(sd) = stored(vfs, h)? {
+        return Ok(sd);
+    }
+    let bytes = copyless_fscc::security_descriptor(
+        st.uid,
+        st.gid,
+        st.mode,
+        st.is_dir,
+        copyless_fscc::descriptor::ALL_PARTS,
+    );
+    Descriptor::parse(&bytes).map_err(|_| status::INTERNAL_ERROR)
+}
