@@ -58,19 +58,26 @@ OBJECT_INHERIT = 0x1
 STATUS_BUFFER_TOO_SMALL = 0xC0000023
 
 
-@pytest.fixture
-def tree(server):
+def connect(server, dialect) -> TreeConnect:
     connection = Connection(uuid.uuid4(), server.host, server.port, require_signing=True)
-    connection.connect(Dialects.SMB_3_1_1, timeout=30)
+    connection.connect(dialect, timeout=30)
     try:
         session = Session(connection, server.user, server.password,
                           require_encryption=False, auth_protocol="ntlm")
         session.connect()
         tree = TreeConnect(session, f"\\\\{server.host}\\{server.share}")
         tree.connect()
-        yield tree
-    finally:
+        return tree
+    except BaseException:
         connection.disconnect()
+        raise
+
+
+@pytest.fixture
+def tree(server):
+    tree = connect(server, Dialects.SMB_3_1_1)
+    yield tree
+    tree.session.connection.disconnect()
 
 
 def open_(tree, name, access, disposition=CreateDisposition.FILE_OPEN, options=0,
@@ -194,14 +201,8 @@ def test_descriptor_survives_a_reconnect(tree, server):
     d.close()
     tree.session.connection.disconnect()
 
-    connection = Connection(uuid.uuid4(), server.host, server.port, require_signing=True)
-    connection.connect(Dialects.SMB_3_0_2, timeout=30)
+    t = connect(server, Dialects.SMB_3_0_2)
     try:
-        session = Session(connection, server.user, server.password,
-                          require_encryption=False, auth_protocol="ntlm")
-        session.connect()
-        t = TreeConnect(session, f"\\\\{server.host}\\{server.share}")
-        t.connect()
         d = open_(t, "kept_dir", READ_CONTROL, directory=True)
         assert [m for _, m, _ in aces(query_sd(d, DACL))] == [NO_DELETE | DELETE]
         d.close()
@@ -210,4 +211,4 @@ def test_descriptor_survives_a_reconnect(tree, server):
             NtStatus.STATUS_ACCESS_DENIED
         )
     finally:
-        connection.disconnect()
+        t.session.connection.disconnect()

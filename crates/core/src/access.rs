@@ -57,24 +57,12 @@ pub fn is_valid(desired: u32) -> bool {
 /// Replaces generic rights by the specific ones and MAXIMUM_ALLOWED by
 /// `maximal`.
 pub fn map_generic(desired: u32, maximal: u32) -> u32 {
-    let mut a =
-        desired & !(GENERIC_ALL | GENERIC_EXECUTE | GENERIC_WRITE | GENERIC_READ | MAXIMUM_ALLOWED);
-    if desired & GENERIC_READ != 0 {
-        a |= FILE_GENERIC_READ;
-    }
-    if desired & GENERIC_WRITE != 0 {
-        a |= FILE_GENERIC_WRITE;
-    }
-    if desired & GENERIC_EXECUTE != 0 {
-        a |= FILE_GENERIC_EXECUTE;
-    }
-    if desired & GENERIC_ALL != 0 {
-        a |= FILE_ALL_ACCESS;
-    }
+    let a = copyless_fscc::descriptor::map_generic(desired & !MAXIMUM_ALLOWED);
     if desired & MAXIMUM_ALLOWED != 0 {
-        a |= maximal;
+        a | maximal
+    } else {
+        a
     }
-    a
 }
 
 fn reads(access: u32) -> bool {
