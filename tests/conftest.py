@@ -150,7 +150,9 @@ def wait_for_port(host: str, port: int, proc: subprocess.Popen, timeout: float) 
 
 
 def copyless_binary() -> Path:
-    return Path(os.environ.get("COPYLESS_BIN", REPO_ROOT / "target" / "release" / "copyless"))
+    # Where `cargo build --release` put it, CARGO_TARGET_DIR included.
+    target = Path(os.environ.get("CARGO_TARGET_DIR", REPO_ROOT / "target"))
+    return Path(os.environ.get("COPYLESS_BIN", target / "release" / "copyless"))
 
 
 _startup_timeouts: list[str] = []
