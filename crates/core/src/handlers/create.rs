@@ -399,6 +399,21 @@ fn register(
 ) -> Result<(), NtStatus> {
     let key = file_key(index, opened);
     let mut table = server.files();
+    // A stream open without FILE_SHARE_DELETE keeps its file from being
+    // opened for DELETE (smb2.streams.delete). Only DELETE opens of a
+    // file's main data pay for this scan.
+    if key.3 == 0 && access & access::DELETE != 0 {
+        let blocked = table.files.iter().any(|(k, s)| {
+            (k.0, k.1, k.2) == (key.0, key.1, key.2)
+                && k.3 != 0
+                && s.opens
+                    .iter()
+                    .any(|o| o.share_access & access::SHARE_DELETE == 0)
+        });
+        if blocked {
+            return Err(status::SHARING_VIOLATION);
+        }
+    }
     let state = table.files.entry(key).or_insert_with(|| FileState {
         path: opened.path.clone(),
         is_dir: opened.stat.is_dir,
