@@ -45,24 +45,24 @@ impl Caller<'_> {
 /// a file up; its owner can still replace it (READ_CONTROL, WRITE_DAC).
 pub fn stored(vfs: &dyn Vfs, h: &copyless_vfs::FileHandle) -> Result<Option<Descriptor>, NtStatus> {
     let raw = vfs.security(h).map_err(|e| vfs_status(&e))?;
-    Ok(raw.map(|b| Descriptor::parse(&b).unwrap_or_else(|_| unreadable())))
+    Ok(raw.as_deref().map(parse_stored))
 }
 
 fn dir_stored(vfs: &dyn Vfs, path: &str) -> Result<Option<Descriptor>, NtStatus> {
     match vfs.dir_security(path) {
-        Ok(raw) => Ok(raw.map(|b| Descriptor::parse(&b).unwrap_or_else(|_| unreadable()))),
+        Ok(raw) => Ok(raw.as_deref().map(parse_stored)),
         // The open itself reports a missing directory.
         Err(VfsError::NameNotFound | VfsError::PathNotFound | VfsError::NotADirectory) => Ok(None),
         Err(e) => Err(vfs_status(&e)),
     }
 }
 
-fn unreadable() -> Descriptor {
-    Descriptor {
+fn parse_stored(raw: &[u8]) -> Descriptor {
+    Descriptor::parse(raw).unwrap_or_else(|_| Descriptor {
         control: 0x0004,
         dacl: Some(Vec::new()),
         ..Descriptor::default()
-    }
+    })
 }
 
 fn parent(path: &str) -> Option<&str> {

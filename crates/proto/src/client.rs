@@ -126,22 +126,11 @@ impl<'a> NegotiateReply<'a> {
         let sec_len = r.u16()? as usize;
         let ctx_off = r.u32()? as usize;
         let security_buffer = slice_at(msg, sec_off, sec_len)?;
-        let mut contexts = Vec::new();
-        if dialect == crate::negotiate::DIALECT_311 {
-            let mut off = ctx_off;
-            for i in 0..ctx_count {
-                let mut cr = Reader::at(msg, off)?;
-                let context_type = cr.u16()?;
-                let len = cr.u16()? as usize;
-                cr.skip(4)?;
-                let data = cr.bytes(len)?;
-                contexts.push(NegotiateContext { context_type, data });
-                off = cr.pos();
-                if i + 1 < ctx_count {
-                    off = off.next_multiple_of(8);
-                }
-            }
-        }
+        let contexts = if dialect == crate::negotiate::DIALECT_311 {
+            crate::negotiate::parse_contexts(msg, ctx_off, ctx_count)?
+        } else {
+            Vec::new()
+        };
         Ok(NegotiateReply {
             security_mode,
             dialect,

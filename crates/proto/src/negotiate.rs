@@ -38,6 +38,31 @@ pub struct NegotiateContext<'a> {
     pub data: &'a [u8],
 }
 
+/// The `count` negotiate contexts (MS-SMB2 2.2.3.1) starting at `offset`
+/// of `msg`, each after the first 8-byte aligned; used for requests and,
+/// by the client, for responses.
+pub fn parse_contexts(
+    msg: &[u8],
+    offset: usize,
+    count: usize,
+) -> Result<Vec<NegotiateContext<'_>>> {
+    let mut contexts = Vec::with_capacity(count.min(16));
+    let mut off = offset;
+    for i in 0..count {
+        let mut cr = Reader::at(msg, off)?;
+        let context_type = cr.u16()?;
+        let len = cr.u16()? as usize;
+        cr.skip(4)?;
+        let data = cr.bytes(len)?;
+        contexts.push(NegotiateContext { context_type, data });
+        off = cr.pos();
+        if i + 1 < count {
+            off = off.next_multiple_of(8);
+        }
+    }
+    Ok(contexts)
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NegotiateRequest<'a> {
     pub security_mode: u16,
@@ -69,22 +94,11 @@ impl<'a> NegotiateRequest<'a> {
         for _ in 0..dialect_count {
             dialects.push(r.u16()?);
         }
-        let mut contexts = Vec::new();
-        if dialects.contains(&DIALECT_311) && ctx_count > 0 {
-            let mut off = ctx_offset;
-            for i in 0..ctx_count {
-                let mut cr = Reader::at(msg, off)?;
-                let context_type = cr.u16()?;
-                let len = cr.u16()? as usize;
-                cr.skip(4)?;
-                let data = cr.bytes(len)?;
-                contexts.push(NegotiateContext { context_type, data });
-                off = cr.pos();
-                if i + 1 < ctx_count {
-                    off = off.next_multiple_of(8);
-                }
-            }
-        }
+        let contexts = if dialects.contains(&DIALECT_311) {
+            parse_contexts(msg, ctx_offset, ctx_count)?
+        } else {
+            Vec::new()
+        };
         Ok(NegotiateRequest {
             security_mode,
             capabilities,

@@ -350,24 +350,13 @@ fn open_or_create(
                 {
                     return Err(status::CANNOT_DELETE);
                 }
-                let inherited = security::check_create(vfs, path, kind == Kind::Directory, caller)?;
                 let req = OpenRequest {
                     disposition: Disposition::Create,
                     attributes: cr.file_attributes & attr::SETTABLE,
                     ..req
                 };
-                match vfs.open(&req) {
-                    Ok(opened) => {
-                        if let Some(parent) = &inherited {
-                            if let Err(e) =
-                                security::inherit(vfs, &opened.handle, &opened.stat, parent)
-                            {
-                                // Never leave an object with less protection
-                                // than it was meant to have.
-                                let _ = vfs.unlink(&opened.path, opened.stat.is_dir);
-                                return Err(e);
-                            }
-                        }
+                match create_inheriting(vfs, &req, caller)? {
+                    Some(opened) => {
                         register(server, index, &opened, id, granted, cr.share_access)?;
                         return Ok(Outcome {
                             opened,
@@ -377,8 +366,7 @@ fn open_or_create(
                         });
                     }
                     // Someone created it meanwhile: open it instead.
-                    Err(VfsError::Collision) => continue,
-                    Err(e) => return Err(vfs_status(&e)),
+                    None => continue,
                 }
             }
             Err(e) => return Err(vfs_status(&e)),
@@ -451,6 +439,31 @@ fn unregister(server: &Server, index: usize, opened: &Opened, id: u64) {
     }
 }
 
+/// Creates what `req` names (its disposition is Create) and stores on it
+/// what it inherits from its parent's descriptor; None when the name was
+/// taken meanwhile.
+fn create_inheriting(
+    vfs: &dyn Vfs,
+    req: &OpenRequest<'_>,
+    caller: &Caller<'_>,
+) -> Result<Option<Opened>, NtStatus> {
+    let inherited = security::check_create(vfs, req.path, req.kind == Kind::Directory, caller)?;
+    let opened = match vfs.open(req) {
+        Ok(opened) => opened,
+        Err(VfsError::Collision) => return Ok(None),
+        Err(e) => return Err(vfs_status(&e)),
+    };
+    if let Some(parent) = &inherited {
+        if let Err(e) = security::inherit(vfs, &opened.handle, &opened.stat, parent) {
+            // Never leave an object with less protection than it was
+            // meant to have.
+            let _ = vfs.unlink(&opened.path, opened.stat.is_dir);
+            return Err(e);
+        }
+    }
+    Ok(Some(opened))
+}
+
 fn file_key(index: usize, opened: &Opened) -> FileKey {
     (
         index,
@@ -511,19 +524,13 @@ fn open_or_create_stream(
             (base, false, granted, maximal)
         }
         Err(VfsError::NameNotFound) if may_create => {
-            let inherited = security::check_create(vfs, path, false, caller)?;
             let req = OpenRequest {
                 disposition: Disposition::Create,
                 attributes: cr.file_attributes & attr::SETTABLE,
                 ..base_req
             };
-            let base = vfs.open(&req).map_err(|e| vfs_status(&e))?;
-            if let Some(parent) = &inherited {
-                if let Err(e) = security::inherit(vfs, &base.handle, &base.stat, parent) {
-                    let _ = vfs.unlink(&base.path, false);
-                    return Err(e);
-                }
-            }
+            let base =
+                create_inheriting(vfs, &req, caller)?.ok_or(status::OBJECT_NAME_COLLISION)?;
             (base, true, granted, maximal)
         }
         Err(e) => return Err(vfs_status(&e)),
