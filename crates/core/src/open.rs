@@ -39,7 +39,7 @@ pub struct FileOpen {
 
 /// The state of a directory enumeration on one open.
 pub struct DirCursor {
-    pub pattern: String,
+    pub pattern: crate::wildcard::Pattern,
     /// Snapshot taken at the first QUERY_DIRECTORY (or restart), with "."
     /// and ".." first.
     pub entries: Vec<DirEntry>,

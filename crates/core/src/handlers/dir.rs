@@ -11,7 +11,7 @@ use crate::access;
 use crate::connection::{Compound, Connection, Req};
 use crate::handlers::{file_info, vfs_status};
 use crate::open::{current_path, DirCursor, OpenKind};
-use crate::wildcard;
+use crate::wildcard::{self, Pattern};
 
 impl Connection {
     pub(crate) fn query_directory(
@@ -39,7 +39,11 @@ impl Connection {
         }
         let mut writer = DirWriter::new(q.class, q.output_buffer_length as usize)
             .ok_or(status::INVALID_INFO_CLASS)?;
+        if q.pattern.len() / 2 > wildcard::MAX_PATTERN_UNITS {
+            return Err(status::OBJECT_NAME_INVALID);
+        }
         let pattern = utf16::decode(q.pattern).map_err(|_| status::OBJECT_NAME_INVALID)?;
+        let pattern = Pattern::new(&pattern).ok_or(status::OBJECT_NAME_INVALID)?;
         let restart = q.flags & (messages::QD_RESTART_SCANS | messages::QD_REOPEN) != 0;
         let first_call = f.dir.is_none() || restart;
         if first_call {
@@ -77,7 +81,6 @@ impl Connection {
             // the first query) takes the one given now.
             let pattern = match (&f.dir, q.flags & messages::QD_REOPEN != 0) {
                 (Some(d), false) => d.pattern.clone(),
-                _ if pattern.is_empty() => "*".to_string(),
                 _ => pattern,
             };
             f.dir = Some(DirCursor {
@@ -95,7 +98,7 @@ impl Connection {
         let single = q.flags & messages::QD_RETURN_SINGLE_ENTRY != 0;
         while cursor.next < cursor.entries.len() {
             let e = &cursor.entries[cursor.next];
-            if !wildcard::matches(&cursor.pattern, &e.name) {
+            if !cursor.pattern.matches(&e.name) {
                 cursor.next += 1;
                 continue;
             }
