@@ -31,4 +31,10 @@ pub fn nt_hash(password: &str) -> [u8; 16] {
 /// Looks users up by name, case-insensitively (Windows user names are).
 pub trait Credentials: Send + Sync {
     fn nt_hash(&self, user: &str) -> Option<[u8; 16]>;
+
+    /// Changes whenever the users or their hashes may have changed, so
+    /// that holders of sessions know when to look again.
+    fn generation(&self) -> u64 {
+        0
+    }
 }

@@ -53,19 +53,29 @@ pub struct ShareConfig {
     pub read_only: bool,
 }
 
-// Read by the engine, which is still being written.
-#[allow(dead_code)]
 #[derive(Debug, Clone)]
 pub struct Limits {
     /// The largest SMB2 message, header included, accepted from a client.
     pub max_message_size: u32,
+    /// The largest message accepted before a session is authenticated.
+    pub max_preauth_message_size: u32,
     /// MaxReadSize and MaxWriteSize announced in NEGOTIATE.
     pub max_read_write: u32,
     pub max_connections: u32,
+    /// Connections that have not authenticated yet, in all and from one
+    /// client address; the oldest make room for new ones.
+    pub max_unauthenticated_connections: u32,
+    pub max_unauthenticated_per_address: u32,
     pub max_sessions_per_connection: u32,
+    pub max_tree_connects_per_session: u32,
     /// Per session.
     pub max_open_files: u32,
+    pub max_open_files_per_connection: u32,
+    /// None: derived from the descriptor limit at start.
+    pub max_open_files_per_user: Option<u32>,
+    pub max_open_files_total: Option<u32>,
     pub max_credits: u16,
+    /// NEGOTIATE and SESSION_SETUP must be done this long after accept.
     pub preauth_timeout_secs: u32,
 }
 
@@ -73,12 +83,19 @@ impl Default for Limits {
     fn default() -> Limits {
         Limits {
             max_message_size: 8 * MIB + 64 * KIB,
+            max_preauth_message_size: 64 * KIB,
             max_read_write: 8 * MIB,
             max_connections: 1024,
+            max_unauthenticated_connections: 256,
+            max_unauthenticated_per_address: 32,
             max_sessions_per_connection: 64,
+            max_tree_connects_per_session: 128,
             max_open_files: 16384,
+            max_open_files_per_connection: 16384,
+            max_open_files_per_user: None,
+            max_open_files_total: None,
             max_credits: 8192,
-            preauth_timeout_secs: 30,
+            preauth_timeout_secs: 10,
         }
     }
 }
@@ -436,10 +453,17 @@ mod raw {
     #[serde(deny_unknown_fields)]
     pub struct Limits {
         pub max_message_size: Option<Spanned<u32>>,
+        pub max_preauth_message_size: Option<Spanned<u32>>,
         pub max_read_write: Option<Spanned<u32>>,
         pub max_connections: Option<Spanned<u32>>,
+        pub max_unauthenticated_connections: Option<Spanned<u32>>,
+        pub max_unauthenticated_per_address: Option<Spanned<u32>>,
         pub max_sessions_per_connection: Option<Spanned<u32>>,
+        pub max_tree_connects_per_session: Option<Spanned<u32>>,
         pub max_open_files: Option<Spanned<u32>>,
+        pub max_open_files_per_connection: Option<Spanned<u32>>,
+        pub max_open_files_per_user: Option<Spanned<u32>>,
+        pub max_open_files_total: Option<Spanned<u32>>,
         pub max_credits: Option<Spanned<u16>>,
         pub preauth_timeout_secs: Option<Spanned<u32>>,
     }
@@ -665,6 +689,13 @@ fn parse_limits(raw: Option<raw::Limits>) -> Result<Limits, SpanError> {
         16 * MIB + HEADER_ROOM,
     )?;
     take(
+        &mut limits.max_preauth_message_size,
+        &raw.max_preauth_message_size,
+        "max_preauth_message_size",
+        4 * KIB,
+        16 * MIB,
+    )?;
+    take(
         &mut limits.max_read_write,
         &raw.max_read_write,
         "max_read_write",
@@ -678,6 +709,52 @@ fn parse_limits(raw: Option<raw::Limits>) -> Result<Limits, SpanError> {
         1,
         1_000_000,
     )?;
+    take(
+        &mut limits.max_unauthenticated_connections,
+        &raw.max_unauthenticated_connections,
+        "max_unauthenticated_connections",
+        1,
+        1_000_000,
+    )?;
+    take(
+        &mut limits.max_unauthenticated_per_address,
+        &raw.max_unauthenticated_per_address,
+        "max_unauthenticated_per_address",
+        1,
+        1_000_000,
+    )?;
+    take(
+        &mut limits.max_tree_connects_per_session,
+        &raw.max_tree_connects_per_session,
+        "max_tree_connects_per_session",
+        1,
+        65_535,
+    )?;
+    take(
+        &mut limits.max_open_files_per_connection,
+        &raw.max_open_files_per_connection,
+        "max_open_files_per_connection",
+        1,
+        1 << 24,
+    )?;
+    for (slot, value, key) in [
+        (
+            &mut limits.max_open_files_per_user,
+            &raw.max_open_files_per_user,
+            "max_open_files_per_user",
+        ),
+        (
+            &mut limits.max_open_files_total,
+            &raw.max_open_files_total,
+            "max_open_files_total",
+        ),
+    ] {
+        if value.is_some() {
+            let mut v = 0;
+            take(&mut v, value, key, 1, 1 << 24)?;
+            *slot = Some(v);
+        }
+    }
     take(
         &mut limits.max_sessions_per_connection,
         &raw.max_sessions_per_connection,
@@ -827,6 +904,13 @@ max_sessions_per_connection = 2
 max_open_files = 100
 max_credits = 512
 preauth_timeout_secs = 5
+max_preauth_message_size = 8192
+max_unauthenticated_connections = 7
+max_unauthenticated_per_address = 3
+max_tree_connects_per_session = 4
+max_open_files_per_connection = 150
+max_open_files_per_user = 300
+max_open_files_total = 1000
 "#;
 
     #[test]
@@ -860,6 +944,13 @@ preauth_timeout_secs = 5
         assert_eq!(l.max_open_files, 100);
         assert_eq!(l.max_credits, 512);
         assert_eq!(l.preauth_timeout_secs, 5);
+        assert_eq!(l.max_preauth_message_size, 8192);
+        assert_eq!(l.max_unauthenticated_connections, 7);
+        assert_eq!(l.max_unauthenticated_per_address, 3);
+        assert_eq!(l.max_tree_connects_per_session, 4);
+        assert_eq!(l.max_open_files_per_connection, 150);
+        assert_eq!(l.max_open_files_per_user, Some(300));
+        assert_eq!(l.max_open_files_total, Some(1000));
     }
 
     #[test]
@@ -876,7 +967,13 @@ preauth_timeout_secs = 5
         assert_eq!(config.limits.max_sessions_per_connection, 64);
         assert_eq!(config.limits.max_open_files, 16384);
         assert_eq!(config.limits.max_credits, 8192);
-        assert_eq!(config.limits.preauth_timeout_secs, 30);
+        assert_eq!(config.limits.preauth_timeout_secs, 10);
+        assert_eq!(config.limits.max_preauth_message_size, 64 * KIB);
+        assert_eq!(config.limits.max_unauthenticated_connections, 256);
+        assert_eq!(config.limits.max_unauthenticated_per_address, 32);
+        assert_eq!(config.limits.max_tree_connects_per_session, 128);
+        assert_eq!(config.limits.max_open_files_per_user, None);
+        assert_eq!(config.limits.max_open_files_total, None);
         assert!(!config.shares[0].read_only);
     }
 

@@ -2,6 +2,7 @@
 
 mod config;
 mod control;
+mod descriptors;
 mod engine;
 mod metrics;
 mod serve;

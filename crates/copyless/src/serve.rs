@@ -12,7 +12,8 @@ use copyless_vfs::posix::PosixVfs;
 use copyless_vfs::Vfs;
 
 use crate::config::{Config, Encryption, Signing};
-use crate::engine::{self, EngineLimits};
+use crate::engine::log_limit::RateLimit;
+use crate::engine::{self, AdmissionLimits, EngineLimits};
 
 /// Runs the server; Err carries a message for the user and the exit code.
 pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, u8)> {
@@ -50,6 +51,24 @@ pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, 
             path: display_path(&s.path),
         });
     }
+    let descriptors = crate::descriptors::raise_limit()
+        .map_err(|e| (format!("cannot read the descriptor limit: {e}"), 1))?;
+    let budget = crate::descriptors::budget(descriptors, &config.limits);
+    eprintln!(
+        "copyless: descriptor limit {descriptors}: up to {} connections and {} open files \
+         ({} per user, {} per connection)",
+        budget.max_connections,
+        budget.open_files_total,
+        budget.open_files_per_user,
+        budget.open_files_per_connection
+    );
+    if !budget.lowered.is_empty() {
+        eprintln!(
+            "copyless: lowered to fit the descriptor limit: {} (raise it with ulimit -n or \
+             LimitNOFILE=)",
+            budget.lowered.join(", ")
+        );
+    }
     let mut guid = [0u8; 16];
     getrandom::fill(&mut guid).map_err(|e| (format!("random: {e}"), 1))?;
     let server_config = ServerConfig {
@@ -61,7 +80,11 @@ pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, 
         max_io_size: config.limits.max_read_write,
         max_credits: config.limits.max_credits,
         max_sessions: config.limits.max_sessions_per_connection,
+        max_tree_connects: config.limits.max_tree_connects_per_session,
         max_open_files: config.limits.max_open_files,
+        max_open_files_per_connection: budget.open_files_per_connection,
+        max_open_files_per_user: budget.open_files_per_user,
+        max_open_files_total: budget.open_files_total,
         server_guid: guid,
         start_time: engine::filetime_now(),
         unix_uid: rustix::process::geteuid().as_raw(),
@@ -99,9 +122,15 @@ pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, 
     let _ = std::io::stdout().flush();
     let limits = EngineLimits {
         max_message_size: config.limits.max_message_size as usize,
-        max_connections: config.limits.max_connections as usize,
+        max_preauth_message_size: config.limits.max_preauth_message_size as usize,
+        admission: AdmissionLimits {
+            max_connections: budget.max_connections as usize,
+            max_unauthenticated: config.limits.max_unauthenticated_connections as usize,
+            max_unauthenticated_per_address: config.limits.max_unauthenticated_per_address as usize,
+        },
         preauth_timeout: Duration::from_secs(u64::from(config.limits.preauth_timeout_secs)),
     };
+    contain_panic_messages();
     engine::run(server, listeners, limits, tracer).map_err(|e| (e.to_string(), 1))
 }
 
@@ -120,4 +149,16 @@ fn random_password() -> String {
         .iter()
         .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
         .collect()
+}
+
+/// A panic is contained to its connection, but its message would still be
+/// printed each time: a client that can trigger one must not be able to
+/// flood the log with it.
+fn contain_panic_messages() {
+    static PANICKED: RateLimit = RateLimit::new(Duration::from_secs(10));
+    std::panic::set_hook(Box::new(|info| {
+        let thread = std::thread::current();
+        let name = thread.name().unwrap_or("unnamed").to_string();
+        PANICKED.log(|| format!("internal error in thread {name}: {info}"));
+    }));
 }

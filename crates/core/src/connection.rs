@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use copyless_crypto::{PreauthHash, SigningAlgorithm};
 use copyless_proto::command as cmd;
@@ -21,6 +22,17 @@ use crate::env::Env;
 use crate::server::Server;
 use crate::session::Session;
 use crate::tree::TreeKind;
+
+/// The largest SMB2 message the Direct TCP transport can carry (a 24-bit
+/// length), less room for the transform header that encrypts it.
+pub const MAX_REPLY_FRAME: usize = 0x00FF_FFFF - 64;
+
+/// Room a reply needs beyond the payload its credit charge pays for: the
+/// header, the command's fixed part, error data, compound padding.
+const REPLY_OVERHEAD: usize = 1024;
+
+/// How often sessions are checked against the user store when idle.
+const SESSION_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 
 /// What the engine does after a message.
 #[derive(Debug, Default)]
@@ -99,6 +111,9 @@ pub(crate) struct Compound {
     /// reply with no session of its own is signed with its key, as Samba
     /// does, so the client can trust the whole chain.
     pub sign_sid: Option<u64>,
+    /// Bytes the reply to this request may still take in the compound's
+    /// frame.
+    pub room: usize,
 }
 
 pub struct Connection {
@@ -124,6 +139,9 @@ pub struct Connection {
     /// keys, so that a late request on them gets a signed
     /// STATUS_USER_SESSION_DELETED, as Samba does; only a few are kept.
     pub(crate) logged_off: Vec<u64>,
+    /// The user store's generation when sessions were last checked
+    /// against it.
+    credentials_generation: u64,
 }
 
 impl Connection {
@@ -147,6 +165,7 @@ impl Connection {
             sessions: HashMap::new(),
             max_io: 65536,
             logged_off: Vec::new(),
+            credentials_generation: 0,
         }
     }
 
@@ -175,13 +194,53 @@ impl Connection {
     /// Handles one received message (one transport frame: an SMB2 message
     /// or a compound of several, or the SMB1 NEGOTIATE).
     pub fn handle(&mut self, msg: &[u8], env: &mut dyn Env) -> Output {
-        if smb1::is_smb1(msg) {
-            return self.handle_smb1(msg, env);
+        self.end_sessions_of_removed_users();
+        let out = if smb1::is_smb1(msg) {
+            self.handle_smb1(msg, env)
+        } else if msg.starts_with(&copyless_proto::header::TRANSFORM_PROTOCOL_ID) {
+            self.handle_encrypted(msg, env)
+        } else {
+            self.handle_plain(msg, false, env)
+        };
+        // The replies are about to be sent: the credits they grant are the
+        // client's from now on.
+        self.credits.release();
+        out
+    }
+
+    /// How long the engine may wait, when no message arrives, before
+    /// calling [`Connection::handle_timeout`]; None when nothing is due.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.has_valid_session().then_some(SESSION_CHECK_INTERVAL)
+    }
+
+    /// Work that is due without a message: sessions of users removed from
+    /// the user store end here.
+    pub fn handle_timeout(&mut self, _env: &mut dyn Env) -> Output {
+        self.end_sessions_of_removed_users();
+        Output::default()
+    }
+
+    /// A user removed from the store (`copyless user del`) loses every
+    /// session at once, its opens closed, as if it had logged off; only a
+    /// change of the store's generation costs a lookup per session.
+    fn end_sessions_of_removed_users(&mut self) {
+        let credentials = self.server.credentials.clone();
+        let generation = credentials.generation();
+        if generation == self.credentials_generation {
+            return;
         }
-        if msg.starts_with(&copyless_proto::header::TRANSFORM_PROTOCOL_ID) {
-            return self.handle_encrypted(msg, env);
+        self.credentials_generation = generation;
+        let removed: Vec<u64> = self
+            .sessions
+            .values()
+            .filter(|s| s.is_valid() && !s.anonymous && !s.guest)
+            .filter(|s| credentials.nt_hash(&s.user).is_none())
+            .map(|s| s.id)
+            .collect();
+        for sid in removed {
+            self.remove_session(sid);
         }
-        self.handle_plain(msg, false, env)
     }
 
     /// Decrypts a transform message, handles what it holds, and encrypts
@@ -243,6 +302,7 @@ impl Connection {
                 return Output::close(out);
             }
             compound.more_follow = next != 0;
+            compound.room = MAX_REPLY_FRAME.saturating_sub(out.len().next_multiple_of(8));
             let reply = self.handle_one(this, hdr, offset == 0, encrypted, &mut compound, env);
             requests.push(self.request_trace(&hdr, reply.as_ref()));
             if let Some((bytes, flags)) = reply {
@@ -251,6 +311,12 @@ impl Connection {
                 }
                 if bytes.is_empty() {
                     break;
+                }
+                if bytes.len() > compound.room {
+                    // Only a flood of small replies gets here (each large one
+                    // was refused before it ran): the frame cannot say its
+                    // length, so the connection ends, as Samba ends it.
+                    return Output::close(Vec::new());
                 }
                 if let Some((p, sid)) = prev {
                     // Pad the previous reply and point it at this one.
@@ -394,6 +460,9 @@ impl Connection {
             if related && first {
                 // The first request of a compound cannot be related.
                 Err(status::INVALID_PARAMETER)
+            } else if self.reply_bound(&hdr) > compound.room {
+                // Its reply could not join the others in one frame.
+                Err(status::INSUFFICIENT_RESOURCES)
             } else {
                 self.run(&req, &mut reply, compound, &mut w, env)
             }
@@ -474,11 +543,31 @@ impl Connection {
     }
 
     fn credit_charge(&self, hdr: &Header) -> u64 {
-        if self.server_capabilities & copyless_proto::negotiate::CAP_LARGE_MTU != 0 {
+        if self.supports_multi_credit() {
             u64::from(hdr.credit_charge.max(1))
         } else {
             1
         }
+    }
+
+    pub(crate) fn supports_multi_credit(&self) -> bool {
+        self.server_capabilities & copyless_proto::negotiate::CAP_LARGE_MTU != 0
+    }
+
+    /// The largest reply a request can have: handlers refuse a request
+    /// whose output length needs more credits than it paid for (MS-SMB2
+    /// 3.3.5.2.5), and each credit pays for 64 KiB.
+    fn reply_bound(&self, hdr: &Header) -> usize {
+        REPLY_OVERHEAD + self.credit_charge(hdr) as usize * CREDIT_PAYLOAD
+    }
+
+    /// Fails a request whose payload or expected response is larger than
+    /// its credit charge pays for (MS-SMB2 3.3.5.2.5).
+    pub(crate) fn check_charge(&self, req: &Req<'_>, len: u32) -> Result<(), NtStatus> {
+        if self.supports_multi_credit() && req.hdr.credit_charge.max(1) < required_charge(len) {
+            return Err(status::INVALID_PARAMETER);
+        }
+        Ok(())
     }
 
     /// Checks session, signature and tree, then runs the command.
@@ -616,6 +705,15 @@ impl Connection {
         }
         Ok(id)
     }
+}
+
+/// Payload one credit pays for (MS-SMB2 3.1.5.2).
+const CREDIT_PAYLOAD: usize = 65536;
+
+/// Credits a payload or response of `len` bytes must be charged
+/// (MS-SMB2 3.1.5.2).
+fn required_charge(len: u32) -> u16 {
+    (len.saturating_sub(1) / CREDIT_PAYLOAD as u32 + 1) as u16
 }
 
 impl Output {

@@ -11,6 +11,7 @@ mod handlers;
 mod negotiate;
 pub mod open;
 pub mod path;
+pub mod quota;
 pub mod security;
 pub mod server;
 mod session;

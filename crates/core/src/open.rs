@@ -14,6 +14,8 @@ pub struct Open {
     /// Granted access after generic mapping.
     pub access: u32,
     pub kind: OpenKind,
+    /// Held while the open lives; gives its place back when dropped.
+    pub _slot: crate::quota::OpenSlot,
 }
 
 pub enum OpenKind {

@@ -8,6 +8,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use copyless_auth::Credentials;
 use copyless_vfs::Vfs;
 
+use crate::quota::OpenQuota;
+
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     /// NetBIOS name of the server (upper case, at most 15 characters).
@@ -23,7 +25,13 @@ pub struct ServerConfig {
     pub max_io_size: u32,
     pub max_credits: u16,
     pub max_sessions: u32,
+    /// Tree connects per session.
+    pub max_tree_connects: u32,
+    /// Opens per session.
     pub max_open_files: u32,
+    pub max_open_files_per_connection: u32,
+    pub max_open_files_per_user: u32,
+    pub max_open_files_total: u32,
     pub server_guid: [u8; 16],
     /// FILETIME the server started.
     pub start_time: u64,
@@ -90,6 +98,7 @@ pub struct Server {
     pub config: ServerConfig,
     pub shares: Vec<Arc<Share>>,
     pub credentials: Arc<dyn Credentials>,
+    pub open_quota: Arc<OpenQuota>,
     files: Mutex<FileTable>,
     next_id: AtomicU64,
 }
@@ -101,6 +110,7 @@ impl Server {
         credentials: Arc<dyn Credentials>,
     ) -> Arc<Server> {
         Arc::new(Server {
+            open_quota: OpenQuota::new(config.max_open_files_total, config.max_open_files_per_user),
             config,
             shares: shares.into_iter().map(Arc::new).collect(),
             credentials,

@@ -54,6 +54,9 @@ impl Connection {
             .sessions
             .get_mut(&req.session_id)
             .ok_or(status::USER_SESSION_DELETED)?;
+        if session.trees.len() as u32 >= self.server.config.max_tree_connects {
+            return Err(status::INSUFFICIENT_RESOURCES);
+        }
         let maximal_access = if read_only {
             READ_ONLY_ACCESS
         } else {

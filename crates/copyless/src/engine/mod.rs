@@ -3,39 +3,57 @@
 //! core it drives does no I/O of its own, so a zero-copy io_uring engine
 //! can replace this one without touching protocol code.
 
+mod admission;
+mod connection;
 mod env;
 mod framing;
+pub mod log_limit;
 mod timing;
 
-use std::collections::HashMap;
 use std::io;
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use copyless_core::{Connection, Output, Server};
-use copyless_trace::{clock, FrameTimes, Recorder, Request, Tracer};
-use rustix::event::{poll, PollFd, PollFlags};
+use copyless_core::Server;
+use copyless_trace::Tracer;
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
 
+pub use admission::AdmissionLimits;
+use admission::{Refusal, Table};
 pub use env::filetime_now;
-use env::SystemEnv;
-use framing::{read_frame, write_frame, Frame};
-use timing::{CountingWriter, TimedReader};
+use log_limit::RateLimit;
 
 #[derive(Debug, Clone)]
 pub struct EngineLimits {
     pub max_message_size: usize,
-    pub max_connections: usize,
-    /// A connection must finish authenticating within this time.
+    /// Until a session is authenticated, no larger message is read.
+    pub max_preauth_message_size: usize,
+    pub admission: AdmissionLimits,
+    /// A connection must finish NEGOTIATE and SESSION_SETUP within this
+    /// time of being accepted, whatever it sends meanwhile.
     pub preauth_timeout: Duration,
 }
 
-type Registry = Arc<Mutex<HashMap<u64, TcpStream>>>;
+/// What the accept loop keeps of each connection: enough to close it.
+type Connections = Arc<Mutex<Table<Arc<TcpStream>>>>;
+
+fn lock(c: &Connections) -> MutexGuard<'_, Table<Arc<TcpStream>>> {
+    c.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+static ACCEPT_FAILED: RateLimit = RateLimit::new(Duration::from_secs(10));
+static REFUSED: RateLimit = RateLimit::new(Duration::from_secs(10));
+static EVICTED: RateLimit = RateLimit::new(Duration::from_secs(10));
+static SPAWN_FAILED: RateLimit = RateLimit::new(Duration::from_secs(10));
+
+/// The first pause after `accept` fails for lack of descriptors or
+/// memory; it doubles up to [`MAX_BACKOFF`] while failures go on.
+const FIRST_BACKOFF: Duration = Duration::from_millis(50);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 /// Accepts connections until SIGTERM or SIGINT, then stops accepting, lets
 /// every connection finish the request it is running, closes their opens,
@@ -53,62 +71,48 @@ pub fn run(
     for l in &listeners {
         l.set_nonblocking(true)?;
     }
-    let registry: Registry = Arc::new(Mutex::new(HashMap::new()));
-    let next_id = AtomicU64::new(1);
+    let connections: Connections = Arc::new(Mutex::new(Table::new(limits.admission)));
     let mut threads: Vec<JoinHandle<()>> = Vec::new();
-    'accept: loop {
-        let mut fds: Vec<PollFd<'_>> = listeners
+    let mut backoff: Option<(Instant, Duration)> = None;
+    loop {
+        // While backing off, the listeners are not watched: they would
+        // report the same pending connection at once, and the loop spin.
+        let pause = backoff.map(|(until, _)| until.saturating_duration_since(Instant::now()));
+        let watch = if pause.is_some_and(|p| !p.is_zero()) {
+            &listeners[..0]
+        } else {
+            &listeners[..]
+        };
+        let mut fds: Vec<PollFd<'_>> = watch
             .iter()
             .map(|l| PollFd::new(l, PollFlags::IN))
             .collect();
         fds.push(PollFd::from_borrowed_fd(stop_rx.as_fd(), PollFlags::IN));
-        match poll(&mut fds, None) {
+        let timeout = pause.and_then(|p| Timespec::try_from(p).ok());
+        match poll(&mut fds, timeout.as_ref()) {
             Ok(_) => {}
             Err(rustix::io::Errno::INTR) => continue,
             Err(e) => return Err(e.into()),
         }
         if !fds.last().expect("stop fd").revents().is_empty() {
-            break 'accept;
+            break;
         }
         drop(fds);
         threads.retain(|t| !t.is_finished());
-        for l in &listeners {
-            loop {
-                let (stream, peer) = match l.accept() {
-                    Ok(s) => s,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => {
-                        // Out of descriptors and the like: keep serving the
-                        // connections we have.
-                        eprintln!("copyless: accept: {e}");
-                        break;
-                    }
-                };
-                if registry.lock().map(|r| r.len()).unwrap_or(0) >= limits.max_connections {
-                    eprintln!("copyless: refusing {peer}: connection limit reached");
-                    continue;
+        for l in watch {
+            match accept_all(l, &server, &limits, &tracer, &connections, &mut threads) {
+                Ok(()) => backoff = None,
+                Err(e) => {
+                    let step = backoff.map_or(FIRST_BACKOFF, |(_, d)| (d * 2).min(MAX_BACKOFF));
+                    ACCEPT_FAILED
+                        .log(|| format!("accept: {e}; not accepting for {} ms", step.as_millis()));
+                    backoff = Some((Instant::now() + step, step));
                 }
-                let id = next_id.fetch_add(1, Ordering::Relaxed);
-                if let Ok(c) = stream.try_clone() {
-                    lock(&registry).insert(id, c);
-                }
-                let server = server.clone();
-                let limits = limits.clone();
-                let registry = registry.clone();
-                let tracer = tracer.clone();
-                let t = std::thread::Builder::new()
-                    .name(format!("conn-{id}"))
-                    .spawn(move || {
-                        serve_connection(server, stream, &limits, &tracer);
-                        lock(&registry).remove(&id);
-                    })?;
-                threads.push(t);
             }
         }
     }
     drop(listeners);
-    for (_, s) in lock(&registry).iter() {
+    for s in lock(&connections).handles() {
         // The next read sees end of stream; a reply being written still
         // goes out.
         let _ = s.shutdown(Shutdown::Read);
@@ -119,136 +123,70 @@ pub fn run(
     Ok(())
 }
 
-fn lock(r: &Registry) -> std::sync::MutexGuard<'_, HashMap<u64, TcpStream>> {
-    r.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn serve_connection(
-    server: Arc<Server>,
-    stream: TcpStream,
+/// Accepts every connection waiting on `l`. An error means the process
+/// lacks descriptors or memory for now: the caller backs off.
+fn accept_all(
+    l: &TcpListener,
+    server: &Arc<Server>,
     limits: &EngineLimits,
     tracer: &Arc<Tracer>,
-) {
-    let (Ok(peer), Ok(local)) = (stream.peer_addr(), stream.local_addr()) else {
-        return;
-    };
-    let _ = stream.set_nodelay(true);
-    // Made on this thread, and dropped after the shutdown below, so that
-    // every filesystem call of the connection is counted for it.
-    let mut recorder = tracer.connection(peer.ip());
-    let mut conn = Connection::new(server, peer, local);
-    let result = catch_unwind(AssertUnwindSafe(|| {
-        connection_loop(&mut conn, stream, limits, recorder.as_mut())
-    }));
-    if result.is_err() {
-        eprintln!("copyless: connection from {peer}: internal error, connection closed");
-    }
-    // Release share modes and run delete-on-close even after a panic.
-    let _ = catch_unwind(AssertUnwindSafe(|| conn.shutdown()));
-}
-
-fn connection_loop(
-    conn: &mut Connection,
-    stream: TcpStream,
-    limits: &EngineLimits,
-    mut recorder: Option<&mut Recorder>,
-) {
-    let mut env = SystemEnv;
-    let Ok(reader) = stream.try_clone() else {
-        return;
-    };
-    let mut reader = TimedReader::new(reader, recorder.is_some());
-    let mut writer = CountingWriter {
-        inner: stream,
-        calls: 0,
-    };
-    let mut authenticated = false;
-    if writer
-        .inner
-        .set_read_timeout(Some(limits.preauth_timeout))
-        .is_err()
-    {
-        return;
-    }
-    let mut buf = Vec::new();
+    connections: &Connections,
+    threads: &mut Vec<JoinHandle<()>>,
+) -> io::Result<()> {
     loop {
-        reader.reset();
-        writer.calls = 0;
-        match read_frame(&mut reader, &mut buf, limits.max_message_size) {
-            Ok(Frame::Message) => {}
-            Ok(Frame::Closed) | Err(_) => return,
-        }
-        let sent = match recorder.as_deref_mut() {
-            None => {
-                let out = conn.handle(&buf, &mut env);
-                send(&mut writer, &out)
-            }
-            Some(recorder) => handle_traced(conn, &buf, &mut env, &reader, &mut writer, recorder),
+        let (stream, peer) = match l.accept() {
+            Ok(s) => s,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            // The connection went away while queued.
+            Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
+            Err(e) => return Err(e),
         };
-        if !sent {
-            return;
+        let stream = Arc::new(stream);
+        let admitted = lock(connections).admit(peer.ip(), stream.clone());
+        let admitted = match admitted {
+            Ok(a) => a,
+            Err(Refusal::Full) => {
+                REFUSED.log(|| {
+                    format!(
+                        "refusing {peer}: all {} connections are in use",
+                        limits.admission.max_connections
+                    )
+                });
+                continue;
+            }
+        };
+        for (address, evicted) in admitted.evicted {
+            EVICTED.log(|| {
+                format!(
+                    "closed a connection from {address} that had not authenticated, \
+                     to make room for {peer}"
+                )
+            });
+            let _ = evicted.shutdown(Shutdown::Both);
         }
-        if !authenticated && conn.has_valid_session() {
-            authenticated = true;
-            if writer.inner.set_read_timeout(None).is_err() {
-                return;
+        let id = admitted.id;
+        let spawned = {
+            let server = server.clone();
+            let limits = limits.clone();
+            let connections = connections.clone();
+            let tracer = tracer.clone();
+            std::thread::Builder::new()
+                .name(format!("conn-{id}"))
+                .spawn(move || {
+                    let on_authenticated = || lock(&connections).authenticated(id);
+                    connection::serve(server, &stream, &limits, &tracer, on_authenticated);
+                    lock(&connections).remove(id);
+                })
+        };
+        match spawned {
+            Ok(t) => threads.push(t),
+            Err(e) => {
+                // The closure, and the stream with it, is dropped: the
+                // client sees the connection close; others go on.
+                lock(connections).remove(id);
+                SPAWN_FAILED.log(|| format!("cannot start a thread for {peer}: {e}"));
             }
         }
     }
-}
-
-/// Handles and answers a frame as the untraced path does, noting the
-/// clock at each phase boundary.
-fn handle_traced(
-    conn: &mut Connection,
-    buf: &[u8],
-    env: &mut SystemEnv,
-    reader: &TimedReader<TcpStream>,
-    writer: &mut CountingWriter<TcpStream>,
-    recorder: &mut Recorder,
-) -> bool {
-    let mut t = FrameTimes {
-        received: clock::now(),
-        ..FrameTimes::default()
-    };
-    t.first_byte = reader.first_byte.unwrap_or(t.received);
-    timing::start_requests(buf);
-    t.parsed = clock::now();
-    // The threaded engine runs a frame as soon as it is parsed: nothing is
-    // queued.
-    t.dispatched = t.parsed;
-    let out = conn.handle(buf, env);
-    t.handled = clock::now();
-    let sent = send(writer, &out);
-    t.sent = clock::now();
-    t.bytes_in = buf.len() as u64 + 4;
-    t.bytes_out = out.frames.iter().map(|f| f.len() as u64 + 4).sum();
-    t.recv_calls = reader.calls;
-    t.send_calls = writer.calls;
-    recorder.frame(
-        &t,
-        out.requests.iter().map(|r| Request {
-            command: r.command,
-            message_id: r.message_id,
-            status: r.status,
-            share: r.share,
-            user: r.user.as_deref(),
-        }),
-    );
-    sent
-}
-
-/// Writes the replies; false when the connection is finished (a write
-/// failed, or the core asked to disconnect).
-fn send(writer: &mut CountingWriter<TcpStream>, out: &Output) -> bool {
-    for f in &out.frames {
-        if write_frame(writer, f).is_err() {
-            return false;
-        }
-    }
-    if out.disconnect {
-        let _ = writer.inner.shutdown(Shutdown::Both);
-        return false;
-    }
-    true
 }

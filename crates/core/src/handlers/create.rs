@@ -73,13 +73,20 @@ impl Connection {
         }
         let contexts = cc::parse_chain(cr.contexts).map_err(|_| status::INVALID_PARAMETER)?;
         let server = self.server.clone();
+        let connection_opens: usize = self.sessions.values().map(|s| s.opens.len()).sum();
         let session = self
             .sessions
             .get_mut(&req.session_id)
             .ok_or(status::USER_SESSION_DELETED)?;
-        if session.opens.len() as u32 >= server.config.max_open_files {
+        if session.opens.len() as u32 >= server.config.max_open_files
+            || connection_opens as u32 >= server.config.max_open_files_per_connection
+        {
             return Err(status::INSUFFICIENT_RESOURCES);
         }
+        let slot = server
+            .open_quota
+            .acquire(&session.user)
+            .ok_or(status::INSUFFICIENT_RESOURCES)?;
         let tree = session
             .trees
             .get(&req.tree_id)
@@ -105,6 +112,7 @@ impl Connection {
                         tree_id: req.tree_id,
                         access: granted,
                         kind: OpenKind::Pipe(pipe),
+                        _slot: slot,
                     },
                 );
                 compound.file_id = Some(file_id);
@@ -202,6 +210,7 @@ impl Connection {
                 file_id,
                 tree_id: req.tree_id,
                 access: granted,
+                _slot: slot,
                 kind: OpenKind::File(FileOpen {
                     vfs: share.vfs.clone(),
                     handle: opened.handle,

@@ -25,6 +25,7 @@ impl Connection {
         if q.output_buffer_length > max_io {
             return Err(status::INVALID_PARAMETER);
         }
+        self.check_charge(req, q.output_buffer_length)?;
         let server = self.server.clone();
         let open = self.open_mut(req, compound, q.file_id)?;
         let access = open.access;

@@ -11,21 +11,7 @@ use crate::open::{close_open, OpenKind};
 
 const PIPE_EMPTY: NtStatus = 0xC000_00D9;
 
-/// Credits a READ or WRITE of `len` bytes must carry (MS-SMB2 3.3.5.2.5).
-fn required_charge(len: u32) -> u16 {
-    (len.saturating_sub(1) / 65536 + 1) as u16
-}
-
 impl Connection {
-    fn check_charge(&self, req: &Req<'_>, len: u32) -> Result<(), NtStatus> {
-        if self.server_capabilities & copyless_proto::negotiate::CAP_LARGE_MTU != 0
-            && req.hdr.credit_charge.max(1) < required_charge(len)
-        {
-            return Err(status::INVALID_PARAMETER);
-        }
-        Ok(())
-    }
-
     pub(crate) fn close(
         &mut self,
         req: &Req<'_>,

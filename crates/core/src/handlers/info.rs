@@ -27,9 +27,10 @@ impl Connection {
         w: &mut Writer,
     ) -> Result<NtStatus, NtStatus> {
         let q = QueryInfoRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
-        if q.output_buffer_length > self.max_io {
+        if q.output_buffer_length > self.max_io || q.input.len() as u64 > u64::from(self.max_io) {
             return Err(status::INVALID_PARAMETER);
         }
+        self.check_charge(req, q.output_buffer_length.max(q.input.len() as u32))?;
         let server = self.server.clone();
         let share_name = self.share_name(req);
         let open = self.open_mut(req, compound, q.file_id)?;
@@ -118,6 +119,10 @@ impl Connection {
         w: &mut Writer,
     ) -> Result<NtStatus, NtStatus> {
         let s = SetInfoRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
+        if s.buffer.len() as u64 > u64::from(self.max_io) {
+            return Err(status::INVALID_PARAMETER);
+        }
+        self.check_charge(req, s.buffer.len() as u32)?;
         let server = self.server.clone();
         let read_only = self.tree_read_only(req);
         let my_id = self.file_id(s.file_id, compound)?.volatile;

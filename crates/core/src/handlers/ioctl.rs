@@ -25,6 +25,16 @@ impl Connection {
         w: &mut Writer,
     ) -> Result<NtStatus, NtStatus> {
         let io = IoctlRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
+        // MS-SMB2 3.3.5.15: nothing larger than MaxTransactSize either way,
+        // and the credit charge pays for the larger of the two.
+        let max = self.max_io;
+        if io.input.len() as u64 > u64::from(max)
+            || io.max_input_response > max
+            || io.max_output_response > max
+        {
+            return Err(status::INVALID_PARAMETER);
+        }
+        self.check_charge(req, io.max_output_response.max(io.input.len() as u32))?;
         if io.flags & m::IOCTL_IS_FSCTL == 0 {
             return Err(status::NOT_SUPPORTED);
         }

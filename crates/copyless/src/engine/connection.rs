@@ -1,0 +1,224 @@
+//! One connection on its own thread: frames in, replies out, the
+//! pre-authentication deadline, and the core's timer.
+//!
+//! The socket stays blocking; a receive timeout wakes the thread when the
+//! core or the deadline needs it, so an idle connection costs no system
+//! calls beyond one wake-up per timer.
+
+use std::io::{self, Write};
+use std::net::{Shutdown, TcpStream};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use copyless_core::{Connection, Output, Server};
+use copyless_trace::{clock, FrameTimes, Recorder, Request, Tracer};
+
+use super::env::SystemEnv;
+use super::framing::{write_frame, FrameReader, Progress};
+use super::log_limit::RateLimit;
+use super::timing::{self, CountingWriter, TimedReader};
+use super::EngineLimits;
+
+/// A client that takes no bytes of a reply for this long is gone.
+const SEND_TIMEOUT: Duration = Duration::from_secs(60);
+
+static INTERNAL_ERROR: RateLimit = RateLimit::new(Duration::from_secs(10));
+
+/// Serves one connection until it closes; `on_authenticated` runs once,
+/// when the first session completes authentication.
+pub fn serve(
+    server: Arc<Server>,
+    stream: &TcpStream,
+    limits: &EngineLimits,
+    tracer: &Arc<Tracer>,
+    on_authenticated: impl FnOnce(),
+) {
+    let accepted = Instant::now();
+    let (Ok(peer), Ok(local)) = (stream.peer_addr(), stream.local_addr()) else {
+        return;
+    };
+    let _ = stream.set_nodelay(true);
+    // Made on this thread, and dropped after the shutdown below, so that
+    // every filesystem call of the connection is counted for it.
+    let mut recorder = tracer.connection(peer.ip());
+    let mut conn = Connection::new(server, peer, local);
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        let mut run = Run {
+            stream,
+            limits,
+            deadline: Some(accepted + limits.preauth_timeout),
+            on_authenticated: Some(on_authenticated),
+            timeout: None,
+        };
+        run.serve(&mut conn, recorder.as_mut())
+    }));
+    if result.is_err() {
+        INTERNAL_ERROR.log(|| format!("connection from {peer}: internal error, connection closed"));
+    }
+    let _ = stream.shutdown(Shutdown::Both);
+    // Release share modes and run delete-on-close even after a panic.
+    let _ = catch_unwind(AssertUnwindSafe(|| conn.shutdown()));
+}
+
+struct Run<'a, F> {
+    stream: &'a TcpStream,
+    limits: &'a EngineLimits,
+    /// Until a session authenticates: when the connection is closed.
+    deadline: Option<Instant>,
+    on_authenticated: Option<F>,
+    /// The receive timeout set on the socket now.
+    timeout: Option<Duration>,
+}
+
+impl<F: FnOnce()> Run<'_, F> {
+    fn serve(&mut self, conn: &mut Connection, mut recorder: Option<&mut Recorder>) {
+        let mut env = SystemEnv;
+        let mut reader = TimedReader::new(self.stream, recorder.is_some());
+        let mut writer = CountingWriter {
+            inner: self.stream,
+            calls: 0,
+        };
+        if self.stream.set_write_timeout(Some(SEND_TIMEOUT)).is_err() {
+            return;
+        }
+        let mut frames = FrameReader::default();
+        let mut next_tick = conn.timeout().map(|t| Instant::now() + t);
+        loop {
+            if self.set_timeout(next_tick).is_err() {
+                return;
+            }
+            let max = if self.deadline.is_some() {
+                self.limits.max_preauth_message_size
+            } else {
+                self.limits.max_message_size
+            };
+            let progress = match frames.fill(&mut reader, max) {
+                Ok(p) => p,
+                Err(_) => return,
+            };
+            let now = Instant::now();
+            if self.deadline.is_some_and(|d| now >= d) {
+                // Too slow to authenticate, however busy it kept us.
+                return;
+            }
+            match progress {
+                Progress::Closed => return,
+                Progress::Waiting => {
+                    if next_tick.is_some_and(|t| now >= t) {
+                        if !send(&mut writer, &conn.handle_timeout(&mut env)) {
+                            return;
+                        }
+                        next_tick = conn.timeout().map(|t| now + t);
+                    }
+                    frames.shrink_when_idle();
+                }
+                Progress::Frame => {
+                    writer.calls = 0;
+                    let sent = match recorder.as_deref_mut() {
+                        None => {
+                            let out = conn.handle(frames.frame(), &mut env);
+                            send(&mut writer, &out)
+                        }
+                        Some(recorder) => handle_traced(
+                            conn,
+                            frames.frame(),
+                            &mut env,
+                            &reader,
+                            &mut writer,
+                            recorder,
+                        ),
+                    };
+                    frames.next();
+                    reader.reset();
+                    if !sent {
+                        return;
+                    }
+                    if self.deadline.is_some() && conn.has_valid_session() {
+                        self.deadline = None;
+                        if let Some(f) = self.on_authenticated.take() {
+                            f();
+                        }
+                    }
+                    if next_tick.is_none() {
+                        next_tick = conn.timeout().map(|t| now + t);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sets the socket's receive timeout so that the thread wakes for the
+    /// deadline or the core's timer, whichever comes first; no timeout when
+    /// neither is due. The system call is made only when it changes.
+    fn set_timeout(&mut self, next_tick: Option<Instant>) -> io::Result<()> {
+        let now = Instant::now();
+        let until = match (self.deadline, next_tick) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        // Rounded to whole 100 ms steps so that small drifts do not cost a
+        // system call each time; at least 1 ms (zero means "never").
+        let wanted = until.map(|u| {
+            let left = u.saturating_duration_since(now).as_millis() as u64;
+            Duration::from_millis(left.div_ceil(100).max(1) * 100)
+        });
+        if wanted != self.timeout {
+            self.stream.set_read_timeout(wanted)?;
+            self.timeout = wanted;
+        }
+        Ok(())
+    }
+}
+
+/// Handles and answers a frame as the untraced path does, noting the
+/// clock at each phase boundary.
+fn handle_traced(
+    conn: &mut Connection,
+    buf: &[u8],
+    env: &mut SystemEnv,
+    reader: &TimedReader<&TcpStream>,
+    writer: &mut CountingWriter<&TcpStream>,
+    recorder: &mut Recorder,
+) -> bool {
+    let mut t = FrameTimes {
+        received: clock::now(),
+        ..FrameTimes::default()
+    };
+    t.first_byte = reader.first_byte.unwrap_or(t.received);
+    timing::start_requests(buf);
+    t.parsed = clock::now();
+    // The threaded engine runs a frame as soon as it is parsed: nothing is
+    // queued.
+    t.dispatched = t.parsed;
+    let out = conn.handle(buf, env);
+    t.handled = clock::now();
+    let sent = send(writer, &out);
+    t.sent = clock::now();
+    t.bytes_in = buf.len() as u64 + 4;
+    t.bytes_out = out.frames.iter().map(|f| f.len() as u64 + 4).sum();
+    t.recv_calls = reader.calls;
+    t.send_calls = writer.calls;
+    recorder.frame(
+        &t,
+        out.requests.iter().map(|r| Request {
+            command: r.command,
+            message_id: r.message_id,
+            status: r.status,
+            share: r.share,
+            user: r.user.as_deref(),
+        }),
+    );
+    sent
+}
+
+/// Writes the replies; false when the connection is finished (a write
+/// failed or timed out, or the core asked to disconnect).
+fn send<W: Write>(writer: &mut CountingWriter<W>, out: &Output) -> bool {
+    for f in &out.frames {
+        if write_frame(writer, f).is_err() {
+            return false;
+        }
+    }
+    !out.disconnect
+}
