@@ -154,6 +154,8 @@ impl std::error::Error for ConfigError {}
 
 const KIB: u32 = 1024;
 const MIB: u32 = 1024 * 1024;
+/// The largest message the Direct TCP transport's 24-bit length can carry.
+const MAX_TRANSPORT: u32 = 0x00FF_FFFF;
 /// Room for the SMB2 header and a command's fixed part around a payload.
 const HEADER_ROOM: u32 = 64 * KIB;
 /// One credit pays for 64 KiB of payload (MS-SMB2 3.1.5.2).
@@ -681,12 +683,13 @@ fn parse_limits(raw: Option<raw::Limits>) -> Result<Limits, SpanError> {
         Ok(())
     }
 
+    // The transport's 24-bit length bounds every message either way.
     take(
         &mut limits.max_message_size,
         &raw.max_message_size,
         "max_message_size",
         64 * KIB,
-        16 * MIB + HEADER_ROOM,
+        MAX_TRANSPORT,
     )?;
     take(
         &mut limits.max_preauth_message_size,
@@ -700,7 +703,7 @@ fn parse_limits(raw: Option<raw::Limits>) -> Result<Limits, SpanError> {
         &raw.max_read_write,
         "max_read_write",
         64 * KIB,
-        16 * MIB,
+        MAX_TRANSPORT - HEADER_ROOM,
     )?;
     take(
         &mut limits.max_connections,
@@ -1159,10 +1162,11 @@ read_only = false
             m.contains("max_message_size = 65535 is out of range"),
             "{m}"
         );
-        let m = error_at("[limits]\nmax_message_size = 16842753\n", 2);
+        let m = error_at("[limits]\nmax_message_size = 16777216\n", 2);
         assert!(m.contains("out of range"), "{m}");
+        error_at("[limits]\nmax_read_write = 16711680\n", 2);
         // The bounds themselves are accepted (with a matching read size).
-        load_text("[limits]\nmax_message_size = 16842752\nmax_read_write = 16777216\n");
+        load_text("[limits]\nmax_message_size = 16777215\nmax_read_write = 16711679\n");
         load_text("[limits]\nmax_message_size = 131072\nmax_read_write = 65536\n");
         error_at("[limits]\n\n\nmax_connections = 0\n", 4);
         error_at("[limits]\nmax_sessions_per_connection = 0\n", 2);

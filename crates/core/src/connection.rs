@@ -556,9 +556,11 @@ impl Connection {
 
     /// The largest reply a request can have: handlers refuse a request
     /// whose output length needs more credits than it paid for (MS-SMB2
-    /// 3.3.5.2.5), and each credit pays for 64 KiB.
+    /// 3.3.5.2.5), each credit paying for 64 KiB, or that is larger than
+    /// the negotiated maximums.
     fn reply_bound(&self, hdr: &Header) -> usize {
-        REPLY_OVERHEAD + self.credit_charge(hdr) as usize * CREDIT_PAYLOAD
+        let paid = self.credit_charge(hdr) as usize * CREDIT_PAYLOAD;
+        REPLY_OVERHEAD + paid.min(self.max_io as usize)
     }
 
     /// Fails a request whose payload or expected response is larger than

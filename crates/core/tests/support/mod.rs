@@ -1,0 +1,385 @@
+//! A scripted SMB 2.1 client that drives the protocol core in memory: it
+//! logs in with NTLMv2, signs every request, and hands back the replies of
+//! each frame. No sockets; deterministic.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use copyless_auth::{ClientIdentity, Credentials, Initiator, InitiatorRandom, InitiatorStep};
+use copyless_core::{Connection, Env, Output, Server, ServerConfig, Share};
+use copyless_crypto::session_keys::signing_key;
+use copyless_crypto::{SigningAlgorithm, SigningKey};
+use copyless_proto::client::{self as wire, CreateParams, NegotiateOffer, SessionSetupReply};
+use copyless_proto::command;
+use copyless_proto::header::{Header, FLAG_RELATED_OPERATIONS, FLAG_SIGNED};
+use copyless_proto::messages::FileId;
+use copyless_proto::negotiate::{self as neg, DIALECT_210};
+use copyless_proto::{status, Writer, HEADER_LEN};
+use copyless_vfs::posix::PosixVfs;
+
+pub const NOW: u64 = 133_000_000_000_000_000;
+
+/// Users and passwords that can change while the server runs, as the user
+/// store can.
+#[derive(Default)]
+pub struct Users {
+    hashes: Mutex<HashMap<String, [u8; 16]>>,
+    generation: AtomicU64,
+}
+
+impl Users {
+    pub fn add(&self, name: &str, password: &str) {
+        let mut h = self.hashes.lock().unwrap();
+        h.insert(name.to_lowercase(), copyless_auth::nt_hash(password));
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub fn remove(&self, name: &str) {
+        self.hashes.lock().unwrap().remove(&name.to_lowercase());
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl Credentials for Users {
+    fn nt_hash(&self, user: &str) -> Option<[u8; 16]> {
+        self.hashes
+            .lock()
+            .unwrap()
+            .get(&user.to_lowercase())
+            .copied()
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+}
+
+pub struct TestEnv(pub u64);
+
+impl Env for TestEnv {
+    fn now(&self) -> u64 {
+        NOW
+    }
+
+    fn fill_random(&mut self, buf: &mut [u8]) {
+        for b in buf {
+            // xorshift64: deterministic, so a failure reproduces.
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            *b = self.0 as u8;
+        }
+    }
+}
+
+/// The server's configuration for tests: signing required, generous
+/// limits unless a test narrows them.
+pub fn config() -> ServerConfig {
+    ServerConfig {
+        server_name: "TEST".into(),
+        signing_required: true,
+        encrypt_data: false,
+        reject_unencrypted: false,
+        allow_guest: false,
+        max_io_size: 8 << 20,
+        max_credits: 8192,
+        max_sessions: 8,
+        max_tree_connects: 16,
+        max_open_files: 1000,
+        max_open_files_per_connection: 1000,
+        max_open_files_per_user: 1000,
+        max_open_files_total: 1000,
+        server_guid: [1; 16],
+        start_time: 0,
+        unix_uid: 0,
+        unix_gid: 0,
+    }
+}
+
+pub fn server(dir: &Path, config: ServerConfig, users: Arc<Users>) -> Arc<Server> {
+    let share = Share {
+        name: "share".into(),
+        vfs: Arc::new(PosixVfs::new(dir).unwrap()),
+        read_only: false,
+        path: dir.display().to_string(),
+    };
+    Server::new(config, vec![share], users)
+}
+
+/// One request to send: the command, its body (after the header), and
+/// the credit charge it claims.
+pub struct Request {
+    pub command: u16,
+    pub body: Vec<u8>,
+    pub charge: u16,
+    /// Sent with the related-operations flag (inside a compound).
+    pub related: bool,
+}
+
+impl Request {
+    pub fn new(command: u16, charge: u16, build: impl FnOnce(&mut Writer)) -> Request {
+        let mut w = Writer::new();
+        w.zeros(HEADER_LEN);
+        build(&mut w);
+        Request {
+            command,
+            body: w.buf[HEADER_LEN..].to_vec(),
+            charge,
+            related: false,
+        }
+    }
+}
+
+/// A reply as the client sees it.
+pub struct Reply {
+    pub header: Header,
+    pub msg: Vec<u8>,
+}
+
+impl Reply {
+    pub fn status(&self) -> u32 {
+        self.header.status
+    }
+}
+
+pub struct Client {
+    pub conn: Connection,
+    pub env: TestEnv,
+    pub next_mid: u64,
+    pub session_id: u64,
+    pub tree_id: u32,
+    key: Option<SigningKey>,
+    /// Credits granted and not yet used.
+    pub credits: u64,
+    /// The connection was closed by the server.
+    pub closed: bool,
+}
+
+impl Client {
+    pub fn connect(server: Arc<Server>) -> Client {
+        let addr: SocketAddr = "127.0.0.1:445".parse().unwrap();
+        Client {
+            conn: Connection::new(server, "127.0.0.1:50000".parse().unwrap(), addr),
+            env: TestEnv(0x9e37_79b9_7f4a_7c15),
+            next_mid: 0,
+            session_id: 0,
+            tree_id: 0,
+            key: None,
+            credits: 1,
+            closed: false,
+        }
+    }
+
+    /// Negotiates SMB 2.1, logs in as `user` and connects to the share.
+    pub fn login(server: Arc<Server>, user: &str, password: &str) -> Client {
+        let mut c = Client::connect(server);
+        c.negotiate();
+        c.session_setup(user, password)
+            .unwrap_or_else(|s| panic!("login as {user}: status {s:#x}"));
+        assert_eq!(c.tree_connect("share"), status::SUCCESS);
+        c
+    }
+
+    pub fn negotiate(&mut self) {
+        let r = self.call(Request::new(command::NEGOTIATE, 1, |w| {
+            wire::write_negotiate_request(
+                w,
+                &NegotiateOffer {
+                    security_mode: neg::SIGNING_ENABLED | neg::SIGNING_REQUIRED,
+                    capabilities: neg::CAP_LARGE_MTU,
+                    client_guid: [5; 16],
+                    dialects: &[DIALECT_210],
+                    contexts: &[],
+                },
+            )
+            .unwrap()
+        }));
+        assert_eq!(r.status(), status::SUCCESS, "NEGOTIATE");
+    }
+
+    /// Authenticates a new session; Err carries the failing status.
+    pub fn session_setup(&mut self, user: &str, password: &str) -> Result<(), u32> {
+        let identity = ClientIdentity {
+            user: user.into(),
+            domain: String::new(),
+            password: password.into(),
+            workstation: "TEST".into(),
+        };
+        let random = InitiatorRandom {
+            client_challenge: [3; 8],
+            session_key: [4; 16],
+        };
+        let mut init = Initiator::new(identity, random, NOW);
+        let InitiatorStep::Send(mut token) = init.step(&[]).unwrap() else {
+            panic!("no first token");
+        };
+        self.session_id = 0;
+        self.key = None;
+        loop {
+            let r = self.call(Request::new(command::SESSION_SETUP, 1, |w| {
+                wire::write_session_setup_request(w, 2, 0, &token).unwrap()
+            }));
+            self.session_id = r.header.session_id;
+            let reply = SessionSetupReply::parse(&r.msg).unwrap();
+            match r.status() {
+                status::MORE_PROCESSING_REQUIRED => match init.step(reply.security_buffer) {
+                    Ok(InitiatorStep::Send(t)) => token = t,
+                    other => panic!("NTLM: {other:?}"),
+                },
+                status::SUCCESS => {
+                    let key = init.session_key().unwrap();
+                    self.key = Some(signing_key(
+                        DIALECT_210,
+                        SigningAlgorithm::AesCmac,
+                        &key,
+                        &[0; 64],
+                    ));
+                    return Ok(());
+                }
+                s => return Err(s),
+            }
+        }
+    }
+
+    pub fn tree_connect(&mut self, share: &str) -> u32 {
+        let r = self.call(Request::new(command::TREE_CONNECT, 1, |w| {
+            wire::write_tree_connect_request(w, &format!("\\\\server\\{share}")).unwrap()
+        }));
+        if r.status() == status::SUCCESS {
+            self.tree_id = r.header.tree_id;
+        }
+        r.status()
+    }
+
+    /// Sends one request and returns its reply.
+    pub fn call(&mut self, req: Request) -> Reply {
+        let mut replies = self.send(vec![req]);
+        assert_eq!(replies.len(), 1, "one reply expected");
+        replies.remove(0)
+    }
+
+    /// Sends requests as one frame (a compound when more than one) and
+    /// returns the replies the server sent back.
+    pub fn send(&mut self, reqs: Vec<Request>) -> Vec<Reply> {
+        let mids: Vec<u64> = reqs
+            .iter()
+            .map(|r| {
+                let mid = self.next_mid;
+                self.next_mid += u64::from(r.charge.max(1));
+                self.credits = self.credits.saturating_sub(u64::from(r.charge.max(1)));
+                mid
+            })
+            .collect();
+        self.send_with_mids(reqs, &mids)
+    }
+
+    /// As [`Client::send`], with message ids chosen by the caller.
+    pub fn send_with_mids(&mut self, reqs: Vec<Request>, mids: &[u64]) -> Vec<Reply> {
+        let n = reqs.len();
+        let mut frame = Vec::new();
+        for (i, (req, mid)) in reqs.into_iter().zip(mids).enumerate() {
+            let start = frame.len();
+            let mut flags = 0;
+            if self.key.is_some() {
+                flags |= FLAG_SIGNED;
+            }
+            if req.related {
+                flags |= FLAG_RELATED_OPERATIONS;
+            }
+            Header {
+                credit_charge: req.charge,
+                command: req.command,
+                credits: 256,
+                flags,
+                message_id: *mid,
+                tree_id: self.tree_id,
+                session_id: self.session_id,
+                ..Header::default()
+            }
+            .write(&mut frame);
+            frame.extend_from_slice(&req.body);
+            if i + 1 < n {
+                let padded = (frame.len() - start).next_multiple_of(8);
+                frame.resize(start + padded, 0);
+                let next = (frame.len() - start) as u32;
+                frame[start + 20..start + 24].copy_from_slice(&next.to_le_bytes());
+            }
+            if let Some(key) = &self.key {
+                key.sign(&mut frame[start..]);
+            }
+        }
+        let out = self.conn.handle(&frame, &mut self.env);
+        self.take(out)
+    }
+
+    /// Lets time pass for the core, as the engine's timer does.
+    pub fn tick(&mut self) -> Vec<Reply> {
+        let out = self.conn.handle_timeout(&mut self.env);
+        self.take(out)
+    }
+
+    fn take(&mut self, out: Output) -> Vec<Reply> {
+        if out.disconnect {
+            self.closed = true;
+        }
+        let mut replies = Vec::new();
+        for f in &out.frames {
+            assert!(f.len() <= 0x00FF_FFFF, "a frame of {} bytes", f.len());
+            for m in wire::split_compound(f).unwrap() {
+                let header = Header::parse(m).unwrap();
+                self.credits += u64::from(header.credits);
+                replies.push(Reply {
+                    header,
+                    msg: m.to_vec(),
+                });
+            }
+        }
+        replies
+    }
+
+    pub fn create(&mut self, name: &str, directory: bool) -> Result<FileId, u32> {
+        let r = self.call(create_request(name, directory));
+        match r.status() {
+            status::SUCCESS => Ok(wire::CreateReply::parse(&r.msg).unwrap().file_id),
+            s => Err(s),
+        }
+    }
+
+    pub fn close(&mut self, id: FileId) -> u32 {
+        self.call(Request::new(command::CLOSE, 1, |w| {
+            wire::write_close_request(w, 0, id)
+        }))
+        .status()
+    }
+}
+
+/// CREATE for read and write, opening or creating `name`.
+pub fn create_request(name: &str, directory: bool) -> Request {
+    Request::new(command::CREATE, 1, |w| {
+        wire::write_create_request(
+            w,
+            &CreateParams {
+                oplock_level: 0,
+                desired_access: 0x0012_019f,
+                file_attributes: 0,
+                share_access: 7,
+                disposition: 3, // FILE_OPEN_IF
+                options: if directory { 1 } else { 0x40 },
+                name,
+                contexts: &[],
+            },
+        )
+        .unwrap()
+    })
+}
+
+pub fn read_request(id: FileId, offset: u64, length: u32, charge: u16) -> Request {
+    Request::new(command::READ, charge, |w| {
+        wire::write_read_request(w, id, offset, length, 0)
+    })
+}
