@@ -86,30 +86,26 @@ class RssSampler:
             if self._stop.wait(self.interval):
                 return
 
-    def __enter__(self) -> RssSampler:
+    def start(self) -> RssSampler:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
 
 
-def raise_nofile(needed: int) -> int:
+def raise_nofile(needed: int) -> None:
     """Raises this process's descriptor limit to at least `needed` (the
-    attackers hold thousands of sockets); returns the new soft limit."""
+    attackers hold thousands of sockets). Raises OSError or ValueError
+    when the hard limit is lower and this process may not raise it."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft >= needed:
-        return soft
-    if hard < needed and hard != resource.RLIM_INFINITY:
-        try:
-            # Root may raise the hard limit too.
-            resource.setrlimit(resource.RLIMIT_NOFILE, (needed, needed))
-            return needed
-        except (ValueError, OSError):
-            pass
-    resource.setrlimit(resource.RLIMIT_NOFILE, (max(needed, min(hard, needed * 4)), hard))
-    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        return
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        hard = needed  # only root may do this
+    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
 
 
 def wait_until(condition: Callable[[], bool], timeout: float, interval: float = 0.05) -> bool:
@@ -250,14 +246,13 @@ class SocketGroup:
 # --------------------------------------------------------------------------
 # SMB2 wire format: just what the attackers need
 
-NEGOTIATE, SESSION_SETUP, TREE_CONNECT, CREATE, CLOSE, READ = 0, 1, 3, 5, 6, 8
+NEGOTIATE, SESSION_SETUP, TREE_CONNECT, CREATE, READ = 0, 1, 3, 5, 8
 ECHO, QUERY_DIRECTORY = 13, 14
 
 STATUS_SUCCESS = 0x00000000
 STATUS_PENDING = 0x00000103
 STATUS_BUFFER_OVERFLOW = 0x80000005
 STATUS_MORE_PROCESSING_REQUIRED = 0xC0000016
-STATUS_INVALID_PARAMETER = 0xC000000D
 STATUS_INSUFFICIENT_RESOURCES = 0xC000009A
 
 FLAG_RESPONSE = 0x01
@@ -404,14 +399,15 @@ def parse_replies(payload: bytes, keep_bodies: bool = True) -> list[Reply]:
 
 
 def _check_body(where: str, command: int, status: int, body: bytes) -> None:
-    if len(body) < 8:
+    if len(body) < 2:
         raise Malformed(f"{where}: body of {len(body)} bytes (command {command}, "
                         f"status {status_name(status)})")
+    # The StructureSize counts one byte of the variable part when there is one.
     fixed = _u16(body, 0) & ~1
     if len(body) < fixed:
         raise Malformed(f"{where}: body of {len(body)} bytes, its StructureSize says {fixed}")
     if status not in (STATUS_SUCCESS, STATUS_BUFFER_OVERFLOW) or fixed == 8:
-        return  # an error response: checked above
+        return  # an error response (StructureSize 9): checked above
     if command == READ:
         data_offset, data_length = body[2], _u32(body, 4)
         if data_length and data_offset - HEADER_LEN + data_length > len(body):
@@ -534,7 +530,7 @@ class RawSmb:
             self.sock.settimeout(max(0.01, deadline - time.monotonic()))
             try:
                 chunk = self.sock.recv(min(remaining, 4 * MIB))
-            except (ConnectionResetError, BrokenPipeError):
+            except ConnectionError:  # reset: as good as closed
                 chunk = b""
             if not chunk:
                 return None
@@ -577,8 +573,12 @@ class RawSmb:
         final reply, the server closes, a frame is malformed, or `timeout`."""
         pending = {struct.unpack_from("<Q", m, 24)[0] for m in messages}
         payload = self.compound(messages)
-        self.sock.sendall(frame(payload))
-        self.sent.set()
+        try:
+            self.sock.sendall(frame(payload))
+        except ConnectionError:
+            pass  # closed before it read everything: what came back tells
+        finally:
+            self.sent.set()
         statuses: dict[int, int] = {}
         frames = largest = 0
         closed = timed_out = False
@@ -694,15 +694,22 @@ class Squatters:
     def still_open(self) -> int:
         return self.connected - self.closed_by_server
 
-    def start(self) -> None:
+    def start(self, connect_within: float = 10.0) -> None:
         """Opens every connection, sends each its first bytes, then keeps
-        them all busy from a thread."""
+        them all busy from a thread. Connections not made within
+        `connect_within` seconds count as refused."""
         dribble = frame(header(NEGOTIATE, 0) + negotiate_body())
         echoes = b"".join(frame(header(ECHO, mid) + echo_body()) for mid in range(1, 64))
         echo_len = len(frame(header(ECHO, 1) + echo_body()))
+        deadline = time.monotonic() + connect_within
         for i in range(self.count):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.refused += self.count - i
+                break
             try:
-                sock = connect_from(self.sources[i % len(self.sources)], self.host, self.port, 5.0)
+                sock = connect_from(self.sources[i % len(self.sources)], self.host, self.port,
+                                    min(remaining, 2.0))
             except OSError:
                 self.refused += 1
                 continue
