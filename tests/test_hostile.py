@@ -281,6 +281,8 @@ def fill_with_long_names(target: Target, folder: str, count: int, length: int = 
 
 
 def test_ls_with_12000_stars(fresh_server, client_conf):
+    """Attack 1 as the issue reproduced it: smbclient `ls` with a mask of
+    12,000 `*`, as the attacker, among 300 long names."""
     target = fresh_server()
     fill_with_long_names(target, "", 300)
     argv = smbclient_argv(target.info, client_conf, share=target.info.share,
@@ -353,6 +355,8 @@ def query_hostile_patterns(target: Target, results: dict[str, str], done: thread
 
 
 def test_query_directory_with_hostile_patterns(fresh_server):
+    """Attack 1 through smbprotocol: long hostile patterns, each on an open
+    of its own; any status will do, as long as one comes."""
     target = fresh_server()
     fill_with_long_names(target, "", 300)
     results: dict[str, str] = {}
@@ -394,6 +398,8 @@ SQUAT_LAYOUTS = {
 
 @pytest.mark.parametrize("layout", SQUAT_LAYOUTS)
 def test_unauthenticated_connections_cannot_hold_every_slot(fresh_server, layout):
+    """Attack 2: 1,100 connections that never authenticate and never go
+    quiet, for longer than the pre-authentication deadline."""
     sources, may_stay_open = SQUAT_LAYOUTS[layout]
     target = fresh_server()
     squatters = Squatters(target.host, target.port, sources, SQUATTERS)
@@ -432,6 +438,8 @@ HOLD_SECONDS = 1.0
 
 
 def test_announced_frames_cost_no_memory(fresh_server):
+    """Attack 3: 300 unauthenticated and 20 authenticated connections each
+    announce an 8 MiB frame, send a byte or a few, and hold."""
     target = fresh_server()
     # Forty source addresses, so that per-address limits do not hide the
     # memory each connection costs.
@@ -490,6 +498,8 @@ def open_until_refused(client: RawSmb, prefix: str, attempts: int) -> tuple[int,
 
 
 def test_descriptor_exhaustion_starves_nobody(fresh_server):
+    """Attack 4: under RLIMIT_NOFILE 1024, one user opens files until refused
+    on several connections, then floods accept with raw connections."""
     target = fresh_server(nofile=SERVER_NOFILE)
     host, port, share = target.host, target.port, target.info.share
     story = []
@@ -592,6 +602,8 @@ def run_during(target: Target, client: RawSmb, attack):
 
 @pytest.mark.parametrize("case", OVERSIZED_COMPOUNDS)
 def test_oversized_compound(fresh_server, case):
+    """Attack 5: one compound of READs of an 8 MiB file whose replies
+    together exceed what was granted, or what a frame can hold."""
     build, must_close = OVERSIZED_COMPOUNDS[case]
     target = fresh_server()
     make_share_file(target.info, BIG_FILE, random.Random(5).randbytes(EIGHT_MIB))
@@ -620,6 +632,8 @@ LISTING_FILES = 400
 
 
 def test_undercharged_query_directory(fresh_server):
+    """Attack 5: 2,000 QUERY_DIRECTORY asking for 8 MiB each, charged one
+    credit, on a folder of 400 long names (~200 KB of listing)."""
     target = fresh_server()
     fill_with_long_names(target, "listing", LISTING_FILES)
     outcomes = []
