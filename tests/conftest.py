@@ -158,7 +158,10 @@ def copyless_binary() -> Path:
 _startup_timeouts: list[str] = []
 
 
-def _start_copyless(base: Path) -> RunningServer:
+def _start_copyless(base: Path, *, extra_users=(), preexec_fn=None) -> RunningServer:
+    """Starts copyless on a fresh share with TEST_USER and each (name,
+    password) of `extra_users`; `preexec_fn` runs in the server's process
+    before exec (e.g. to set its resource limits)."""
     if _startup_timeouts:
         pytest.fail(
             "not started: an earlier start of copyless in this session timed out:\n"
@@ -177,19 +180,20 @@ def _start_copyless(base: Path) -> RunningServer:
     state.mkdir()
     share.mkdir()
 
-    user_add = subprocess.run(
-        [str(binary), "user", "add", TEST_USER, "--password-stdin", "--state-dir", str(state)],
-        input=TEST_PASSWORD + "\n",
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    if user_add.returncode != 0:
-        pytest.fail(
-            f"`copyless user add {TEST_USER}` failed with status {user_add.returncode}\n"
-            f"stdout:\n{user_add.stdout}\nstderr:\n{user_add.stderr}",
-            pytrace=False,
+    for name, password in ((TEST_USER, TEST_PASSWORD), *extra_users):
+        user_add = subprocess.run(
+            [str(binary), "user", "add", name, "--password-stdin", "--state-dir", str(state)],
+            input=password + "\n",
+            capture_output=True,
+            text=True,
+            timeout=30,
         )
+        if user_add.returncode != 0:
+            pytest.fail(
+                f"`copyless user add {name}` failed with status {user_add.returncode}\n"
+                f"stdout:\n{user_add.stdout}\nstderr:\n{user_add.stderr}",
+                pytrace=False,
+            )
 
     # The tracing interface, in this test's directory: the control socket
     # for `copyless top` and a Prometheus endpoint on a port of its own.
@@ -221,6 +225,7 @@ def _start_copyless(base: Path) -> RunningServer:
             stdout=subprocess.PIPE,
             stderr=stderr,
             cwd=base,
+            preexec_fn=preexec_fn,
         )
 
     # A reader thread so that the timeout holds even if the server prints
