@@ -2,13 +2,15 @@
 //! (MS-SPNG, MS-NLMP), its client-side counterpart (used by the benchmark
 //! client), and the user store.
 //!
-//! Everything here is sans-IO except [`UserStore::load`] and
-//! [`UserStore::save`]: the acceptor takes its randomness and clock from the
-//! caller, so it can be driven in memory by tests.
+//! Everything here is sans-IO except [`UserStore::load`],
+//! [`UserStore::save`] and [`LiveUsers`]' loading and refreshing: the
+//! acceptor takes its randomness and clock from the caller, so it can be
+//! driven in memory by tests.
 
 mod acceptor;
 mod der;
 pub mod initiator;
+mod live;
 mod ntlm;
 mod spnego;
 mod text;
@@ -19,7 +21,8 @@ mod tests;
 
 pub use acceptor::{negotiate_hint, Acceptor, AuthError, Authenticated, ServerInfo, Step};
 pub use initiator::{ClientIdentity, Initiator, InitiatorRandom, InitiatorStep};
-pub use userstore::{UserError, UserStore};
+pub use live::LiveUsers;
+pub use userstore::{Insecurity, UserError, UserStore};
 
 /// MD4 of the UTF-16LE password.
 pub fn nt_hash(password: &str) -> [u8; 16] {
@@ -32,8 +35,10 @@ pub fn nt_hash(password: &str) -> [u8; 16] {
 pub trait Credentials: Send + Sync {
     fn nt_hash(&self, user: &str) -> Option<[u8; 16]>;
 
-    /// Changes whenever the users or their hashes may have changed, so
-    /// that holders of sessions know when to look again.
+    /// A number that grows whenever the set of users or their hashes
+    /// changed, so that a caller can notice a change cheaply (and then ask
+    /// [`Credentials::nt_hash`] about the users it cares about). Constant
+    /// for a set of users that never changes.
     fn generation(&self) -> u64 {
         0
     }

@@ -1,12 +1,14 @@
 //! The user store: one file, `<state_dir>/users`, of `name:NT-hash` lines.
 //!
 //! The NT hash is password-equivalent for NTLM, so the file is private to
-//! its owner (0600 in a 0700 directory) and hashes are zeroed when dropped.
+//! its owner (0600 in a 0700 directory), a file that others could read is
+//! refused (as ssh refuses such a private key), and hashes are zeroed when
+//! dropped.
 
 use std::fmt;
-use std::fs::{self, DirBuilder, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::fs::{self, DirBuilder, File, Metadata, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use zeroize::Zeroizing;
@@ -38,6 +40,20 @@ pub enum UserError {
         line: usize,
         message: String,
     },
+    /// The file is not private to us, so it is not trusted (nor used).
+    Insecure {
+        path: PathBuf,
+        problem: Insecurity,
+    },
+}
+
+/// Why the user store is not private enough to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Insecurity {
+    /// Group or others have some access; the file's permission bits.
+    Mode(u32),
+    /// Owned by `owner`, who is neither root nor `euid`, the user we run as.
+    Owner { owner: u32, euid: u32 },
 }
 
 impl fmt::Display for UserError {
@@ -57,6 +73,76 @@ impl fmt::Display for UserError {
                 line,
                 message,
             } => write!(f, "{}:{line}: {message}", path.display()),
+            UserError::Insecure { path, problem } => {
+                let shown = shell_quote(&path.to_string_lossy());
+                match problem {
+                    Insecurity::Mode(mode) => write!(
+                        f,
+                        "{} has mode {mode:04o}: group or others may access the password \
+                         hashes in it, so it is not used; fix it with `chmod 600 {shown}`",
+                        path.display()
+                    ),
+                    Insecurity::Owner { owner, euid } => write!(
+                        f,
+                        "{} is owned by uid {owner}, but copyless runs as uid {euid} and \
+                         trusts only its own or root's user store; fix it with \
+                         `chown {euid} {shown}`",
+                        path.display()
+                    ),
+                }
+            }
+        }
+    }
+}
+
+/// `s` as one shell word, so that a suggested command can be pasted.
+fn shell_quote(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:,@%=".contains(c));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// Refuses a store that others could read or change, as ssh refuses a
+/// private key: the hashes in it are as good as the passwords.
+fn check_private(path: &Path, mode: u32, owner: u32, euid: u32) -> Result<(), UserError> {
+    let problem = if owner != euid && owner != 0 {
+        Insecurity::Owner { owner, euid }
+    } else if mode & 0o077 != 0 {
+        Insecurity::Mode(mode & 0o7777)
+    } else {
+        return Ok(());
+    };
+    Err(UserError::Insecure {
+        path: path.to_path_buf(),
+        problem,
+    })
+}
+
+/// What identifies one version of the users file, to notice a change
+/// without reading it: a rename gives a new inode, an edit in place a new
+/// size or times (with nanoseconds), a chmod a new ctime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    pub(crate) fn of(meta: &Metadata) -> Stamp {
+        Stamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
         }
     }
 }
@@ -119,18 +205,41 @@ fn parse_hex_hash(hex: &str) -> Option<[u8; 16]> {
 impl UserStore {
     pub const FILE_NAME: &'static str = "users";
 
-    /// Reads <state_dir>/users; a missing file is an empty store.
+    /// Reads <state_dir>/users; a missing file is an empty store. A file
+    /// that group or others may access, or that belongs to someone other
+    /// than us or root, is refused ([`UserError::Insecure`]).
     pub fn load(state_dir: &Path) -> Result<UserStore, UserError> {
+        Self::load_stamped(state_dir).map(|(store, _)| store)
+    }
+
+    /// [`UserStore::load`], with the stamp of the file as it was read
+    /// (None when there is none).
+    pub(crate) fn load_stamped(state_dir: &Path) -> Result<(UserStore, Option<Stamp>), UserError> {
         let mut store = UserStore {
             dir: state_dir.to_path_buf(),
             users: Vec::new(),
         };
         let path = store.path();
-        let contents = match fs::read_to_string(&path) {
-            Ok(contents) => Zeroizing::new(contents),
-            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(store),
+        let mut file = match File::open(&path) {
+            Ok(file) => file,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok((store, None)),
             Err(err) => return Err(UserError::Io(err)),
         };
+        // The checks and the stamp are of the file opened, so a rename
+        // between a stat and the open cannot slip past them.
+        let meta = file.metadata()?;
+        check_private(
+            &path,
+            meta.mode(),
+            meta.uid(),
+            rustix::process::geteuid().as_raw(),
+        )?;
+        // Room for the whole file up front, so that no reallocation leaves
+        // an unzeroed copy of the hashes behind.
+        let mut contents = Zeroizing::new(String::with_capacity(
+            usize::try_from(meta.len()).unwrap_or(0) + 1,
+        ));
+        file.read_to_string(&mut contents)?;
         for (index, line) in contents.lines().enumerate() {
             let corrupt = |message: String| UserError::Corrupt {
                 path: path.clone(),
@@ -154,7 +263,7 @@ impl UserStore {
                 hash: Zeroizing::new(hash),
             });
         }
-        Ok(store)
+        Ok((store, Some(Stamp::of(&meta))))
     }
 
     /// Writes atomically (temp file + rename) with mode 0600, creating state_dir with mode 0700 if missing.
@@ -237,6 +346,22 @@ impl UserStore {
 
     pub fn is_empty(&self) -> bool {
         self.users.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.users.len()
+    }
+
+    /// Whether both hold the same users (names compared as Windows does)
+    /// with the same hashes.
+    pub fn same_users(&self, other: &UserStore) -> bool {
+        self.users.len() == other.users.len()
+            && self.users.iter().all(|user| {
+                other
+                    .find(&user.name)
+                    .and_then(|index| other.users.get(index))
+                    .is_some_and(|theirs| *theirs.hash == *user.hash)
+            })
     }
 
     /// The file this store reads and writes.
@@ -345,14 +470,19 @@ mod tests {
         assert!(store.is_empty());
     }
 
+    /// Writes a users file as an administrator might, private to us.
+    fn write_private(path: &Path, contents: &str) {
+        fs::write(path, contents).unwrap();
+        fs::set_permissions(path, fs::Permissions::from_mode(0o600)).unwrap();
+    }
+
     #[test]
     fn comments_and_blank_lines_are_skipped() {
         let tmp = tempfile::tempdir().unwrap();
-        fs::write(
-            tmp.path().join("users"),
+        write_private(
+            &tmp.path().join("users"),
             "# comment\n\nbob:A4F49C406510BDCAB6824EE7C30FD852\r\n",
-        )
-        .unwrap();
+        );
         let store = UserStore::load(tmp.path()).unwrap();
         assert_eq!(store.names(), ["bob"]);
         assert_eq!(store.nt_hash("bob"), Some(crate::nt_hash("Password")));
@@ -372,7 +502,7 @@ mod tests {
                 3,
             ),
         ] {
-            fs::write(&path, contents).unwrap();
+            write_private(&path, contents);
             match UserStore::load(tmp.path()) {
                 Err(UserError::Corrupt {
                     path: p, line: l, ..
@@ -405,5 +535,94 @@ mod tests {
             .mode();
         assert_eq!(mode & 0o777, 0o600);
         assert!(!stale.exists());
+    }
+
+    #[test]
+    fn a_store_others_may_access_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = UserStore::load(tmp.path()).unwrap();
+        store.add("bob", "pw").unwrap();
+        store.save().unwrap();
+        let path = store.path();
+        for mode in [0o644, 0o640, 0o604, 0o620, 0o601, 0o4604] {
+            fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+            match UserStore::load(tmp.path()) {
+                Err(UserError::Insecure {
+                    path: p,
+                    problem: Insecurity::Mode(m),
+                }) => {
+                    assert_eq!(p, path);
+                    assert_eq!(m, mode);
+                }
+                other => panic!("mode {mode:o}: {other:?}"),
+            }
+        }
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+        let err = UserStore::load(tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("mode 0644"), "{err}");
+        assert!(
+            err.contains(&format!("`chmod 600 {}`", path.display())),
+            "{err}"
+        );
+        for mode in [0o600, 0o400, 0o700] {
+            fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+            assert_eq!(UserStore::load(tmp.path()).unwrap().names(), ["bob"]);
+        }
+    }
+
+    #[test]
+    fn a_store_of_another_user_is_refused() {
+        let path = Path::new("/state dir/users");
+        assert!(check_private(path, 0o100600, 1000, 1000).is_ok());
+        assert!(check_private(path, 0o100600, 0, 1000).is_ok(), "root's");
+        assert!(check_private(path, 0o100600, 0, 0).is_ok());
+        let err = check_private(path, 0o100600, 1001, 1000).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                UserError::Insecure {
+                    problem: Insecurity::Owner {
+                        owner: 1001,
+                        euid: 1000
+                    },
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        let text = err.to_string();
+        assert!(text.contains("owned by uid 1001"), "{text}");
+        assert!(text.contains("`chown 1000 '/state dir/users'`"), "{text}");
+        // Root may not trust a file that an ordinary user can rewrite.
+        assert!(check_private(path, 0o100600, 1000, 0).is_err());
+    }
+
+    #[test]
+    fn suggested_commands_quote_their_path() {
+        assert_eq!(
+            shell_quote("/var/lib/copyless/users"),
+            "/var/lib/copyless/users"
+        );
+        assert_eq!(shell_quote("/a b/users"), "'/a b/users'");
+        assert_eq!(shell_quote("/it's/users"), r"'/it'\''s/users'");
+        assert_eq!(shell_quote("/$HOME/users"), "'/$HOME/users'");
+    }
+
+    #[test]
+    fn same_users_compares_names_as_windows_does_and_hashes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut a = UserStore::load(tmp.path()).unwrap();
+        a.add("Alice", "x").unwrap();
+        a.add("bob", "y").unwrap();
+        let mut b = UserStore::load(tmp.path()).unwrap();
+        b.add("BOB", "y").unwrap();
+        b.add("alice", "x").unwrap();
+        assert!(a.same_users(&b));
+        b.set_password("bob", "z").unwrap();
+        assert!(!a.same_users(&b));
+        b.set_password("bob", "y").unwrap();
+        b.add("carol", "c").unwrap();
+        assert!(!a.same_users(&b));
+        assert!(!b.same_users(&a));
     }
 }

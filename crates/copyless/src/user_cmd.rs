@@ -467,4 +467,39 @@ mod tests {
         let err = exec(add(&dir, "bob"), "", &Scripted::new(&[])).unwrap_err();
         assert_eq!(err.to_string(), "no password on standard input");
     }
+
+    #[test]
+    fn an_insecure_store_is_refused_with_the_fix() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = TempDir::new();
+        let none = Scripted::new(&[]);
+        exec(add(&dir, "bob"), "pw\n", &none).unwrap();
+        let users = dir.0.join("users");
+        std::fs::set_permissions(&users, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let name = || "bob".to_string();
+        let state_dir = || Some(dir.0.clone());
+        for cmd in [
+            list(&dir),
+            add(&dir, "carol"),
+            UserCommand::Del {
+                name: name(),
+                state_dir: state_dir(),
+            },
+            UserCommand::Passwd {
+                name: name(),
+                password_stdin: true,
+                state_dir: state_dir(),
+            },
+        ] {
+            let err = exec(cmd, "pw\n", &none).unwrap_err();
+            assert_eq!(err.exit_code(), 1);
+            let fix = format!("chmod 600 {}", users.display());
+            assert!(err.to_string().contains(&fix), "{err}");
+        }
+        // Nothing was written: the file keeps its mode and its user.
+        let mode = std::fs::metadata(&users).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o644);
+        std::fs::set_permissions(&users, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(exec(list(&dir), "", &none).unwrap(), "bob\n");
+    }
 }
