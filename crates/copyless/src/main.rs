@@ -4,10 +4,12 @@ mod config;
 mod control;
 mod descriptors;
 mod engine;
+mod first_user;
 mod metrics;
 mod serve;
 mod top;
 mod user_cmd;
+mod users_watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

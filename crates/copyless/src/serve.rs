@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use copyless_auth::UserStore;
+use copyless_auth::LiveUsers;
 use copyless_core::{Server, ServerConfig, Share};
 use copyless_trace::{TimedVfs, Tracer};
 use copyless_vfs::posix::PosixVfs;
@@ -17,16 +17,21 @@ use crate::engine::{self, AdmissionLimits, EngineLimits};
 
 /// Runs the server; Err carries a message for the user and the exit code.
 pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, u8)> {
-    let mut users = UserStore::load(&config.state_dir).map_err(|e| (e.to_string(), 1))?;
-    if users.is_empty() {
-        let password = random_password();
-        users
-            .add("copyless", &password)
-            .and_then(|_| users.save())
-            .map_err(|e| (e.to_string(), 1))?;
-        println!("created user copyless with password {password}");
-        println!("(change it with: copyless user passwd copyless)");
+    let on_terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    if let Some(said) = crate::first_user::create_on_first_start(&config.state_dir, on_terminal)
+        .map_err(|e| (e, 1))?
+    {
+        println!("{said}");
     }
+    let users = Arc::new(LiveUsers::load(&config.state_dir).map_err(|e| (e.to_string(), 1))?);
+    if users.users().is_empty() {
+        eprintln!(
+            "copyless: {}",
+            crate::first_user::nobody_can_log_in(&config.state_dir)
+        );
+    }
+    crate::users_watch::start(Arc::clone(&users))
+        .map_err(|e| (format!("cannot start the user store watcher: {e}"), 1))?;
     let tracer = Tracer::new(
         config.shares.iter().map(|s| s.name.clone()).collect(),
         config.trace_enabled,
@@ -90,7 +95,7 @@ pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, 
         unix_uid: rustix::process::geteuid().as_raw(),
         unix_gid: rustix::process::getegid().as_raw(),
     };
-    let server = Server::new(server_config, shares, Arc::new(users));
+    let server = Server::new(server_config, shares, users);
     // Both are served before the SMB listeners are announced, so that a
     // script that waits for those finds them ready.
     let control_path = config.control_path();
@@ -139,16 +144,6 @@ fn display_path(p: &Path) -> String {
         .unwrap_or_else(|_| p.to_path_buf())
         .display()
         .to_string()
-}
-
-fn random_password() -> String {
-    const ALPHABET: &[u8] = b"abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
-    let mut bytes = [0u8; 20];
-    getrandom::fill(&mut bytes).expect("kernel random number generator");
-    bytes
-        .iter()
-        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
-        .collect()
 }
 
 /// A panic is contained to its connection, but its message would still be
