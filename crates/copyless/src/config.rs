@@ -120,6 +120,9 @@ pub struct Config {
     pub trace_enabled: bool,
     /// `[metrics] listen`: where to serve Prometheus metrics; off if None.
     pub metrics_listen: Option<SocketAddr>,
+    /// `[metrics] user_labels`: label per-client series with user names
+    /// too, not only addresses; off unless set.
+    pub metrics_user_labels: bool,
 }
 
 /// What is wrong with the configuration, and where.
@@ -250,6 +253,7 @@ impl Config {
             control: None,
             trace_enabled: true,
             metrics_listen: None,
+            metrics_user_labels: false,
         }
     }
 
@@ -432,6 +436,7 @@ mod raw {
     #[serde(deny_unknown_fields)]
     pub struct Metrics {
         pub listen: Option<Spanned<String>>,
+        pub user_labels: Option<bool>,
     }
 
     #[derive(Deserialize)]
@@ -526,6 +531,11 @@ fn parse(text: &str, base: &Path) -> Result<Config, SpanError> {
         }
     };
     let trace_enabled = file.trace.and_then(|t| t.enabled).unwrap_or(true);
+    let metrics_user_labels = file
+        .metrics
+        .as_ref()
+        .and_then(|m| m.user_labels)
+        .unwrap_or(false);
     let metrics_listen = match file.metrics.and_then(|m| m.listen) {
         None => None,
         Some(addr) => Some(parse_listen(addr.get_ref()).map_err(|m| {
@@ -545,6 +555,7 @@ fn parse(text: &str, base: &Path) -> Result<Config, SpanError> {
         control,
         trace_enabled,
         metrics_listen,
+        metrics_user_labels,
     })
 }
 
@@ -1029,7 +1040,7 @@ read_only = false
     fn tracing_keys() {
         let (dir, config) = load_text(
             "control = \"run/top.sock\"\n[trace]\nenabled = false\n\n\
-             [metrics]\nlisten = \"127.0.0.1:9445\"\n",
+             [metrics]\nlisten = \"127.0.0.1:9445\"\nuser_labels = true\n",
         );
         assert_eq!(config.control, Some(dir.0.join("run/top.sock")));
         assert_eq!(config.control_path(), dir.0.join("run/top.sock"));
@@ -1038,14 +1049,18 @@ read_only = false
             config.metrics_listen,
             Some("127.0.0.1:9445".parse().unwrap())
         );
-        // Tracing is on and the metrics endpoint off unless configured.
+        assert!(config.metrics_user_labels);
+        // Tracing is on and the metrics endpoint off unless configured;
+        // user names stay out of its labels unless asked for.
         let (_dir, config) = load_text("[trace]\n[metrics]\n");
         assert!(config.trace_enabled);
         assert_eq!(config.metrics_listen, None);
+        assert!(!config.metrics_user_labels);
         assert_eq!(config.control, None);
         let builtin = Config::builtin();
         assert!(builtin.trace_enabled);
         assert_eq!(builtin.metrics_listen, None);
+        assert!(!builtin.metrics_user_labels);
     }
 
     #[test]
@@ -1057,6 +1072,13 @@ read_only = false
         let m = error_at("\n[metrics]\nport = 9445\n", 3);
         assert!(m.contains("unknown field `port`"), "{m}");
         error_at("[trace]\nenabled = \"yes\"\n", 2);
+        let m = error_at(
+            "[metrics]\nlisten = \"127.0.0.1:1\"\n\nuser_labels = \"no\"\n",
+            4,
+        );
+        assert!(m.contains("bool"), "{m}");
+        let m = error_at("[metrics]\nuser_label = true\n", 2);
+        assert!(m.contains("unknown field `user_label`"), "{m}");
         let m = error_at("control = \"\"\n", 1);
         assert!(m.contains("control must not be empty"), "{m}");
     }

@@ -1,31 +1,130 @@
 //! The Prometheus endpoint: a small HTTP/1.1 listener of our own that
 //! answers `GET /metrics` with the tracer's counters and histograms.
+//!
+//! Anyone who can reach the port can connect, so one scraper must not hold
+//! up another: each connection is served on a thread of its own, with a cap
+//! on how many at once, and every exchange has one deadline for all of it
+//! (a per-read timeout would let a client that trickles a byte at a time
+//! keep its thread for ever).
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use copyless_trace::{prometheus, Tracer};
+use copyless_trace::prometheus::{self, ClientLabels};
+use copyless_trace::Tracer;
 
 /// The most of a request we read: the request line and headers.
 const MAX_HEAD: u64 = 8192;
-/// A scraper that stalls is dropped after this long.
-const IO_TIMEOUT: Duration = Duration::from_secs(5);
+/// Time for a whole exchange: reading the request and sending the answer.
+const DEADLINE: Duration = Duration::from_secs(10);
+/// Scrapes served at once; a connection beyond is refused at once.
+const MAX_SCRAPES: usize = 16;
+/// How long the accept loop rests when accept fails (out of descriptors,
+/// say), rather than spinning.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
-/// Binds `addr` and serves it on a thread of its own; returns the bound
+/// What the endpoint serves, and how patiently.
+struct Endpoint {
+    tracer: Arc<Tracer>,
+    labels: ClientLabels,
+    deadline: Duration,
+    max_scrapes: usize,
+    busy: Arc<AtomicUsize>,
+}
+
+/// Binds `addr` and serves it from a thread of its own; returns the bound
 /// address (the real port when 0 was asked for).
-pub fn start(addr: SocketAddr, tracer: Arc<Tracer>) -> io::Result<SocketAddr> {
+pub fn start(
+    addr: SocketAddr,
+    tracer: Arc<Tracer>,
+    labels: ClientLabels,
+) -> io::Result<SocketAddr> {
+    start_endpoint(
+        addr,
+        Endpoint {
+            tracer,
+            labels,
+            deadline: DEADLINE,
+            max_scrapes: MAX_SCRAPES,
+            busy: Arc::new(AtomicUsize::new(0)),
+        },
+    )
+}
+
+fn start_endpoint(addr: SocketAddr, endpoint: Endpoint) -> io::Result<SocketAddr> {
     let listener = TcpListener::bind(addr)?;
     let local = listener.local_addr()?;
+    let endpoint = Arc::new(endpoint);
     std::thread::Builder::new()
         .name("metrics".into())
-        .spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let _ = serve(stream, &tracer);
+        .spawn(move || loop {
+            match listener.accept() {
+                Ok((stream, _)) => dispatch(&endpoint, stream),
+                Err(_) => std::thread::sleep(ACCEPT_BACKOFF),
             }
         })?;
     Ok(local)
+}
+
+/// What to say on stderr when the endpoint listens beyond this machine.
+pub fn exposure_warning(addr: SocketAddr) -> Option<String> {
+    (!addr.ip().to_canonical().is_loopback()).then(|| {
+        format!(
+            "metrics on {addr} have no authentication; anyone who can reach it sees \
+             per-share and per-client figures"
+        )
+    })
+}
+
+/// One of the endpoint's scrape places, given back when dropped.
+struct Place(Arc<AtomicUsize>);
+
+impl Place {
+    fn take(busy: &Arc<AtomicUsize>, max: usize) -> Option<Place> {
+        busy.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < max).then_some(n + 1)
+        })
+        .ok()
+        .map(|_| Place(Arc::clone(busy)))
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+fn dispatch(endpoint: &Arc<Endpoint>, stream: TcpStream) {
+    let Some(place) = Place::take(&endpoint.busy, endpoint.max_scrapes) else {
+        refuse(stream);
+        return;
+    };
+    let deadline = Instant::now() + endpoint.deadline;
+    let endpoint = Arc::clone(endpoint);
+    // If the thread cannot be made, the closure (stream and place with it)
+    // is dropped: the client sees the connection closed.
+    let _ = std::thread::Builder::new()
+        .name("metrics-scrape".into())
+        .spawn(move || {
+            let _place = place;
+            let _ = serve(stream, &endpoint, deadline);
+        });
+}
+
+/// Answers 503 without waiting on the client: the accept loop must never
+/// block on one. The few bytes fit any socket buffer, so one
+/// non-blocking write sends them or nothing is lost worth waiting for.
+fn refuse(mut stream: TcpStream) {
+    const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n\
+        Content-Length: 24\r\nRetry-After: 1\r\nConnection: close\r\n\r\n\
+        too many scrapes at once";
+    if stream.set_nonblocking(true).is_ok() {
+        let _ = stream.write(BUSY);
+    }
 }
 
 /// An HTTP request head, once it is complete.
@@ -46,7 +145,11 @@ fn wants_openmetrics(head: &str) -> bool {
 }
 
 /// Status line, content type and body for a request head.
-fn respond(head: &str, tracer: &Tracer) -> (&'static str, &'static str, String) {
+fn respond(
+    head: &str,
+    tracer: &Tracer,
+    labels: ClientLabels,
+) -> (&'static str, &'static str, String) {
     let line = head.lines().next().unwrap_or("");
     let mut parts = line.split(' ');
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
@@ -55,12 +158,12 @@ fn respond(head: &str, tracer: &Tracer) -> (&'static str, &'static str, String) 
         ("GET", "/metrics") if wants_openmetrics(head) => (
             "200 OK",
             prometheus::CONTENT_TYPE,
-            prometheus::encode(&tracer.snapshot()),
+            prometheus::encode(&tracer.snapshot(), labels),
         ),
         ("GET", "/metrics") => (
             "200 OK",
             prometheus::CLASSIC_CONTENT_TYPE,
-            prometheus::encode_classic(&tracer.snapshot()),
+            prometheus::encode_classic(&tracer.snapshot(), labels),
         ),
         ("GET", _) => ("404 Not Found", "text/plain", "try /metrics\n".into()),
         _ => (
@@ -71,34 +174,74 @@ fn respond(head: &str, tracer: &Tracer) -> (&'static str, &'static str, String) 
     }
 }
 
-fn serve(mut stream: TcpStream, tracer: &Tracer) -> io::Result<()> {
-    stream.set_read_timeout(Some(IO_TIMEOUT))?;
-    stream.set_write_timeout(Some(IO_TIMEOUT))?;
+/// Time left until `deadline`, or TimedOut once it has passed (a zero
+/// socket timeout would mean no timeout at all).
+fn time_left(deadline: Instant) -> io::Result<Duration> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        Err(io::ErrorKind::TimedOut.into())
+    } else {
+        Ok(left)
+    }
+}
+
+fn serve(mut stream: TcpStream, endpoint: &Endpoint, deadline: Instant) -> io::Result<()> {
     let mut head = Vec::new();
     let mut chunk = [0u8; 1024];
     let text = loop {
         if let Some(text) = request_head(&head) {
             break text.to_string();
         }
+        stream.set_read_timeout(Some(time_left(deadline)?))?;
         let n = stream.read(&mut chunk)?;
         if n == 0 || head.len() as u64 + n as u64 > MAX_HEAD {
             return Ok(());
         }
         head.extend_from_slice(chunk.get(..n).unwrap_or(&[]));
     };
-    let (status, content_type, body) = respond(&text, tracer);
+    let (status, content_type, body) = respond(&text, &endpoint.tracer, endpoint.labels);
     let reply = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
          Connection: close\r\n\r\n",
         body.len()
     );
-    stream.write_all(reply.as_bytes())?;
-    stream.write_all(body.as_bytes())
+    write_by(&mut stream, reply.as_bytes(), deadline)?;
+    write_by(&mut stream, body.as_bytes(), deadline)
+}
+
+/// `write_all` that gives up at `deadline`, however slowly the client
+/// reads.
+fn write_by(stream: &mut TcpStream, mut bytes: &[u8], deadline: Instant) -> io::Result<()> {
+    while !bytes.is_empty() {
+        stream.set_write_timeout(Some(time_left(deadline)?))?;
+        match stream.write(bytes) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = bytes.get(n..).unwrap_or(&[]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::IpAddr;
+
+    fn endpoint(tracer: Arc<Tracer>, deadline: Duration, max_scrapes: usize) -> SocketAddr {
+        start_endpoint(
+            "127.0.0.1:0".parse().unwrap(),
+            Endpoint {
+                tracer,
+                labels: ClientLabels::Address,
+                deadline,
+                max_scrapes,
+                busy: Arc::new(AtomicUsize::new(0)),
+            },
+        )
+        .unwrap()
+    }
 
     fn get(addr: SocketAddr, request: &str) -> String {
         let mut s = TcpStream::connect(addr).unwrap();
@@ -109,10 +252,17 @@ mod tests {
         answer
     }
 
+    const SCRAPE: &str = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+
     #[test]
     fn serves_metrics_over_http() {
         let tracer = Tracer::new(vec!["data".into()], true);
-        let addr = start("127.0.0.1:0".parse().unwrap(), tracer).unwrap();
+        let addr = start(
+            "127.0.0.1:0".parse().unwrap(),
+            tracer,
+            ClientLabels::Address,
+        )
+        .unwrap();
         let answer = get(
             addr,
             "GET /metrics HTTP/1.1\r\nHost: x\r\n\
@@ -137,6 +287,130 @@ mod tests {
         // A head that never ends is cut off without an answer.
         let junk = "x".repeat(9000);
         assert_eq!(get(addr, &junk), "");
+    }
+
+    #[test]
+    fn slow_scrapers_do_not_hold_up_others() {
+        // A deadline far beyond the patience of the scrape below: served
+        // one after the other, it would wait on the two stalled ones.
+        let addr = endpoint(
+            Tracer::new(vec![], true),
+            Duration::from_secs(600),
+            MAX_SCRAPES,
+        );
+        let mut stalled = Vec::new();
+        for _ in 0..2 {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.write_all(b"GET /metrics HTTP/1.1\r\n").unwrap();
+            stalled.push(s);
+        }
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        s.write_all(SCRAPE.as_bytes()).unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+        assert!(answer.contains("copyless_uptime_seconds"), "{answer}");
+        drop(stalled);
+    }
+
+    #[test]
+    fn connections_beyond_the_cap_are_refused_at_once() {
+        let addr = endpoint(Tracer::new(vec![], true), Duration::from_secs(600), 2);
+        let holders: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        let mut third = TcpStream::connect(addr).unwrap();
+        third
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        let mut answer = String::new();
+        third.read_to_string(&mut answer).unwrap();
+        assert!(
+            answer.starts_with("HTTP/1.1 503 Service Unavailable\r\n"),
+            "{answer}"
+        );
+        assert!(
+            answer.ends_with("\r\n\r\ntoo many scrapes at once"),
+            "{answer}"
+        );
+
+        // Their places come back once the holders go.
+        drop(holders);
+        let served = (0..600).any(|_| {
+            let answer = get(addr, SCRAPE);
+            if answer.starts_with("HTTP/1.1 200 OK\r\n") {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            false
+        });
+        assert!(served, "no place freed after the holders closed");
+    }
+
+    #[test]
+    fn the_deadline_ends_a_trickling_client() {
+        let addr = endpoint(Tracer::new(vec![], true), Duration::from_millis(300), 4);
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        // A header that never ends, one byte at a time: each byte comes
+        // well within any per-read timeout, so only a deadline for the
+        // whole request ends it. Bounded so that a failure cannot hang.
+        let closed = (0..2000).any(|_| {
+            if s.write_all(b"x").is_err() {
+                return true;
+            }
+            let mut byte = [0u8; 1];
+            match s.read(&mut byte) {
+                Ok(0) => true,
+                Ok(_) => panic!("an answer to a request that never ended"),
+                Err(e) => !matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ),
+            }
+        });
+        assert!(closed, "the server kept reading a request that never ends");
+    }
+
+    #[test]
+    fn user_names_stay_out_of_labels_unless_configured() {
+        let tracer = Tracer::new(vec!["data".into()], true);
+        {
+            let mut recorder = tracer
+                .connection(IpAddr::from([10, 0, 0, 7]))
+                .expect("tracing is on");
+            let request = copyless_trace::Request {
+                command: 5,
+                message_id: 7,
+                status: 0,
+                share: None,
+                user: Some("alice"),
+            };
+            recorder.frame(&copyless_trace::FrameTimes::default(), [request]);
+        }
+        let head = "GET /metrics HTTP/1.1\r\nAccept: */*";
+        let (_, _, body) = respond(head, &tracer, ClientLabels::Address);
+        assert!(!body.contains("alice"), "{body}");
+        assert!(
+            body.contains("copyless_client_requests_total{address=\"10.0.0.7\"}"),
+            "{body}"
+        );
+        let (_, _, body) = respond(head, &tracer, ClientLabels::AddressAndUser);
+        assert!(
+            body.contains("{address=\"10.0.0.7\",user=\"alice\"}"),
+            "{body}"
+        );
+    }
+
+    #[test]
+    fn warns_when_listening_beyond_loopback() {
+        for quiet in ["127.0.0.1:9445", "[::1]:9445", "[::ffff:127.0.0.1]:9445"] {
+            assert_eq!(exposure_warning(quiet.parse().unwrap()), None, "{quiet}");
+        }
+        for loud in ["0.0.0.0:9445", "192.168.1.5:9445", "[::]:9445"] {
+            let warning = exposure_warning(loud.parse().unwrap()).expect(loud);
+            assert!(warning.starts_with(&format!("metrics on {loud} have no")));
+            assert!(warning.contains("per-share and per-client figures"));
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use copyless_auth::LiveUsers;
 use copyless_core::{Server, ServerConfig, Share};
+use copyless_trace::prometheus::ClientLabels;
 use copyless_trace::{TimedVfs, Tracer};
 use copyless_vfs::posix::PosixVfs;
 use copyless_vfs::Vfs;
@@ -111,8 +112,16 @@ pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, 
         }
     };
     if let Some(addr) = config.metrics_listen {
-        let local = crate::metrics::start(addr, tracer.clone())
+        let labels = if config.metrics_user_labels {
+            ClientLabels::AddressAndUser
+        } else {
+            ClientLabels::Address
+        };
+        let local = crate::metrics::start(addr, tracer.clone(), labels)
             .map_err(|e| (format!("cannot serve metrics on {addr}: {e}"), 1))?;
+        if let Some(warning) = crate::metrics::exposure_warning(local) {
+            eprintln!("copyless: warning: {warning}");
+        }
         println!("copyless metrics on http://{local}/metrics");
     }
     let mut listeners = Vec::new();

@@ -1,6 +1,7 @@
 //! The Prometheus (OpenMetrics) text of a snapshot, through
 //! `prometheus-client`'s encoder.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder, NoLabelSet};
@@ -8,7 +9,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::phase::Phase;
-use crate::snapshot::{Buckets, Snapshot};
+use crate::snapshot::{Buckets, ClientSnapshot, Snapshot};
 
 /// The content type of [`encode`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -16,6 +17,50 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 pub const CLASSIC_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 type Labels = Vec<(&'static str, String)>;
+
+/// What the per-client series are labelled with. User names are worth
+/// keeping from whoever can scrape the endpoint unless asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientLabels {
+    /// The client's address alone; the figures of all its users add up.
+    Address,
+    /// The client's address and the user name.
+    AddressAndUser,
+}
+
+/// The per-client rows to export, with their labels.
+fn client_series(
+    clients: &[ClientSnapshot],
+    labels: ClientLabels,
+) -> Vec<(Labels, ClientSnapshot)> {
+    match labels {
+        ClientLabels::AddressAndUser => clients
+            .iter()
+            .map(|c| {
+                let labels = vec![("address", c.address.clone()), ("user", c.user.clone())];
+                (labels, c.clone())
+            })
+            .collect(),
+        ClientLabels::Address => {
+            let mut by_address: BTreeMap<&str, ClientSnapshot> = BTreeMap::new();
+            for c in clients {
+                let sum = by_address.entry(&c.address).or_default();
+                sum.connections = sum.connections.saturating_add(c.connections);
+                sum.requests = sum.requests.saturating_add(c.requests);
+                sum.bytes_in = sum.bytes_in.saturating_add(c.bytes_in);
+                sum.bytes_out = sum.bytes_out.saturating_add(c.bytes_out);
+                sum.busy_ns = sum.busy_ns.saturating_add(c.busy_ns);
+            }
+            by_address
+                .into_iter()
+                .map(|(address, mut sum)| {
+                    sum.address = address.to_string();
+                    (vec![("address", sum.address.clone())], sum)
+                })
+                .collect()
+        }
+    }
+}
 
 /// Bucket bounds in seconds: 1 us to about 67 s in powers of two.
 fn bounds() -> impl Iterator<Item = f64> {
@@ -100,7 +145,7 @@ fn seconds(ns: u64) -> f64 {
 }
 
 #[derive(Debug)]
-struct SnapshotCollector(Snapshot);
+struct SnapshotCollector(Snapshot, ClientLabels);
 
 impl prometheus_client::collector::Collector for SnapshotCollector {
     fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
@@ -263,44 +308,38 @@ impl prometheus_client::collector::Collector for SnapshotCollector {
                 .iter()
                 .map(|x| (share(&x.name), seconds(x.busy_ns))),
         )?;
-        let client = |address: &str, user: &str| {
-            vec![("address", address.to_string()), ("user", user.to_string())]
+        let clients = client_series(&s.clients, self.1);
+        let by = match self.1 {
+            ClientLabels::Address => "client address",
+            ClientLabels::AddressAndUser => "client address and user",
         };
         counters(
             enc,
             "client_requests",
-            "Requests by client address and user",
+            &format!("Requests by {by}"),
             None,
-            s.clients
-                .iter()
-                .map(|c| (client(&c.address, &c.user), c.requests as f64)),
+            clients.iter().map(|(l, c)| (l.clone(), c.requests as f64)),
         )?;
         counters(
             enc,
             "client_received",
-            "Bytes received by client address and user",
+            &format!("Bytes received by {by}"),
             Some(&Unit::Bytes),
-            s.clients
-                .iter()
-                .map(|c| (client(&c.address, &c.user), c.bytes_in as f64)),
+            clients.iter().map(|(l, c)| (l.clone(), c.bytes_in as f64)),
         )?;
         counters(
             enc,
             "client_sent",
-            "Bytes sent by client address and user",
+            &format!("Bytes sent by {by}"),
             Some(&Unit::Bytes),
-            s.clients
-                .iter()
-                .map(|c| (client(&c.address, &c.user), c.bytes_out as f64)),
+            clients.iter().map(|(l, c)| (l.clone(), c.bytes_out as f64)),
         )?;
         counters(
             enc,
             "client_busy",
-            "Request time by client address and user",
+            &format!("Request time by {by}"),
             Some(&Unit::Seconds),
-            s.clients
-                .iter()
-                .map(|c| (client(&c.address, &c.user), seconds(c.busy_ns))),
+            clients.iter().map(|(l, c)| (l.clone(), seconds(c.busy_ns))),
         )?;
         Ok(())
     }
@@ -308,9 +347,9 @@ impl prometheus_client::collector::Collector for SnapshotCollector {
 
 /// The snapshot as Prometheus text (OpenMetrics), every name prefixed
 /// `copyless_`.
-pub fn encode(snapshot: &Snapshot) -> String {
+pub fn encode(snapshot: &Snapshot, clients: ClientLabels) -> String {
     let mut registry = Registry::with_prefix("copyless");
-    registry.register_collector(Box::new(SnapshotCollector(snapshot.clone())));
+    registry.register_collector(Box::new(SnapshotCollector(snapshot.clone(), clients)));
     let mut text = String::new();
     // Writing to a String cannot fail, and our collector returns errors
     // only from the writer.
@@ -321,8 +360,8 @@ pub fn encode(snapshot: &Snapshot) -> String {
 /// The snapshot in the older Prometheus text format (0.0.4), for scrapers
 /// that do not ask for OpenMetrics: there a counter's family is named with
 /// its `_total` suffix, and there are no `# UNIT` or `# EOF` lines.
-pub fn encode_classic(snapshot: &Snapshot) -> String {
-    let open = encode(snapshot);
+pub fn encode_classic(snapshot: &Snapshot, clients: ClientLabels) -> String {
+    let open = encode(snapshot, clients);
     let counters: Vec<&str> = open
         .lines()
         .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
@@ -410,7 +449,7 @@ mod tests {
 
     #[test]
     fn text_has_the_metrics() {
-        let text = encode(&sample());
+        let text = encode(&sample(), ClientLabels::AddressAndUser);
         for line in [
             "copyless_requests_total{command=\"WRITE\"} 3.0",
             "copyless_request_errors_total{command=\"WRITE\"} 1.0",
@@ -433,7 +472,10 @@ mod tests {
     fn label_values_from_clients_are_escaped() {
         let mut s = sample();
         s.clients[0].user = "evil\"} 1\nfake_metric 2".into();
-        for text in [encode(&s), encode_classic(&s)] {
+        for text in [
+            encode(&s, ClientLabels::AddressAndUser),
+            encode_classic(&s, ClientLabels::AddressAndUser),
+        ] {
             assert!(
                 !text.lines().any(|l| l.starts_with("fake_metric")),
                 "{text}"
@@ -447,7 +489,7 @@ mod tests {
 
     #[test]
     fn classic_text_names_counters_with_their_suffix() {
-        let text = encode_classic(&sample());
+        let text = encode_classic(&sample(), ClientLabels::Address);
         for line in [
             "# TYPE copyless_requests_total counter",
             "# HELP copyless_requests_total SMB2 requests by command",
@@ -461,5 +503,50 @@ mod tests {
         }
         assert!(!text.contains("# UNIT"));
         assert!(!text.contains("# EOF"));
+    }
+
+    #[test]
+    fn user_names_are_labels_only_when_asked_for() {
+        let mut s = sample();
+        let bob = |address: &str, requests| ClientSnapshot {
+            address: address.into(),
+            user: "bob".into(),
+            requests,
+            bytes_in: 10,
+            busy_ns: 1_000_000_000,
+            ..ClientSnapshot::default()
+        };
+        s.clients.push(bob("10.1.2.3", 4));
+        s.clients.push(bob("10.9.9.9", 1));
+
+        for text in [
+            encode(&s, ClientLabels::Address),
+            encode_classic(&s, ClientLabels::Address),
+        ] {
+            assert!(!text.contains("user="), "{text}");
+            assert!(!text.contains("alice") && !text.contains("bob"), "{text}");
+            for line in [
+                "copyless_client_requests_total{address=\"10.1.2.3\"} 7.0",
+                "copyless_client_requests_total{address=\"10.9.9.9\"} 1.0",
+                "copyless_client_received_bytes_total{address=\"10.1.2.3\"} 10.0",
+                "copyless_client_busy_seconds_total{address=\"10.9.9.9\"} 1.0",
+            ] {
+                assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
+            }
+            assert!(text.contains("Requests by client address\n"), "{text}");
+        }
+
+        let text = encode(&s, ClientLabels::AddressAndUser);
+        for line in [
+            "copyless_client_requests_total{address=\"10.1.2.3\",user=\"alice\"} 3.0",
+            "copyless_client_requests_total{address=\"10.1.2.3\",user=\"bob\"} 4.0",
+            "copyless_client_requests_total{address=\"10.9.9.9\",user=\"bob\"} 1.0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
+        }
+        assert!(
+            text.contains("Requests by client address and user\n"),
+            "{text}"
+        );
     }
 }
