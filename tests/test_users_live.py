@@ -1,0 +1,268 @@
+"""Users changed while copyless runs: `copyless user add/passwd/del` take
+effect without a restart, a deleted user's sessions end, and the user store
+is refused when others may read it. Also what a first start and an empty
+store do."""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+from smbprotocol.connection import Connection
+from smbprotocol.exceptions import SMBException
+from smbprotocol.session import Session
+from smbprotocol.tree import TreeConnect
+
+from conftest import SERVER_KIND, STARTUP_TIMEOUT, Server, copyless_binary, make_temp_dir
+from support import NT_STATUS_RE, smbclient
+
+pytestmark = pytest.mark.skipif(
+    SERVER_KIND != "copyless", reason="copyless's own user store and command line"
+)
+
+OWNER, OWNER_PASSWORD = "owner", "Owner-pass1"
+BOB = "bob"
+# How long a change may take to be noticed: the server looks every second.
+WITHIN = 15.0
+LISTENING_RE = re.compile(r"^copyless listening on 127\.0\.0\.1:(\d+)$")
+
+
+def copyless(*args, stdin=None):
+    return subprocess.run([str(copyless_binary()), *args], input=stdin,
+                          capture_output=True, text=True, timeout=30)
+
+
+def user(state, command, name, password=None):
+    argv = ["user", command, name, "--state-dir", str(state)]
+    if password is not None:
+        argv.append("--password-stdin")
+    r = copyless(*argv, stdin=None if password is None else password + "\n")
+    assert r.returncode == 0, f"copyless {' '.join(argv)}: {r.stdout}{r.stderr}"
+
+
+def eventually(check, what, timeout=WITHIN):
+    """Polls `check` until it returns something true; fails after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not within {timeout:.0f} s", pytrace=False)
+        time.sleep(0.2)
+
+
+class Serve:
+    """`copyless serve` on a free loopback port, its stdout read as it comes."""
+
+    def __init__(self, base, state):
+        self.share = base / "share"
+        self.share.mkdir(exist_ok=True)
+        self.stderr_path = base / "serve.stderr"
+        self.argv = [str(copyless_binary()), "serve", "--listen", "127.0.0.1:0",
+                     "--share", f"share={self.share}", "--state-dir", str(state)]
+        with open(self.stderr_path, "w") as stderr:
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.PIPE, stderr=stderr, text=True)
+        self.stdout = []
+        lines = queue.Queue()
+
+        def drain():
+            for line in self.proc.stdout:
+                self.stdout.append(line.rstrip("\n"))
+                lines.put(line.rstrip("\n"))
+            lines.put(None)
+
+        threading.Thread(target=drain, daemon=True).start()
+        self.port = None
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while self.port is None and time.monotonic() < deadline:
+            try:
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            if m := LISTENING_RE.match(line):
+                self.port = int(m.group(1))
+        if self.port is None:
+            self.proc.kill()
+            self.proc.wait()
+            pytest.fail(f"no listening line from {' '.join(self.argv)}\n"
+                        f"stdout: {self.stdout}\nstderr: {self.stderr()}", pytrace=False)
+
+    def stderr(self):
+        return self.stderr_path.read_text(errors="replace")
+
+    def server(self, name, password):
+        return Server("127.0.0.1", self.port, "share", self.share, name, password)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            status = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            pytest.fail("copyless did not stop on SIGTERM", pytrace=False)
+        assert status == 0, f"exit status {status}\n{self.stderr()}"
+
+
+@pytest.fixture
+def base():
+    path = make_temp_dir("users")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def running(base):
+    """A server whose store holds one user besides those the test adds."""
+    state = base / "state"
+    user(state, "add", OWNER, OWNER_PASSWORD)
+    serve = Serve(base, state)
+    try:
+        yield serve, state
+    finally:
+        serve.stop()
+
+
+def login(serve, client_conf, name, password):
+    """smbclient as `name`: None when it worked, else the NT status it got."""
+    r = smbclient(serve.server(name, password), client_conf, "ls", timeout=60)
+    statuses = NT_STATUS_RE.findall(r.output)
+    if r.returncode == 0 and not statuses:
+        return None
+    return statuses[0] if statuses else f"exit status {r.returncode}: {r.output}"
+
+
+def test_user_changes_take_effect_without_restart(running, client_conf):
+    serve, state = running
+    assert login(serve, client_conf, BOB, "first-Pass1") == "NT_STATUS_LOGON_FAILURE"
+
+    user(state, "add", BOB, "first-Pass1")
+    eventually(lambda: login(serve, client_conf, BOB, "first-Pass1") is None,
+               "a user added while the server runs can log in")
+
+    user(state, "passwd", BOB, "second-Pass2")
+    eventually(lambda: login(serve, client_conf, BOB, "first-Pass1")
+               == "NT_STATUS_LOGON_FAILURE",
+               "the old password is refused after `user passwd`")
+    assert login(serve, client_conf, BOB, "second-Pass2") is None
+
+    user(state, "del", BOB)
+    eventually(lambda: login(serve, client_conf, BOB, "second-Pass2")
+               == "NT_STATUS_LOGON_FAILURE",
+               "a deleted user can no longer log in")
+    # Everyone else is untouched by the reloads.
+    assert login(serve, client_conf, OWNER, OWNER_PASSWORD) is None
+    assert "user store reloaded: 2 users" in serve.stderr()
+    assert "user store reloaded: 1 user\n" in serve.stderr()
+
+
+def _tree_connect(session, share):
+    tree = TreeConnect(session, share)
+    tree.connect()
+    tree.disconnect()
+
+
+def test_a_deleted_users_session_is_ended(running):
+    serve, state = running
+    user(state, "add", BOB, "bob-Pass1")
+    connection = Connection(uuid.uuid4(), "127.0.0.1", serve.port, require_signing=True)
+    connection.connect(timeout=30)
+    try:
+        session = eventually(lambda: _session(connection, BOB, "bob-Pass1"),
+                             "a user added while the server runs gets a session")
+        share = f"\\\\127.0.0.1\\share"
+        _tree_connect(session, share)
+
+        user(state, "del", BOB)
+
+        def refused():
+            try:
+                _tree_connect(session, share)
+            except (SMBException, OSError) as exc:
+                return True
+            return False
+
+        eventually(refused, "a request on the session of a deleted user fails", timeout=10)
+    finally:
+        try:
+            connection.disconnect()
+        except (SMBException, OSError):
+            pass
+
+
+def _session(connection, name, password):
+    session = Session(connection, name, password, require_encryption=False,
+                      auth_protocol="ntlm")
+    try:
+        session.connect()
+    except SMBException:
+        return None
+    return session
+
+
+def test_a_store_others_may_read_is_refused(base):
+    state = base / "state"
+    user(state, "add", OWNER, OWNER_PASSWORD)
+    users = state / "users"
+    users.chmod(0o644)
+    r = copyless("serve", "--listen", "127.0.0.1:0", "--share", f"share={base}",
+                 "--state-dir", str(state))
+    assert r.returncode == 1, f"status {r.returncode}\n{r.stdout}{r.stderr}"
+    assert f"chmod 600 {users}" in r.stderr, r.stderr
+    assert "listening" not in r.stdout, r.stdout
+    # The user commands say the same.
+    r = copyless("user", "list", "--state-dir", str(state))
+    assert r.returncode == 1 and f"chmod 600 {users}" in r.stderr, r.stderr
+
+
+def test_first_start_without_a_terminal_writes_the_password_to_a_file(base, client_conf):
+    state = base / "state"
+    serve = Serve(base, state)
+    try:
+        secret = state / "initial-password"
+        assert (f"created user copyless; its password is in {secret}; "
+                "delete that file once noted") in serve.stdout, serve.stdout
+        assert stat.S_IMODE(os.stat(secret).st_mode) == 0o600
+        password = secret.read_text().strip()
+        assert password, "an empty initial-password"
+        for line in serve.stdout:
+            assert password not in line, f"the password was printed: {line!r}"
+        assert password not in serve.stderr()
+        assert login(serve, client_conf, "copyless", password) is None
+    finally:
+        serve.stop()
+
+
+def test_an_empty_store_creates_nobody(base, client_conf):
+    state = base / "state"
+    user(state, "add", BOB, "bob-Pass1")
+    user(state, "del", BOB)
+    serve = Serve(base, state)
+    try:
+        assert "nobody can log in" in serve.stderr(), serve.stderr()
+        assert f"copyless user add NAME --state-dir {state}" in serve.stderr()
+        assert not (state / "initial-password").exists()
+        assert not any("created user" in line for line in serve.stdout), serve.stdout
+        r = copyless("user", "list", "--state-dir", str(state))
+        assert r.returncode == 0 and r.stdout == "", r.stdout + r.stderr
+
+        # A user added later is picked up without a restart.
+        user(state, "add", "carol", "carol-Pass1")
+        eventually(lambda: login(serve, client_conf, "carol", "carol-Pass1") is None,
+                   "a user added to an empty store can log in")
+    finally:
+        serve.stop()
