@@ -166,8 +166,10 @@ def test_user_changes_take_effect_without_restart(running, client_conf):
                "a deleted user can no longer log in")
     # Everyone else is untouched by the reloads.
     assert login(serve, client_conf, OWNER, OWNER_PASSWORD) is None
-    assert "user store reloaded: 2 users" in serve.stderr()
-    assert "user store reloaded: 1 user\n" in serve.stderr()
+    # The reload is logged just after it takes effect.
+    eventually(lambda: "user store reloaded: 1 user\n" in serve.stderr(),
+               "the reload after `user del` is logged")
+    assert "user store reloaded: 2 users\n" in serve.stderr(), serve.stderr()
 
 
 def _tree_connect(session, share):
