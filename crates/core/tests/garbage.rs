@@ -5,71 +5,22 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use copyless_auth::Credentials;
-use copyless_core::{Connection, Env, Server, ServerConfig, Share};
+use copyless_core::{Connection, Server, ServerConfig};
 use copyless_proto::header::Header;
 use copyless_proto::Writer;
-use copyless_vfs::posix::PosixVfs;
-
-struct NoUsers;
-
-impl Credentials for NoUsers {
-    fn nt_hash(&self, _user: &str) -> Option<[u8; 16]> {
-        None
-    }
-}
-
-struct TestEnv(u64);
-
-impl Env for TestEnv {
-    fn now(&self) -> u64 {
-        133_000_000_000_000_000
-    }
-
-    fn fill_random(&mut self, buf: &mut [u8]) {
-        for b in buf {
-            *b = self.next() as u8;
-        }
-    }
-}
-
-impl TestEnv {
-    fn next(&mut self) -> u64 {
-        // xorshift64: deterministic, so a failure reproduces.
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
+use copyless_scripted::{TestEnv, Users};
 
 fn server(dir: &std::path::Path) -> Arc<Server> {
     let config = ServerConfig {
-        server_name: "TEST".into(),
-        signing_required: true,
-        encrypt_data: false,
-        reject_unencrypted: false,
-        allow_guest: false,
-        max_io_size: 8 << 20,
         max_credits: 512,
-        max_sessions: 8,
         max_tree_connects: 8,
         max_open_files: 64,
         max_open_files_per_connection: 64,
         max_open_files_per_user: 64,
         max_open_files_total: 64,
-        server_guid: [1; 16],
-        start_time: 0,
-        unix_uid: 0,
-        unix_gid: 0,
+        ..copyless_scripted::config()
     };
-    let share = Share {
-        name: "share".into(),
-        vfs: Arc::new(PosixVfs::new(dir).unwrap()),
-        read_only: false,
-        path: dir.display().to_string(),
-    };
-    Server::new(config, vec![share], Arc::new(NoUsers))
+    copyless_scripted::server(dir, config, Arc::new(Users::default()))
 }
 
 fn addr() -> SocketAddr {
@@ -134,7 +85,7 @@ fn request(env: &mut TestEnv, command: u16, mid: u64, body_len: usize) -> Vec<u8
 fn garbage_never_panics() {
     let dir = tempfile::tempdir().unwrap();
     let server = server(dir.path());
-    let mut env = TestEnv(0x9e37_79b9_7f4a_7c15);
+    let mut env = TestEnv::new(0x9e37_79b9_7f4a_7c15);
     for round in 0..300 {
         let mut conn = Connection::new(server.clone(), addr(), addr());
         let out = conn.handle(&negotiate(0), &mut env);
@@ -188,7 +139,7 @@ fn garbage_never_panics() {
 fn negotiate_then_unauthenticated_requests_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let server = server(dir.path());
-    let mut env = TestEnv(42);
+    let mut env = TestEnv::new(42);
     let mut conn = Connection::new(server, addr(), addr());
     let out = conn.handle(&negotiate(0), &mut env);
     let reply = &out.frames[0];

@@ -2,15 +2,13 @@
 //! and of a compound's, tree connects and opens; and a user removed from
 //! the store loses its sessions. Driven in memory by a scripted client.
 
-mod support;
-
 use std::sync::Arc;
 
 use copyless_proto::client as wire;
 use copyless_proto::command;
 use copyless_proto::messages;
 use copyless_proto::status;
-use support::{create_request, read_request, Client, Request, Users};
+use copyless_scripted::{create_request, read_request, Client, Request, Users};
 
 const MIB: u32 = 1 << 20;
 const INSUFFICIENT_RESOURCES: u32 = 0xC000_009A;
@@ -22,7 +20,7 @@ fn setup(
     let users = Arc::new(Users::default());
     users.add("alice", "pw-a");
     users.add("bob", "pw-b");
-    let server = support::server(dir.path(), config, users.clone());
+    let server = copyless_scripted::server(dir.path(), config, users.clone());
     (dir, server, users)
 }
 
@@ -34,7 +32,7 @@ fn big_file(dir: &std::path::Path, len: usize) {
 fn credits_granted_in_a_compound_are_not_usable_inside_it() {
     let config = copyless_core::ServerConfig {
         max_credits: 64,
-        ..support::config()
+        ..copyless_scripted::config()
     };
     let (dir, server, _) = setup(config);
     big_file(dir.path(), 4096);
@@ -65,7 +63,7 @@ fn credits_granted_in_a_compound_are_not_usable_inside_it() {
 
 #[test]
 fn output_lengths_must_be_paid_for() {
-    let (dir, server, _) = setup(support::config());
+    let (dir, server, _) = setup(copyless_scripted::config());
     big_file(dir.path(), 4096);
     let mut c = Client::login(server, "alice", "pw-a");
     let root = c.create("", true).unwrap();
@@ -131,7 +129,7 @@ fn output_lengths_must_be_paid_for() {
 
 #[test]
 fn a_compound_reply_stays_below_the_frame_limit() {
-    let (dir, server, _) = setup(support::config());
+    let (dir, server, _) = setup(copyless_scripted::config());
     big_file(dir.path(), 8 * MIB as usize);
     let mut c = Client::login(server, "alice", "pw-a");
     let id = c.create("big", false).unwrap();
@@ -158,7 +156,7 @@ fn a_compound_reply_stays_below_the_frame_limit() {
 fn tree_connects_are_capped_per_session() {
     let config = copyless_core::ServerConfig {
         max_tree_connects: 3,
-        ..support::config()
+        ..copyless_scripted::config()
     };
     let (_dir, server, _) = setup(config);
     let mut c = Client::login(server, "alice", "pw-a");
@@ -177,7 +175,7 @@ fn opens_are_capped_per_user_and_in_all_and_come_back_on_close() {
     let config = copyless_core::ServerConfig {
         max_open_files_per_user: 5,
         max_open_files_total: 8,
-        ..support::config()
+        ..copyless_scripted::config()
     };
     let (_dir, server, _) = setup(config);
     let mut alice = Client::login(server.clone(), "alice", "pw-a");
@@ -211,7 +209,7 @@ fn opens_are_capped_per_user_and_in_all_and_come_back_on_close() {
 fn opens_are_capped_per_connection() {
     let config = copyless_core::ServerConfig {
         max_open_files_per_connection: 2,
-        ..support::config()
+        ..copyless_scripted::config()
     };
     let (_dir, server, _) = setup(config);
     let mut c = Client::login(server.clone(), "alice", "pw-a");
@@ -224,7 +222,7 @@ fn opens_are_capped_per_connection() {
 
 #[test]
 fn a_removed_user_loses_its_sessions() {
-    let (_dir, server, users) = setup(support::config());
+    let (_dir, server, users) = setup(copyless_scripted::config());
     let mut alice = Client::login(server.clone(), "alice", "pw-a");
     let mut bob = Client::login(server.clone(), "bob", "pw-b");
     alice.create("held", false).unwrap();

@@ -2,8 +2,6 @@
 //! logs in with NTLMv2, signs every request, and hands back the replies of
 //! each frame. No sockets; deterministic.
 
-#![allow(dead_code)]
-
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -59,20 +57,40 @@ impl Credentials for Users {
     }
 }
 
-pub struct TestEnv(pub u64);
+/// The clock and randomness the core sees: deterministic, so a failure
+/// reproduces.
+pub struct TestEnv {
+    state: u64,
+    /// Windows FILETIME; starts at [`NOW`], moved on by whoever drives.
+    pub now: u64,
+}
+
+impl TestEnv {
+    pub fn new(seed: u64) -> TestEnv {
+        TestEnv {
+            // xorshift never leaves zero.
+            state: seed.max(1),
+            now: NOW,
+        }
+    }
+
+    /// xorshift64.
+    pub fn next(&mut self) -> u64 {
+        self.state ^= self.state << 13;
+        self.state ^= self.state >> 7;
+        self.state ^= self.state << 17;
+        self.state
+    }
+}
 
 impl Env for TestEnv {
     fn now(&self) -> u64 {
-        NOW
+        self.now
     }
 
     fn fill_random(&mut self, buf: &mut [u8]) {
         for b in buf {
-            // xorshift64: deterministic, so a failure reproduces.
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            *b = self.0 as u8;
+            *b = self.next() as u8;
         }
     }
 }
@@ -165,7 +183,7 @@ impl Client {
         let addr: SocketAddr = "127.0.0.1:445".parse().unwrap();
         Client {
             conn: Connection::new(server, "127.0.0.1:50000".parse().unwrap(), addr),
-            env: TestEnv(0x9e37_79b9_7f4a_7c15),
+            env: TestEnv::new(0x9e37_79b9_7f4a_7c15),
             next_mid: 0,
             session_id: 0,
             tree_id: 0,
@@ -309,11 +327,24 @@ impl Client {
                 let next = (frame.len() - start) as u32;
                 frame[start + 20..start + 24].copy_from_slice(&next.to_le_bytes());
             }
-            if let Some(key) = &self.key {
-                key.sign(&mut frame[start..]);
-            }
+            self.sign(&mut frame[start..]);
         }
-        let out = self.conn.handle(&frame, &mut self.env);
+        self.handle_frame(&frame)
+    }
+
+    /// Signs one message of a frame with the session's key, when there
+    /// is one.
+    pub fn sign(&self, msg: &mut [u8]) {
+        if let Some(key) = &self.key {
+            key.sign(msg);
+        }
+    }
+
+    /// Hands the core a frame as it is and returns the replies, checked:
+    /// every frame fits the transport, every message parses, and every
+    /// signed reply on this client's session carries a valid signature.
+    pub fn handle_frame(&mut self, frame: &[u8]) -> Vec<Reply> {
+        let out = self.conn.handle(frame, &mut self.env);
         self.take(out)
     }
 
@@ -332,6 +363,11 @@ impl Client {
             assert!(f.len() <= 0x00FF_FFFF, "a frame of {} bytes", f.len());
             for m in wire::split_compound(f).unwrap() {
                 let header = Header::parse(m).unwrap();
+                if let Some(key) = &self.key {
+                    if header.is_signed() && header.session_id == self.session_id {
+                        assert!(key.verify(m), "a reply with a bad signature: {header:?}");
+                    }
+                }
                 self.credits += u64::from(header.credits);
                 replies.push(Reply {
                     header,
