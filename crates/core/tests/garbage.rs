@@ -66,8 +66,8 @@ fn request(env: &mut TestEnv, command: u16, mid: u64, body_len: usize) -> Vec<u8
         command,
         message_id: mid,
         credits: 1,
-        session_id: env.next() % 3,
-        tree_id: (env.next() % 3) as u32,
+        session_id: env.next_u64() % 3,
+        tree_id: (env.next_u64() % 3) as u32,
         ..Header::default()
     }
     .write(&mut w.buf);
@@ -76,7 +76,7 @@ fn request(env: &mut TestEnv, command: u16, mid: u64, body_len: usize) -> Vec<u8
     ];
     w.u16(sizes[command as usize % sizes.len()]);
     for _ in 0..body_len {
-        w.u8(env.next() as u8);
+        w.u8(env.next_u64() as u8);
     }
     w.into_vec()
 }
@@ -93,22 +93,22 @@ fn garbage_never_panics() {
         assert!(!out.disconnect);
         let mut mid = 1;
         for _ in 0..40 {
-            let command = (env.next() % 20) as u16;
-            let len = (env.next() % 200) as usize;
+            let command = (env.next_u64() % 20) as u16;
+            let len = (env.next_u64() % 200) as usize;
             let mut msg = request(&mut env, command, mid, len);
             mid += 1;
-            match env.next() % 4 {
+            match env.next_u64() % 4 {
                 0 => {
-                    let cut = (env.next() as usize) % msg.len();
+                    let cut = (env.next_u64() as usize) % msg.len();
                     msg.truncate(cut.max(1));
                 }
                 1 => {
-                    let at = (env.next() as usize) % msg.len();
-                    msg[at] ^= 1 << (env.next() % 8);
+                    let at = (env.next_u64() as usize) % msg.len();
+                    msg[at] ^= 1 << (env.next_u64() % 8);
                 }
                 2 => {
                     // A compound whose NextCommand points anywhere.
-                    let next = (env.next() % 256) as u32;
+                    let next = (env.next_u64() % 256) as u32;
                     msg[20..24].copy_from_slice(&next.to_le_bytes());
                     let tail = request(&mut env, command, mid, len / 2);
                     mid += 1;
@@ -127,8 +127,8 @@ fn garbage_never_panics() {
         let mut conn = Connection::new(server.clone(), addr(), addr());
         let prefixes: [&[u8]; 4] = [b"\xfeSMB", b"\xffSMB", b"\xfdSMB", b""];
         let mut msg = prefixes[round % 4].to_vec();
-        for _ in 0..(env.next() % 300) {
-            msg.push(env.next() as u8);
+        for _ in 0..(env.next_u64() % 300) {
+            msg.push(env.next_u64() as u8);
         }
         let _ = conn.handle(&msg, &mut env);
         conn.shutdown();

@@ -75,7 +75,7 @@ impl TestEnv {
     }
 
     /// xorshift64.
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.state ^= self.state << 13;
         self.state ^= self.state >> 7;
         self.state ^= self.state << 17;
@@ -90,7 +90,7 @@ impl Env for TestEnv {
 
     fn fill_random(&mut self, buf: &mut [u8]) {
         for b in buf {
-            *b = self.next() as u8;
+            *b = self.next_u64() as u8;
         }
     }
 }
