@@ -283,23 +283,28 @@ impl Connection {
         let mut requests = Vec::new();
         let mut prev: Option<(usize, Option<u64>)> = None;
         loop {
+            // A message that cannot be framed, anywhere in the compound,
+            // ends the connection; the replies before it still go out,
+            // finished (padded and signed) below.
             let rest = &msg[offset..];
-            let hdr = match Header::parse(rest) {
-                Ok(h) => h,
-                Err(_) => return Output::close(out),
+            let Ok(hdr) = Header::parse(rest) else {
+                disconnect = true;
+                break;
             };
             let next = hdr.next_command as usize;
             let this = if next == 0 {
                 rest
             } else {
                 if !next.is_multiple_of(8) || next < HEADER_LEN || next >= rest.len() {
-                    return Output::close(out);
+                    disconnect = true;
+                    break;
                 }
                 &rest[..next]
             };
             if self.dialect == 0 && hdr.command != cmd::NEGOTIATE {
                 // The first request on a connection must negotiate.
-                return Output::close(out);
+                disconnect = true;
+                break;
             }
             compound.more_follow = next != 0;
             compound.room = MAX_REPLY_FRAME.saturating_sub(out.len().next_multiple_of(8));

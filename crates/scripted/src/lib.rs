@@ -284,6 +284,13 @@ impl Client {
     /// Sends requests as one frame (a compound when more than one) and
     /// returns the replies the server sent back.
     pub fn send(&mut self, reqs: Vec<Request>) -> Vec<Reply> {
+        let frame = self.frame(reqs);
+        self.handle_frame(&frame)
+    }
+
+    /// The frame [`Client::send`] would send, for a test to change before
+    /// it goes.
+    pub fn frame(&mut self, reqs: Vec<Request>) -> Vec<u8> {
         let mids: Vec<u64> = reqs
             .iter()
             .map(|r| {
@@ -293,11 +300,16 @@ impl Client {
                 mid
             })
             .collect();
-        self.send_with_mids(reqs, &mids)
+        self.frame_with_mids(reqs, &mids)
     }
 
     /// As [`Client::send`], with message ids chosen by the caller.
     pub fn send_with_mids(&mut self, reqs: Vec<Request>, mids: &[u64]) -> Vec<Reply> {
+        let frame = self.frame_with_mids(reqs, mids);
+        self.handle_frame(&frame)
+    }
+
+    fn frame_with_mids(&self, reqs: Vec<Request>, mids: &[u64]) -> Vec<u8> {
         let n = reqs.len();
         let mut frame = Vec::new();
         for (i, (req, mid)) in reqs.into_iter().zip(mids).enumerate() {
@@ -329,7 +341,12 @@ impl Client {
             }
             self.sign(&mut frame[start..]);
         }
-        self.handle_frame(&frame)
+        frame
+    }
+
+    /// The session signs: requests need [`Client::sign`].
+    pub fn is_signing(&self) -> bool {
+        self.key.is_some()
     }
 
     /// Signs one message of a frame with the session's key, when there
