@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests need (when missing), builds copyless, then runs the
-# unit tests and the integration tests. Exits non-zero on any failure.
+# unit tests, the integration tests, smbtorture and a short pass of every
+# fuzz target. Exits non-zero on any failure.
 #
 #   ./test.sh                              test copyless
 #   COPYLESS_TEST_SERVER=samba ./test.sh   check the integration tests against smbd
@@ -63,15 +64,26 @@ install_python_packages() {
         python3 -m pip install -q --break-system-packages smbprotocol pytest prometheus-client
 }
 
+install_cargo_fuzz() {
+    if ! cargo fuzz --version >/dev/null 2>&1; then
+        log "installing cargo-fuzz"
+        cargo install cargo-fuzz --version 0.13.2 --locked
+    fi
+}
+
 install_system_packages
 install_rust
 install_python_packages
+install_cargo_fuzz
 
 log "cargo fmt --check"
 cargo fmt --all -- --check
 
 log "cargo clippy"
 cargo clippy --all-targets -- -D warnings
+
+log "fuzz crate: fmt, clippy, harness tests"
+(cd fuzz && cargo fmt -- --check && cargo clippy --all-targets -- -D warnings && cargo test -q)
 
 log "cargo build --release"
 cargo build --release
@@ -85,4 +97,7 @@ python3 -m pytest -v tests/
 if [ "${COPYLESS_TEST_SERVER:-copyless}" = copyless ]; then
     log "smbtorture conformance (conformance/tier1.txt)"
     ./conformance/run
+
+    log "fuzz targets: replay each corpus, then fuzz each briefly"
+    fuzz/run check 20
 fi
