@@ -126,7 +126,7 @@ impl Tracer {
         }
         let slot = Arc::new(Slot::new(self.share_names.len()));
         let key = ClientKey {
-            address: peer,
+            address: Some(peer),
             user: String::new(),
         };
         let client = {
@@ -318,7 +318,7 @@ impl Who {
             return;
         }
         let key = ClientKey {
-            address: self.address,
+            address: Some(self.address),
             user: user.to_string(),
         };
         let i = stats.client_index(&key);

@@ -163,9 +163,20 @@ impl ClientStats {
 
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) struct ClientKey {
-    pub address: IpAddr,
+    /// None for the entry that takes the figures of every client past
+    /// [`MAX_CLIENTS`].
+    pub address: Option<IpAddr>,
     pub user: String,
 }
+
+/// Clients (address and user) a table keeps apart. Every connection adds
+/// its address when it closes, so without a bound a client with many
+/// addresses (an IPv6 /64) could grow the table without end; past the
+/// bound, figures go to one entry shown as "other".
+pub(crate) const MAX_CLIENTS: usize = 1024;
+
+/// How [`ClientKey::address`] None is shown.
+pub(crate) const OTHER_CLIENTS: &str = "other";
 
 #[derive(Clone)]
 pub(crate) struct Stats {
@@ -215,15 +226,26 @@ impl Stats {
         self.shares.get_mut(index)
     }
 
-    /// The index of a client's entry, made if missing.
+    /// The index of a client's entry, made if missing; once the table
+    /// holds [`MAX_CLIENTS`], that of the "other" entry.
     pub fn client_index(&mut self, key: &ClientKey) -> usize {
-        match self.clients.iter().position(|(k, _)| k == key) {
-            Some(i) => i,
-            None => {
-                self.clients.push((key.clone(), ClientStats::default()));
-                self.clients.len() - 1
-            }
+        if let Some(i) = self.clients.iter().position(|(k, _)| k == key) {
+            return i;
         }
+        let key = if self.clients.len() < MAX_CLIENTS {
+            key.clone()
+        } else {
+            let other = ClientKey {
+                address: None,
+                user: String::new(),
+            };
+            if let Some(i) = self.clients.iter().position(|(k, _)| *k == other) {
+                return i;
+            }
+            other
+        };
+        self.clients.push((key, ClientStats::default()));
+        self.clients.len() - 1
     }
 
     pub fn merge(&mut self, o: &Stats) {
@@ -299,7 +321,9 @@ impl Stats {
             .clients
             .iter()
             .map(|(k, c)| ClientSnapshot {
-                address: k.address.to_string(),
+                address: k
+                    .address
+                    .map_or_else(|| OTHER_CLIENTS.to_string(), |a| a.to_string()),
                 user: k.user.clone(),
                 connections: c.connections,
                 requests: c.requests,
@@ -354,9 +378,30 @@ mod tests {
     }
 
     #[test]
+    fn clients_past_the_bound_share_one_entry() {
+        let mut retired = Stats::new(0);
+        for n in 0..MAX_CLIENTS as u32 + 500 {
+            let mut one = Stats::new(0);
+            let key = ClientKey {
+                address: Some(IpAddr::from(n.to_be_bytes())),
+                user: String::new(),
+            };
+            let i = one.client_index(&key);
+            one.clients[i].1.connections = 1;
+            retired.merge(&one);
+        }
+        assert_eq!(retired.clients.len(), MAX_CLIENTS + 1);
+        let s = retired.snapshot(&[]);
+        let other = s.clients.iter().find(|c| c.address == OTHER_CLIENTS);
+        assert_eq!(other.map(|c| c.connections), Some(500));
+        let total: u64 = s.clients.iter().map(|c| c.connections).sum();
+        assert_eq!(total, MAX_CLIENTS as u64 + 500);
+    }
+
+    #[test]
     fn merging_adds_everything() {
         let key = ClientKey {
-            address: IpAddr::from([10, 0, 0, 1]),
+            address: Some(IpAddr::from([10, 0, 0, 1])),
             user: "alice".into(),
         };
         let mut a = Stats::new(1);
