@@ -3,11 +3,13 @@
 //! `>` (DOS_QM) and `"` (DOS_DOT). Case-insensitive.
 //!
 //! The pattern comes from the client, so it must not choose how deep we
-//! recurse or how much we allocate. Like Windows, we run the pattern as a
-//! nondeterministic automaton over the name: the set of pattern positions
-//! reached so far, advanced one name character at a time. Patterns are at
-//! most [`MAX_PATTERN_UNITS`] long, so the set is a fixed 256-bit set:
-//! no recursion, no allocation per name, and at most pattern x name steps.
+//! recurse, how much we allocate per name, or how long a name takes. Like
+//! Windows, we run the pattern as a nondeterministic automaton over the
+//! name: the set of pattern positions reached so far, advanced one name
+//! character at a time. Patterns are at most [`MAX_PATTERN_UNITS`] long, so
+//! the set fits 256 bits, and each character advances every position at
+//! once with a few word operations (shift-and, as in bitap): no recursion,
+//! no allocation per name, and time linear in the name's length.
 
 /// The longest pattern, in UTF-16 units: a pattern must be a valid file
 /// name component (MS-FSA 2.1.5.6.3, MS-FSCC 2.1.5), and a longer one gets
@@ -18,17 +20,10 @@ pub fn is_wild(pattern: &str) -> bool {
     pattern.contains(['*', '?', '<', '>', '"'])
 }
 
-/// A search pattern, checked and case-folded once per query.
-#[derive(Debug, Clone)]
-pub struct Pattern {
-    chars: Vec<char>,
-    /// `*`, `*.*` and the empty pattern match every name.
-    all: bool,
-}
-
-/// Pattern positions 0..=MAX_PATTERN_UNITS: "the pattern up to here has
-/// matched the name so far".
-#[derive(Clone, Copy, Default, PartialEq, Eq)]
+/// Pattern positions 0..=MAX_PATTERN_UNITS, bit i for "the pattern up to
+/// position i has matched the name so far", or a set of positions with
+/// some property.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct States([u64; 4]);
 
 impl States {
@@ -43,6 +38,81 @@ impl States {
     fn is_empty(&self) -> bool {
         self.0 == [0; 4]
     }
+
+    fn and(self, o: States) -> States {
+        States(std::array::from_fn(|w| self.0[w] & o.0[w]))
+    }
+
+    fn or(self, o: States) -> States {
+        States(std::array::from_fn(|w| self.0[w] | o.0[w]))
+    }
+
+    fn xor(self, o: States) -> States {
+        States(std::array::from_fn(|w| self.0[w] ^ o.0[w]))
+    }
+
+    /// Every position moved on by one (the top bit cannot be set: no
+    /// pattern position reaches past MAX_PATTERN_UNITS).
+    fn next_positions(self) -> States {
+        let mut out = [0u64; 4];
+        let mut carry = 0;
+        for (o, w) in out.iter_mut().zip(self.0) {
+            *o = (w << 1) | carry;
+            carry = w >> 63;
+        }
+        States(out)
+    }
+
+    /// 256-bit addition (the sum never carries out of the top word: see
+    /// [`States::closure`]).
+    fn add(self, o: States) -> States {
+        let mut out = [0u64; 4];
+        let mut carry = false;
+        for ((r, a), b) in out.iter_mut().zip(self.0).zip(o.0) {
+            let (s1, c1) = a.overflowing_add(b);
+            let (s2, c2) = s1.overflowing_add(u64::from(carry));
+            *r = s2;
+            carry = c1 || c2;
+        }
+        States(out)
+    }
+
+    /// These states and every one reachable from them through positions
+    /// of `skippable` (wildcards that may match nothing), in one pass:
+    /// within each run of skippable positions, adding the live ones to the
+    /// run carries from the first live position to just past the run.
+    fn closure(self, skippable: States) -> States {
+        let live = self.and(skippable);
+        let reached = skippable.add(live).xor(skippable).or(live);
+        self.or(reached)
+    }
+}
+
+/// A search pattern, checked, case-folded and compiled once per query.
+#[derive(Debug, Clone)]
+pub struct Pattern {
+    /// `*`, `*.*` and the empty pattern match every name.
+    all: bool,
+    /// The position just past the pattern: reaching it is a match.
+    end: usize,
+    /// Positions whose wildcard takes any character and stays (`*`).
+    star: States,
+    /// Positions of `<`: as `*`, but never the name's last period.
+    dos_star: States,
+    /// Positions of `?`: any one character.
+    any: States,
+    /// Positions of `>`: one character other than a period.
+    dos_qm: States,
+    /// Positions of `"`: a period.
+    dos_dot: States,
+    /// Wildcards that may match nothing before a character other than a
+    /// period, before a period, and at the end of the name.
+    skip_before_char: States,
+    skip_before_dot: States,
+    skip_at_end: States,
+    /// Positions of each ASCII literal (folded), and of the others.
+    ascii: Box<[States; 128]>,
+    other: Vec<(char, States)>,
 }
 
 impl Pattern {
@@ -53,71 +123,88 @@ impl Pattern {
         if chars.len() > MAX_PATTERN_UNITS {
             return None;
         }
-        let all = matches!(pattern, "" | "*" | "*.*");
-        Some(Pattern { chars, all })
+        let mut p = Pattern {
+            all: matches!(pattern, "" | "*" | "*.*"),
+            end: chars.len(),
+            star: States::default(),
+            dos_star: States::default(),
+            any: States::default(),
+            dos_qm: States::default(),
+            dos_dot: States::default(),
+            skip_before_char: States::default(),
+            skip_before_dot: States::default(),
+            skip_at_end: States::default(),
+            ascii: Box::new([States::default(); 128]),
+            other: Vec::new(),
+        };
+        for (i, &c) in chars.iter().enumerate() {
+            match c {
+                '*' => p.star.set(i),
+                '<' => p.dos_star.set(i),
+                '?' => p.any.set(i),
+                '>' => p.dos_qm.set(i),
+                '"' => p.dos_dot.set(i),
+                c if c.is_ascii() => p.ascii[c as usize].set(i),
+                c => match p.other.iter_mut().find(|(o, _)| *o == c) {
+                    Some((_, at)) => at.set(i),
+                    None => {
+                        let mut at = States::default();
+                        at.set(i);
+                        p.other.push((c, at));
+                    }
+                },
+            }
+        }
+        p.other.sort_unstable_by_key(|(c, _)| *c);
+        // DOS_QM matches nothing at a period or the end (the rest of a run
+        // of them is skipped); DOS_DOT matches nothing only past the end.
+        p.skip_before_char = p.star.or(p.dos_star);
+        p.skip_before_dot = p.skip_before_char.or(p.dos_qm);
+        p.skip_at_end = p.skip_before_dot.or(p.dos_dot);
+        Some(p)
     }
 
     pub fn matches(&self, name: &str) -> bool {
         if self.all {
             return true;
         }
-        let p = &self.chars;
-        let end = p.len();
-        // DOS_STAR may take any character but the name's last period.
         let last_dot = name.rfind('.');
-        let mut chars = name.char_indices();
         let mut now = States::default();
         now.set(0);
-        loop {
-            let next_char = chars.next();
-            let c = next_char.map(|(_, c)| c);
-            // Moves that take no character, in pattern order so that a
-            // run of them is followed in one pass.
-            for (i, &pc) in p.iter().enumerate() {
-                if now.has(i) && matches_nothing(pc, c) {
-                    now.set(i + 1);
-                }
+        for (at, c) in name.char_indices() {
+            let is_dot = c == '.';
+            now = now.closure(if is_dot {
+                self.skip_before_dot
+            } else {
+                self.skip_before_char
+            });
+            let mut takes_one = self.any.or(self.literal(fold(c)));
+            let mut stays = self.star;
+            if is_dot {
+                takes_one = takes_one.or(self.dos_dot);
+            } else {
+                takes_one = takes_one.or(self.dos_qm);
             }
-            let Some((at, c)) = next_char else {
-                return now.has(end);
-            };
-            let folded = fold(c);
-            let mut next = States::default();
-            for (i, &pc) in p.iter().enumerate() {
-                if !now.has(i) {
-                    continue;
-                }
-                match pc {
-                    '*' => next.set(i),
-                    '<' if c != '.' || Some(at) != last_dot => next.set(i),
-                    '<' => {}
-                    '>' if c != '.' => next.set(i + 1),
-                    '"' if c == '.' => next.set(i + 1),
-                    '?' => next.set(i + 1),
-                    '>' | '"' => {}
-                    lit if lit == folded => next.set(i + 1),
-                    _ => {}
-                }
+            if !(is_dot && Some(at) == last_dot) {
+                stays = stays.or(self.dos_star);
             }
-            if next.is_empty() {
+            now = now.and(stays).or(now.and(takes_one).next_positions());
+            if now.is_empty() {
                 return false;
             }
-            now = next;
         }
+        now.closure(self.skip_at_end).has(self.end)
     }
-}
 
-/// Whether pattern character `pc` may match no character when the name
-/// goes on with `c` (None: the name has ended).
-fn matches_nothing(pc: char, c: Option<char>) -> bool {
-    match pc {
-        '*' | '<' => true,
-        // DOS_QM: at a period or the end, the rest of a run of them is
-        // skipped.
-        '>' => matches!(c, None | Some('.')),
-        // DOS_DOT: a period, or nothing past the end of the name.
-        '"' => c.is_none(),
-        _ => false,
+    /// The positions of literal `c` (already folded).
+    fn literal(&self, c: char) -> States {
+        if c.is_ascii() {
+            return self.ascii[c as usize];
+        }
+        match self.other.binary_search_by_key(&c, |(o, _)| *o) {
+            Ok(i) => self.other[i].1,
+            Err(_) => States::default(),
+        }
     }
 }
 
