@@ -95,23 +95,30 @@ pub struct Pattern {
     all: bool,
     /// The position just past the pattern: reaching it is a match.
     end: usize,
-    /// Positions whose wildcard takes any character and stays (`*`).
+    /// Boxed: an open keeps its enumeration's pattern.
+    sets: Box<Sets>,
+}
+
+/// The positions of each kind of pattern character.
+#[derive(Debug, Clone)]
+struct Sets {
+    /// Wildcards that take any character and stay (`*`).
     star: States,
-    /// Positions of `<`: as `*`, but never the name's last period.
+    /// `<`: as `*`, but never the name's last period.
     dos_star: States,
-    /// Positions of `?`: any one character.
+    /// `?`: any one character.
     any: States,
-    /// Positions of `>`: one character other than a period.
+    /// `>`: one character other than a period.
     dos_qm: States,
-    /// Positions of `"`: a period.
+    /// `"`: a period.
     dos_dot: States,
     /// Wildcards that may match nothing before a character other than a
     /// period, before a period, and at the end of the name.
     skip_before_char: States,
     skip_before_dot: States,
     skip_at_end: States,
-    /// Positions of each ASCII literal (folded), and of the others.
-    ascii: Box<[States; 128]>,
+    /// Each ASCII literal (folded), and the others.
+    ascii: [States; 128],
     other: Vec<(char, States)>,
 }
 
@@ -123,9 +130,7 @@ impl Pattern {
         if chars.len() > MAX_PATTERN_UNITS {
             return None;
         }
-        let mut p = Pattern {
-            all: matches!(pattern, "" | "*" | "*.*"),
-            end: chars.len(),
+        let mut p = Sets {
             star: States::default(),
             dos_star: States::default(),
             any: States::default(),
@@ -134,7 +139,7 @@ impl Pattern {
             skip_before_char: States::default(),
             skip_before_dot: States::default(),
             skip_at_end: States::default(),
-            ascii: Box::new([States::default(); 128]),
+            ascii: [States::default(); 128],
             other: Vec::new(),
         };
         for (i, &c) in chars.iter().enumerate() {
@@ -161,41 +166,48 @@ impl Pattern {
         p.skip_before_char = p.star.or(p.dos_star);
         p.skip_before_dot = p.skip_before_char.or(p.dos_qm);
         p.skip_at_end = p.skip_before_dot.or(p.dos_dot);
-        Some(p)
+        Some(Pattern {
+            all: matches!(pattern, "" | "*" | "*.*"),
+            end: chars.len(),
+            sets: Box::new(p),
+        })
     }
 
     pub fn matches(&self, name: &str) -> bool {
         if self.all {
             return true;
         }
+        let p = &self.sets;
         let last_dot = name.rfind('.');
         let mut now = States::default();
         now.set(0);
         for (at, c) in name.char_indices() {
             let is_dot = c == '.';
             now = now.closure(if is_dot {
-                self.skip_before_dot
+                p.skip_before_dot
             } else {
-                self.skip_before_char
+                p.skip_before_char
             });
-            let mut takes_one = self.any.or(self.literal(fold(c)));
-            let mut stays = self.star;
+            let mut takes_one = p.any.or(p.literal(fold(c)));
+            let mut stays = p.star;
             if is_dot {
-                takes_one = takes_one.or(self.dos_dot);
+                takes_one = takes_one.or(p.dos_dot);
             } else {
-                takes_one = takes_one.or(self.dos_qm);
+                takes_one = takes_one.or(p.dos_qm);
             }
             if !(is_dot && Some(at) == last_dot) {
-                stays = stays.or(self.dos_star);
+                stays = stays.or(p.dos_star);
             }
             now = now.and(stays).or(now.and(takes_one).next_positions());
             if now.is_empty() {
                 return false;
             }
         }
-        now.closure(self.skip_at_end).has(self.end)
+        now.closure(p.skip_at_end).has(self.end)
     }
+}
 
+impl Sets {
     /// The positions of literal `c` (already folded).
     fn literal(&self, c: char) -> States {
         if c.is_ascii() {
