@@ -169,7 +169,9 @@ fn acl_at(buf: &[u8], at: usize) -> Result<(&[u8], Vec<Ace>), DescriptorError> {
         return Err(bad);
     }
     let acl = buf.get(at..at + size).ok_or(bad)?;
-    let mut aces = Vec::with_capacity(count);
+    // An ACE takes at least 8 bytes: the count cannot ask for more room
+    // than the ACL's bytes hold.
+    let mut aces = Vec::with_capacity(count.min((size - 8) / 8));
     let mut p = 8;
     for _ in 0..count {
         let len = u16_at(acl, p + 2).ok_or(bad)? as usize;

@@ -38,6 +38,7 @@ pub const RESULT_NEGOTIATE_ACK: u16 = 3;
 pub const REASON_NOT_SPECIFIED: u16 = 0;
 pub const REASON_ABSTRACT_SYNTAX_NOT_SUPPORTED: u16 = 1;
 pub const REASON_TRANSFER_SYNTAXES_NOT_SUPPORTED: u16 = 2;
+pub const REASON_LOCAL_LIMIT_EXCEEDED: u16 = 3;
 
 // bind_nak reject reasons
 pub const NAK_REASON_NOT_SPECIFIED: u16 = 0;

@@ -28,6 +28,9 @@ const MAX_FRAG: u16 = 4280;
 const MIN_FRAG: u16 = 2048;
 /// srvsvc requests are a few hundred bytes; a larger one is an attack.
 const MAX_REQUEST_STUB: usize = 256 * 1024;
+/// Presentation contexts one pipe keeps: every call looks its context up,
+/// so a client must not grow the list to the 65,536 ids it could name.
+const MAX_CONTEXTS: usize = 64;
 /// Replies the client has not read yet; beyond this it is not reading.
 const MAX_PENDING_OUTPUT: usize = 1024 * 1024;
 
@@ -220,6 +223,14 @@ impl Pipe {
                 ContextResult {
                     result: pdu::RESULT_PROVIDER_REJECTION,
                     reason: pdu::REASON_ABSTRACT_SYNTAX_NOT_SUPPORTED,
+                    transfer_syntax: SyntaxId::NULL,
+                }
+            } else if !self.contexts.contains(&item.context_id)
+                && self.contexts.len() >= MAX_CONTEXTS
+            {
+                ContextResult {
+                    result: pdu::RESULT_PROVIDER_REJECTION,
+                    reason: pdu::REASON_LOCAL_LIMIT_EXCEEDED,
                     transfer_syntax: SyntaxId::NULL,
                 }
             } else if item.transfer_syntaxes.contains(&SyntaxId::NDR20) {
@@ -618,6 +629,37 @@ mod tests {
         }
         .encode(4, 3, 0);
         pipe.write(&req).unwrap();
+        assert_eq!(take_pdus(&mut pipe)[0].0.ptype, pdu::PTYPE_RESPONSE);
+    }
+
+    #[test]
+    fn contexts_past_the_limit_are_refused_and_known_ones_still_serve() {
+        let mut pipe = bound_pipe();
+        let mut results = Vec::new();
+        for round in 0..3u16 {
+            let alter = Bind {
+                max_xmit_frag: 4280,
+                max_recv_frag: 4280,
+                assoc_group_id: 0,
+                contexts: (0..40)
+                    .map(|i| item(1 + round * 40 + i, SyntaxId::SRVSVC, &[SyntaxId::NDR20]))
+                    .collect(),
+            }
+            .encode(pdu::PTYPE_ALTER_CONTEXT, 2 + u32::from(round));
+            pipe.write(&alter).unwrap();
+            let pdus = take_pdus(&mut pipe);
+            results.extend(BindAck::parse(&pdus[0].1).unwrap().results);
+        }
+        let accepted = results
+            .iter()
+            .filter(|r| r.result == pdu::RESULT_ACCEPTANCE)
+            .count();
+        // Context 0 came with the bind.
+        assert_eq!(accepted + 1, MAX_CONTEXTS);
+        assert!(results[accepted..]
+            .iter()
+            .all(|r| r.reason == pdu::REASON_LOCAL_LIMIT_EXCEEDED));
+        pipe.write(&enum_request(9)).unwrap();
         assert_eq!(take_pdus(&mut pipe)[0].0.ptype, pdu::PTYPE_RESPONSE);
     }
 

@@ -121,6 +121,10 @@ impl Vfs for TimedVfs {
         self.timed(Syscall::ReadDir, || self.inner.read_dir(h))
     }
 
+    fn is_empty_dir(&self, h: &FileHandle) -> VfsResult<bool> {
+        self.timed(Syscall::ReadDir, || self.inner.is_empty_dir(h))
+    }
+
     fn rename(&self, from: &str, to: &str, replace: bool) -> VfsResult<String> {
         self.timed(Syscall::Rename, || self.inner.rename(from, to, replace))
     }

@@ -199,6 +199,11 @@ pub trait Vfs: Send + Sync {
     /// Every entry of an open directory except `.` and `..`, in a stable
     /// order.
     fn read_dir(&self, h: &FileHandle) -> VfsResult<Vec<DirEntry>>;
+    /// Whether [`Vfs::read_dir`] would list nothing, without listing a
+    /// large directory to find out.
+    fn is_empty_dir(&self, h: &FileHandle) -> VfsResult<bool> {
+        Ok(self.read_dir(h)?.is_empty())
+    }
     /// Renames `from` (a real path, as returned by open) to `to` (as the
     /// client gave it; its parent resolved case-insensitively). Returns the
     /// new real path. A target that exists is Collision unless `replace`,

@@ -153,23 +153,7 @@ impl PosixVfs {
 
     /// Opens a directory by its real path beneath the root.
     fn open_dir(&self, path: &str) -> Result<OwnedFd, Errno> {
-        let path = if path.is_empty() { "." } else { path };
-        match open_beneath(
-            self.root.as_fd(),
-            path,
-            OFlags::RDONLY | OFlags::DIRECTORY,
-            Mode::empty(),
-        ) {
-            // Search permission without read permission: enough to walk
-            // through, though not to list.
-            Err(Errno::ACCESS) => open_beneath(
-                self.root.as_fd(),
-                path,
-                OFlags::PATH | OFlags::DIRECTORY,
-                Mode::empty(),
-            ),
-            r => r,
-        }
+        open_dir_at(self.root.as_fd(), path)
     }
 
     /// Resolves the directories of a path case-insensitively: a descriptor
@@ -192,8 +176,15 @@ impl PosixVfs {
                 .find_child(dir.fd(), comp)?
                 .ok_or(VfsError::PathNotFound)?;
             real = join(&real, &child.name);
-            let fd = self.open_dir(&real).map_err(|e| path_err(e, false))?;
-            dir = DirRef::Sub(fd);
+            // From the directory reached so far, so that a deep path costs
+            // one lookup a level, not the whole prefix again; a symlink
+            // from the root, where it may lead anywhere beneath.
+            let fd = if file_type(&child.lstat) == FileType::Symlink {
+                self.open_dir(&real)
+            } else {
+                open_dir_at(dir.fd(), &child.name)
+            };
+            dir = DirRef::Sub(fd.map_err(|e| path_err(e, false))?);
         }
         Ok((dir, real))
     }
@@ -500,6 +491,24 @@ impl PosixVfs {
             Ok(fd) => self.meta.read(&Target::Fd(fd.as_fd()), key),
             Err(_) => Stored::default(),
         }
+    }
+}
+
+/// Opens the directory `path` beneath `base`.
+fn open_dir_at(base: BorrowedFd<'_>, path: &str) -> Result<OwnedFd, Errno> {
+    let path = if path.is_empty() { "." } else { path };
+    match open_beneath(
+        base,
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY,
+        Mode::empty(),
+    ) {
+        // Search permission without read permission: enough to walk
+        // through, though not to list.
+        Err(Errno::ACCESS) => {
+            open_beneath(base, path, OFlags::PATH | OFlags::DIRECTORY, Mode::empty())
+        }
+        r => r,
     }
 }
 
@@ -832,6 +841,16 @@ impl Vfs for PosixVfs {
         self.cache
             .fill(file_key(&dstx), stamp(&dstx), generation, names);
         Ok(entries)
+    }
+
+    fn is_empty_dir(&self, h: &FileHandle) -> VfsResult<bool> {
+        for entry in Dir::read_from(h.fd.as_fd()).map_err(io_err)? {
+            let entry = entry.map_err(io_err)?;
+            if listed_name(entry.file_name().to_bytes()).is_some() {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     fn rename(&self, from: &str, to: &str, replace: bool) -> VfsResult<String> {

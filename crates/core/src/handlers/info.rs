@@ -206,13 +206,7 @@ impl Connection {
                     if st.attributes & attr::READONLY != 0 {
                         return Err(status::CANNOT_DELETE);
                     }
-                    if f.is_dir
-                        && !f
-                            .vfs
-                            .read_dir(&f.handle)
-                            .map_err(|e| vfs_status(&e))?
-                            .is_empty()
-                    {
+                    if f.is_dir && !f.vfs.is_empty_dir(&f.handle).map_err(|e| vfs_status(&e))? {
                         return Err(status::DIRECTORY_NOT_EMPTY);
                     }
                 }

@@ -10,7 +10,8 @@
 
 use std::os::fd::BorrowedFd;
 
-use rustix::fs::{fgetxattr, flistxattr, fremovexattr, fsetxattr, XattrFlags};
+use rustix::buffer::spare_capacity;
+use rustix::fs::{fgetxattr, fgetxattr_query, flistxattr, fremovexattr, fsetxattr, XattrFlags};
 use rustix::io::Errno;
 
 use super::errno::io_err;
@@ -71,8 +72,9 @@ pub fn list(fd: BorrowedFd<'_>) -> VfsResult<Vec<(String, u64)>> {
         else {
             continue;
         };
-        match get(fd, name) {
-            Ok(value) => out.push((name.to_owned(), value.len() as u64)),
+        // Only the size: a read of the value would fill 64 KiB per stream.
+        match fgetxattr_query(fd, key(name)).map_err(err) {
+            Ok(len) => out.push((name.to_owned(), len as u64)),
             Err(VfsError::NameNotFound) => {}
             Err(e) => return Err(e),
         }
@@ -81,10 +83,10 @@ pub fn list(fd: BorrowedFd<'_>) -> VfsResult<Vec<(String, u64)>> {
 }
 
 pub fn get(fd: BorrowedFd<'_>, name: &str) -> VfsResult<Vec<u8>> {
-    // No value is larger, so one call always fits.
-    let mut buf = vec![0u8; MAX_LEN];
-    let n = fgetxattr(fd, key(name), &mut buf).map_err(err)?;
-    buf.truncate(n);
+    // No value is larger, so one call always fits; the room is reserved,
+    // not filled.
+    let mut buf = Vec::with_capacity(MAX_LEN);
+    fgetxattr(fd, key(name), spare_capacity(&mut buf)).map_err(err)?;
     Ok(buf)
 }
 

@@ -527,6 +527,9 @@ fn read_dir_is_sorted_and_complete() {
     assert_ne!(by("escape").size, passwd_len);
     // A second listing of the same handle is complete too.
     assert_eq!(s.vfs.read_dir(&r.handle).unwrap().len(), 6);
+    assert!(!s.vfs.is_empty_dir(&r.handle).unwrap());
+    let d = open(&s.vfs, "d").unwrap();
+    assert!(s.vfs.is_empty_dir(&d.handle).unwrap());
     let f = open(&s.vfs, "a").unwrap();
     assert!(matches!(
         s.vfs.read_dir(&f.handle),
