@@ -74,6 +74,9 @@ pub struct Limits {
     /// None: derived from the descriptor limit at start.
     pub max_open_files_per_user: Option<u32>,
     pub max_open_files_total: Option<u32>,
+    /// Bytes of directory listings one connection keeps for its
+    /// enumerations before it drops all but the newest.
+    pub max_listing_bytes_per_connection: u32,
     pub max_credits: u16,
     /// NEGOTIATE and SESSION_SETUP must be done this long after accept.
     pub preauth_timeout_secs: u32,
@@ -94,6 +97,7 @@ impl Default for Limits {
             max_open_files_per_connection: 16384,
             max_open_files_per_user: None,
             max_open_files_total: None,
+            max_listing_bytes_per_connection: 64 * MIB,
             max_credits: 8192,
             preauth_timeout_secs: 10,
         }
@@ -471,6 +475,7 @@ mod raw {
         pub max_open_files_per_connection: Option<Spanned<u32>>,
         pub max_open_files_per_user: Option<Spanned<u32>>,
         pub max_open_files_total: Option<Spanned<u32>>,
+        pub max_listing_bytes_per_connection: Option<Spanned<u32>>,
         pub max_credits: Option<Spanned<u16>>,
         pub preauth_timeout_secs: Option<Spanned<u32>>,
     }
@@ -769,6 +774,13 @@ fn parse_limits(raw: Option<raw::Limits>) -> Result<Limits, SpanError> {
             *slot = Some(v);
         }
     }
+    take(
+        &mut limits.max_listing_bytes_per_connection,
+        &raw.max_listing_bytes_per_connection,
+        "max_listing_bytes_per_connection",
+        MIB,
+        u32::MAX,
+    )?;
     take(
         &mut limits.max_sessions_per_connection,
         &raw.max_sessions_per_connection,

@@ -6,6 +6,7 @@ pub mod access;
 pub mod connection;
 pub mod credits;
 pub mod encryption;
+mod enumeration;
 pub mod env;
 mod handlers;
 mod negotiate;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use copyless_proto::messages::FileId;
-use copyless_vfs::{DirEntry, FileHandle, Vfs};
+use copyless_vfs::{FileHandle, Vfs};
 
 use crate::server::{FileKey, Server};
 
@@ -36,16 +36,7 @@ pub struct FileOpen {
     pub position: u64,
     /// FileModeInformation flags from the create options.
     pub mode: u32,
-    pub dir: Option<DirCursor>,
-}
-
-/// The state of a directory enumeration on one open.
-pub struct DirCursor {
-    pub pattern: crate::wildcard::Pattern,
-    /// Snapshot taken at the first QUERY_DIRECTORY (or restart), with "."
-    /// and ".." first.
-    pub entries: Vec<DirEntry>,
-    pub next: usize,
+    pub dir: Option<crate::enumeration::Enumeration>,
 }
 
 impl Open {

@@ -32,6 +32,9 @@ pub struct ServerConfig {
     pub max_open_files_per_connection: u32,
     pub max_open_files_per_user: u32,
     pub max_open_files_total: u32,
+    /// Bytes of directory listings an enumeration-heavy connection may
+    /// hold (see handlers/dir.rs).
+    pub max_listing_bytes: usize,
     pub server_guid: [u8; 16],
     /// FILETIME the server started.
     pub start_time: u64,

@@ -112,6 +112,7 @@ pub fn config() -> ServerConfig {
         max_open_files_per_connection: 1000,
         max_open_files_per_user: 1000,
         max_open_files_total: 1000,
+        max_listing_bytes: 64 << 20,
         server_guid: [1; 16],
         start_time: 0,
         unix_uid: 0,

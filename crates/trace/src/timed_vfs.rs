@@ -121,6 +121,14 @@ impl Vfs for TimedVfs {
         self.timed(Syscall::ReadDir, || self.inner.read_dir(h))
     }
 
+    fn list_names(&self, h: &FileHandle) -> VfsResult<Vec<String>> {
+        self.timed(Syscall::ReadDir, || self.inner.list_names(h))
+    }
+
+    fn entry(&self, dir: &FileHandle, name: &str) -> VfsResult<Option<FileStat>> {
+        self.timed(Syscall::Stat, || self.inner.entry(dir, name))
+    }
+
     fn is_empty_dir(&self, h: &FileHandle) -> VfsResult<bool> {
         self.timed(Syscall::ReadDir, || self.inner.is_empty_dir(h))
     }

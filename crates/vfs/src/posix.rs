@@ -814,6 +814,16 @@ impl Vfs for PosixVfs {
     }
 
     fn read_dir(&self, h: &FileHandle) -> VfsResult<Vec<DirEntry>> {
+        let mut entries = Vec::new();
+        for name in self.list_names(h)? {
+            if let Some(stat) = self.entry_stat(h.fd.as_fd(), &name)? {
+                entries.push(DirEntry { name, stat });
+            }
+        }
+        Ok(entries)
+    }
+
+    fn list_names(&self, h: &FileHandle) -> VfsResult<Vec<String>> {
         let fd = h.fd.as_fd();
         // Stamp before listing: a change during the listing then shows as a
         // stale cache entry instead of being missed.
@@ -822,25 +832,15 @@ impl Vfs for PosixVfs {
         if file_type(&dstx) != FileType::Directory {
             return Err(VfsError::NotADirectory);
         }
-        let mut entries = Vec::new();
-        let mut names = Vec::new();
-        for entry in Dir::read_from(fd).map_err(io_err)? {
-            let entry = entry.map_err(io_err)?;
-            let Some(name) = listed_name(entry.file_name().to_bytes()) else {
-                continue;
-            };
-            names.push(name.to_owned());
-            if let Some(stat) = self.entry_stat(fd, name)? {
-                entries.push(DirEntry {
-                    name: name.to_owned(),
-                    stat,
-                });
-            }
-        }
-        entries.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        let mut names = scan_names(fd)?;
+        names.sort_unstable();
         self.cache
-            .fill(file_key(&dstx), stamp(&dstx), generation, names);
-        Ok(entries)
+            .fill(file_key(&dstx), stamp(&dstx), generation, names.clone());
+        Ok(names)
+    }
+
+    fn entry(&self, dir: &FileHandle, name: &str) -> VfsResult<Option<FileStat>> {
+        self.entry_stat(dir.fd.as_fd(), name)
     }
 
     fn is_empty_dir(&self, h: &FileHandle) -> VfsResult<bool> {

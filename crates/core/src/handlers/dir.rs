@@ -5,12 +5,13 @@ use copyless_fscc::DirWriter;
 use copyless_proto::messages::{self, QueryDirectoryRequest};
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::{utf16, Writer};
-use copyless_vfs::{DirEntry, Disposition, Kind, OpenRequest};
+use copyless_vfs::{Disposition, Kind, OpenRequest};
 
 use crate::access;
 use crate::connection::{Compound, Connection, Req};
+use crate::enumeration::{Entry, Enumeration};
 use crate::handlers::{file_info, vfs_status};
-use crate::open::{current_path, DirCursor, OpenKind};
+use crate::open::{current_path, OpenKind};
 use crate::wildcard::{self, Pattern};
 
 impl Connection {
@@ -28,6 +29,7 @@ impl Connection {
         self.check_charge(req, q.output_buffer_length)?;
         let server = self.server.clone();
         let open = self.open_mut(req, compound, q.file_id)?;
+        let id = open.file_id.volatile;
         let access = open.access;
         let OpenKind::File(f) = &mut open.kind else {
             return Err(status::INVALID_PARAMETER);
@@ -47,9 +49,9 @@ impl Connection {
         let pattern = Pattern::new(&pattern).ok_or(status::OBJECT_NAME_INVALID)?;
         let restart = q.flags & (messages::QD_RESTART_SCANS | messages::QD_REOPEN) != 0;
         let first_call = f.dir.is_none() || restart;
+        let listed = first_call || f.dir.as_ref().is_some_and(|d| !d.has_listing());
         if first_call {
             let path = current_path(&server, &f.key).unwrap_or_default();
-            let mut entries = Vec::new();
             let own = f.vfs.stat(&f.handle).map_err(|e| vfs_status(&e))?;
             let parent = if path.is_empty() {
                 own.clone()
@@ -69,70 +71,67 @@ impl Connection {
                     .map_err(|e| vfs_status(&e))?;
                 po.stat
             };
-            entries.push(DirEntry {
-                name: ".".into(),
-                stat: own,
-            });
-            entries.push(DirEntry {
-                name: "..".into(),
-                stat: parent,
-            });
-            entries.extend(f.vfs.read_dir(&f.handle).map_err(|e| vfs_status(&e))?);
+            let names = f.vfs.list_names(&f.handle).map_err(|e| vfs_status(&e))?;
             // A restart keeps the pattern of the enumeration; a reopen (or
             // the first query) takes the one given now.
-            let pattern = match (&f.dir, q.flags & messages::QD_REOPEN != 0) {
-                (Some(d), false) => d.pattern.clone(),
+            let pattern = match (f.dir.take(), q.flags & messages::QD_REOPEN != 0) {
+                (Some(d), false) => d.pattern,
                 _ => pattern,
             };
-            f.dir = Some(DirCursor {
-                pattern,
-                entries,
-                next: 0,
-            });
+            f.dir = Some(Enumeration::new(pattern, own, parent, names));
+        } else if listed {
+            let names = f.vfs.list_names(&f.handle).map_err(|e| vfs_status(&e))?;
+            f.dir.as_mut().expect("checked above").restore(names);
         }
-        let dir_path = if first_call {
-            None
-        } else {
-            Some(current_path(&server, &f.key).unwrap_or_default())
+        if listed {
+            self.bound_listings(req.session_id, id);
+        }
+        let open = self.open_mut(req, compound, q.file_id)?;
+        let OpenKind::File(f) = &mut open.kind else {
+            return Err(status::INVALID_PARAMETER);
         };
-        let cursor = f.dir.as_mut().expect("set above");
+        let en = f.dir.as_ref().expect("set above");
         let single = q.flags & messages::QD_RETURN_SINGLE_ENTRY != 0;
-        while cursor.next < cursor.entries.len() {
-            let e = &cursor.entries[cursor.next];
-            if !cursor.pattern.matches(&e.name) {
-                cursor.next += 1;
+        let mut next = en.next;
+        while next < en.len() {
+            let entry = en.at(next);
+            let name = entry.name();
+            if !en.pattern.matches(name) {
+                next += 1;
                 continue;
             }
-            // The listing was taken by an earlier query: entries removed
-            // since are not shown, as Windows enumerates the live
-            // directory.
-            if let Some(dir) = &dir_path {
-                if e.name != "." && e.name != ".." {
-                    let child = if dir.is_empty() {
-                        e.name.clone()
-                    } else {
-                        format!("{dir}/{}", e.name)
-                    };
-                    if f.vfs.resolve(&child).is_err() {
-                        cursor.next += 1;
+            let stat = match entry {
+                Entry::Dot => en.dot.clone(),
+                Entry::DotDot => en.dotdot.clone(),
+                // Each entry is looked at as it goes out: one removed
+                // since the listing is not shown, as Windows enumerates
+                // the live directory.
+                Entry::Name(_) => match f.vfs.entry(&f.handle, name) {
+                    Ok(Some(stat)) => stat,
+                    Ok(None) => {
+                        next += 1;
                         continue;
                     }
-                }
-            }
-            let info = file_info(&e.stat, false);
-            let short =
-                (e.name != "." && e.name != "..").then(|| crate::shortname::short_name(&e.name));
-            if !writer.push_with_short_name(&e.name, short.as_deref(), &info, cursor.next as u32) {
+                    // What fits goes out; the next query meets the error
+                    // again and reports it.
+                    Err(_) if !writer.is_empty() => break,
+                    Err(e) => return Err(vfs_status(&e)),
+                },
+            };
+            let info = file_info(&stat, false);
+            let short = matches!(entry, Entry::Name(_)).then(|| crate::shortname::short_name(name));
+            if !writer.push_with_short_name(name, short.as_deref(), &info, next as u32) {
                 if writer.is_empty() {
                     return Err(status::INFO_LENGTH_MISMATCH);
                 }
                 break;
             }
-            cursor.next += 1;
+            next += 1;
             if single {
                 break;
             }
         }
+        f.dir.as_mut().expect("set above").next = next;
         if writer.is_empty() {
             return Err(if first_call {
                 status::NO_SUCH_FILE
@@ -142,5 +141,35 @@ impl Connection {
         }
         messages::write_buffer_response(w, &writer.finish());
         Ok(status::SUCCESS)
+    }
+
+    /// Keeps the directory listings this connection holds within
+    /// `max_listing_bytes`: when they pass it, every listing but that of
+    /// open `keep` is dropped (each is taken again if its enumeration goes
+    /// on). One listing larger than the bound is kept alone.
+    fn bound_listings(&mut self, session_id: u64, keep: u64) {
+        let limit = self.server.config.max_listing_bytes;
+        let held: usize = self
+            .sessions
+            .values()
+            .flat_map(|s| s.opens.values())
+            .filter_map(|o| o.file()?.dir.as_ref())
+            .map(Enumeration::listing_bytes)
+            .sum();
+        if held <= limit {
+            return;
+        }
+        for (sid, session) in self.sessions.iter_mut() {
+            for (oid, open) in session.opens.iter_mut() {
+                if (*sid, *oid) == (session_id, keep) {
+                    continue;
+                }
+                if let OpenKind::File(f) = &mut open.kind {
+                    if let Some(en) = f.dir.as_mut() {
+                        en.drop_listing();
+                    }
+                }
+            }
+        }
     }
 }

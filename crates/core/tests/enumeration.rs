@@ -1,0 +1,145 @@
+//! Directory enumerations keep only names, and a connection's listings
+//! stay within max_listing_bytes: past it, the other enumerations drop
+//! theirs and list the directory again when they go on, finding their
+//! place by name. Driven in memory by a scripted client.
+
+use std::sync::Arc;
+
+use copyless_core::ServerConfig;
+use copyless_proto::client as wire;
+use copyless_proto::messages::{FileId, QD_RESTART_SCANS};
+use copyless_proto::{command, status};
+use copyless_scripted::{Client, Request, Users};
+
+const FILE_NAMES_INFORMATION: u8 = 12;
+
+fn names_of(buf: &[u8]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    loop {
+        let next = u32::from_le_bytes(buf[at..at + 4].try_into().unwrap()) as usize;
+        let len = u32::from_le_bytes(buf[at + 8..at + 12].try_into().unwrap()) as usize;
+        let units: Vec<u16> = buf[at + 12..at + 12 + len]
+            .chunks(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .collect();
+        out.push(String::from_utf16(&units).unwrap());
+        if next == 0 {
+            return out;
+        }
+        at += next;
+    }
+}
+
+/// One QUERY_DIRECTORY: the names it returned, or its status.
+fn query(c: &mut Client, id: FileId, flags: u8, len: u32) -> Result<Vec<String>, u32> {
+    let r = c.call(Request::new(command::QUERY_DIRECTORY, 1, |w| {
+        wire::write_query_directory_request(w, FILE_NAMES_INFORMATION, flags, id, "*", len).unwrap()
+    }));
+    match r.status() {
+        status::SUCCESS => Ok(names_of(wire::buffer_response_data(&r.msg).unwrap())),
+        s => Err(s),
+    }
+}
+
+/// Enumerates folders "one" and "two" (300 files each) on one connection
+/// with small buffers, taking turns, under `bound`; while it runs, one
+/// file of "one" is removed and one added. Returns what "one" listed and
+/// how many names "two" listed.
+fn enumerate_two(bound: usize) -> (Vec<String>, usize, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut names = Vec::new();
+    for d in ["one", "two"] {
+        std::fs::create_dir(dir.path().join(d)).unwrap();
+        for i in 0..300 {
+            let name = format!("file-{i:04}-with-a-longer-name.txt");
+            std::fs::write(dir.path().join(d).join(&name), b"x").unwrap();
+            if d == "one" {
+                names.push(name);
+            }
+        }
+    }
+    names.sort();
+    let users = Arc::new(Users::default());
+    users.add("alice", "pw");
+    let config = ServerConfig {
+        max_listing_bytes: bound,
+        ..copyless_scripted::config()
+    };
+    let server = copyless_scripted::server(dir.path(), config, users);
+    let mut c = Client::login(server, "alice", "pw");
+    let one = c.create("one", true).unwrap();
+    let two = c.create("two", true).unwrap();
+    let mut got = [Vec::new(), Vec::new()];
+    let mut done = [false, false];
+    let removed = dir.path().join("one").join(&names[100]);
+    let added = dir.path().join("one").join("file-9999-added.txt");
+    while !done.iter().all(|d| *d) {
+        for (i, id) in [one, two].into_iter().enumerate() {
+            if done[i] {
+                continue;
+            }
+            match query(&mut c, id, 0, 1024) {
+                Ok(names) => got[i].extend(names),
+                Err(s) => {
+                    assert_eq!(s, status::NO_MORE_FILES);
+                    done[i] = true;
+                }
+            }
+        }
+        if got[0].len() >= 30 && removed.exists() {
+            std::fs::remove_file(&removed).unwrap();
+            std::fs::write(&added, b"x").unwrap();
+        }
+    }
+    let [one_names, two_names] = got;
+    let mut want: Vec<String> = vec![".".into(), "..".into()];
+    want.extend(names.iter().filter(|n| **n != names[100]).cloned());
+    // A restart lists afresh.
+    let again = query(&mut c, one, QD_RESTART_SCANS, 65536).unwrap();
+    assert_eq!(again.len(), 302, "after a restart");
+    (one_names, two_names.len(), want)
+}
+
+#[test]
+fn listings_dropped_past_the_bound_resume_where_they_were() {
+    // Each listing is about 10 KiB: two cannot be kept at once, so each
+    // query drops the other folder's listing, and it is taken again: the
+    // file added meanwhile (after the place it had reached) shows.
+    let (one, two, mut want) = enumerate_two(12 * 1024);
+    want.push("file-9999-added.txt".into());
+    assert_eq!(one, want);
+    assert_eq!(two, 302);
+}
+
+#[test]
+fn listings_within_the_bound_are_kept() {
+    // The same with room for both: the listing taken at the start is
+    // kept, so the added file does not show. Either way the removed one
+    // does not.
+    let (one, two, want) = enumerate_two(1 << 20);
+    assert_eq!(one, want);
+    assert_eq!(two, 302);
+}
+
+#[test]
+fn a_pattern_for_one_name_finds_it() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..50 {
+        std::fs::write(dir.path().join(format!("f{i}")), b"x").unwrap();
+    }
+    let users = Arc::new(Users::default());
+    users.add("alice", "pw");
+    let server = copyless_scripted::server(dir.path(), copyless_scripted::config(), users);
+    let mut c = Client::login(server, "alice", "pw");
+    let root = c.create("", true).unwrap();
+    let r = c.call(Request::new(command::QUERY_DIRECTORY, 1, |w| {
+        wire::write_query_directory_request(w, FILE_NAMES_INFORMATION, 0, root, "F17", 4096)
+            .unwrap()
+    }));
+    assert_eq!(r.status(), status::SUCCESS);
+    assert_eq!(
+        names_of(wire::buffer_response_data(&r.msg).unwrap()),
+        ["f17"]
+    );
+}
