@@ -8,6 +8,7 @@ pub mod credits;
 pub mod encryption;
 mod enumeration;
 pub mod env;
+pub mod file_table;
 mod handlers;
 mod negotiate;
 pub mod open;

@@ -51,7 +51,7 @@ impl Open {
 /// Current path of an open file, from the shared table (renames through
 /// another open move it).
 pub fn current_path(server: &Server, key: &FileKey) -> Option<String> {
-    server.files().files.get(key).map(|f| f.path.clone())
+    server.files().get(key).map(|f| f.path().to_owned())
 }
 
 /// Releases an open: its share-mode entry goes, and when it was the last
@@ -60,22 +60,11 @@ pub fn close_open(server: &Server, open: Open) {
     let OpenKind::File(f) = open.kind else {
         return;
     };
-    let unlink = {
-        let mut table = server.files();
-        let Some(state) = table.files.get_mut(&f.key) else {
-            return;
-        };
-        state.opens.retain(|o| o.id != open.file_id.volatile);
-        if f.delete_on_close {
-            state.delete_pending = true;
-        }
-        if state.opens.is_empty() {
-            let state = table.files.remove(&f.key).expect("present");
-            state.delete_pending.then_some((state.path, state.is_dir))
-        } else {
-            None
-        }
-    };
+    let unlink = server
+        .files()
+        .unregister(&f.key, open.file_id.volatile, f.delete_on_close)
+        .filter(|last| last.delete_pending)
+        .map(|last| (last.path, last.is_dir));
     if unlink.is_some() && f.handle.stream.is_some() {
         let _ = f.vfs.delete_stream(&f.handle);
         return;

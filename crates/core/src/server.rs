@@ -1,13 +1,14 @@
 //! State shared by every connection: configuration, shares, users, and the
 //! table of open files that share modes and delete-on-close act on.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use copyless_auth::Credentials;
 use copyless_vfs::Vfs;
 
+use crate::file_table::FileTable;
+pub use crate::file_table::{stream_id, FileKey, FileState, OpenRef};
 use crate::quota::OpenQuota;
 
 #[derive(Debug, Clone)]
@@ -49,52 +50,6 @@ pub struct Share {
     pub read_only: bool,
     /// The local path, shown by NetrShareGetInfo.
     pub path: String,
-}
-
-/// One open of a file as the share-mode checks see it.
-#[derive(Debug, Clone, Copy)]
-pub struct OpenRef {
-    pub id: u64,
-    pub access: u32,
-    pub share_access: u32,
-}
-
-/// Everything known about an open file across all its opens.
-#[derive(Debug, Default)]
-pub struct FileState {
-    /// The file's current path (renames through one open move all opens).
-    pub path: String,
-    pub is_dir: bool,
-    pub opens: Vec<OpenRef>,
-    /// Set by FileDispositionInformation, or by closing an open made with
-    /// FILE_DELETE_ON_CLOSE: the file goes away when the last open closes.
-    pub delete_pending: bool,
-}
-
-/// Files are keyed by (share index, device, inode).
-/// (share index, device, inode, stream): the last is 0 for a file's main
-/// data and [`stream_id`] for an alternate data stream, so each stream
-/// has share modes of its own, as on NTFS.
-pub type FileKey = (usize, u64, u64, u64);
-
-/// A nonzero id for a stream name, the same for every case of it.
-pub fn stream_id(name: Option<&str>) -> u64 {
-    let Some(name) = name else { return 0 };
-    // FNV-1a over the case-folded name.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for c in name.chars().flat_map(char::to_lowercase) {
-        let mut buf = [0u8; 4];
-        for b in c.encode_utf8(&mut buf).bytes() {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    h | 1
-}
-
-#[derive(Default)]
-pub struct FileTable {
-    pub files: HashMap<FileKey, FileState>,
 }
 
 pub struct Server {

@@ -9,13 +9,13 @@ use copyless_proto::status::{self, NtStatus};
 use copyless_proto::{utf16, Writer};
 use copyless_vfs::{attr, CreateAction, Disposition, Kind, OpenRequest, Opened, Vfs, VfsError};
 
-use crate::access::{self, map_generic, share_conflict};
+use crate::access::{self, map_generic};
 use crate::connection::{Compound, Connection, Req};
 use crate::env::Env;
 use crate::handlers::{file_times, vfs_status};
 use crate::open::{FileOpen, Open, OpenKind};
 use crate::security::{self, Caller};
-use crate::server::{stream_id, FileKey, FileState, OpenRef, Server};
+use crate::server::{stream_id, FileKey, OpenRef, Server};
 use crate::tree::TreeKind;
 
 pub const FILE_DIRECTORY_FILE: u32 = 0x0000_0001;
@@ -394,58 +394,22 @@ fn register(
     access: u32,
     share_access: u32,
 ) -> Result<(), NtStatus> {
-    let key = file_key(index, opened);
-    let mut table = server.files();
-    // A stream open without FILE_SHARE_DELETE keeps its file from being
-    // opened for DELETE (smb2.streams.delete). Only DELETE opens of a
-    // file's main data pay for this scan.
-    if key.3 == 0 && access & access::DELETE != 0 {
-        let blocked = table.files.iter().any(|(k, s)| {
-            (k.0, k.1, k.2) == (key.0, key.1, key.2)
-                && k.3 != 0
-                && s.opens
-                    .iter()
-                    .any(|o| o.share_access & access::SHARE_DELETE == 0)
-        });
-        if blocked {
-            return Err(status::SHARING_VIOLATION);
-        }
-    }
-    let state = table.files.entry(key).or_insert_with(|| FileState {
-        path: opened.path.clone(),
-        is_dir: opened.stat.is_dir,
-        ..Default::default()
-    });
-    if state.delete_pending {
-        return Err(status::DELETE_PENDING);
-    }
-    if state
-        .opens
-        .iter()
-        .any(|o| share_conflict(access, share_access, o.access, o.share_access))
-    {
-        if state.opens.is_empty() {
-            table.files.remove(&key);
-        }
-        return Err(status::SHARING_VIOLATION);
-    }
-    state.opens.push(OpenRef {
-        id,
-        access,
-        share_access,
-    });
-    Ok(())
+    server.files().register(
+        file_key(index, opened),
+        &opened.path,
+        opened.stat.is_dir,
+        OpenRef {
+            id,
+            access,
+            share_access,
+        },
+    )
 }
 
 fn unregister(server: &Server, index: usize, opened: &Opened, id: u64) {
-    let key = file_key(index, opened);
-    let mut table = server.files();
-    if let Some(state) = table.files.get_mut(&key) {
-        state.opens.retain(|o| o.id != id);
-        if state.opens.is_empty() {
-            table.files.remove(&key);
-        }
-    }
+    server
+        .files()
+        .unregister(&file_key(index, opened), id, false);
 }
 
 /// Creates what `req` names (its disposition is Create) and stores on it

@@ -210,9 +210,7 @@ impl Connection {
                         return Err(status::DIRECTORY_NOT_EMPTY);
                     }
                 }
-                if let Some(state) = server.files().files.get_mut(&f.key) {
-                    state.delete_pending = delete;
-                }
+                server.files().set_delete_pending(&f.key, delete);
             }
             class::FILE_END_OF_FILE_INFORMATION => {
                 need(access::FILE_WRITE_DATA)?;
@@ -286,9 +284,8 @@ fn needs_read_attributes(class: u8) -> bool {
 fn file_state(server: &Server, f: &FileOpen) -> (String, bool) {
     server
         .files()
-        .files
         .get(&f.key)
-        .map(|s| (s.path.clone(), s.delete_pending))
+        .map(|s| (s.path().to_owned(), s.delete_pending))
         .unwrap_or_default()
 }
 
@@ -324,57 +321,34 @@ fn rename(
     target: &str,
     replace: bool,
 ) -> Result<(), NtStatus> {
+    let share = f.key.0;
     let from = {
         let table = server.files();
-        let state = table.files.get(&f.key).ok_or(status::FILE_CLOSED)?;
-        if state
-            .opens
-            .iter()
-            .any(|o| o.id != my_id && o.share_access & access::SHARE_DELETE == 0)
-        {
+        let state = table.get(&f.key).ok_or(status::FILE_CLOSED)?;
+        if table.others_deny_delete(&f.key, my_id) {
             return Err(status::SHARING_VIOLATION);
         }
         // An open of the parent directory with DELETE access pins its
         // entries' names: Windows refuses to rename a file out from under it.
-        let parent = state.path.rsplit_once('/').map(|(p, _)| p).unwrap_or("");
-        if table.files.iter().any(|(k, s)| {
-            k.0 == f.key.0
-                && s.is_dir
-                && s.path == parent
-                && s.opens.iter().any(|o| o.access & access::DELETE != 0)
-        }) {
+        let parent = state.path().rsplit_once('/').map(|(p, _)| p).unwrap_or("");
+        if table.dir_open_for_delete(share, parent) {
             return Err(status::SHARING_VIOLATION);
         }
-        state.path.clone()
+        state.path().to_owned()
     };
     if let Ok(existing) = f.vfs.resolve(target) {
-        if !existing.eq_ignore_ascii_case(&from) && replace {
-            let table = server.files();
-            if table
-                .files
-                .iter()
-                .any(|(k, s)| k.0 == f.key.0 && s.path == existing && !s.opens.is_empty())
-            {
-                return Err(status::ACCESS_DENIED);
-            }
+        if !existing.eq_ignore_ascii_case(&from)
+            && replace
+            && server.files().is_open_at(share, &existing)
+        {
+            return Err(status::ACCESS_DENIED);
         }
     }
     let new_path = f
         .vfs
         .rename(&from, target, replace)
         .map_err(|e| vfs_status(&e))?;
-    let mut table = server.files();
-    let old_prefix = format!("{from}/");
-    for (k, s) in table.files.iter_mut() {
-        if k.0 != f.key.0 {
-            continue;
-        }
-        if *k == f.key {
-            s.path = new_path.clone();
-        } else if let Some(rest) = s.path.strip_prefix(&old_prefix) {
-            s.path = format!("{new_path}/{rest}");
-        }
-    }
+    server.files().moved(&f.key, &from, &new_path);
     Ok(())
 }
 

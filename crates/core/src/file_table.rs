@@ -1,0 +1,410 @@
+//! The table of open files shared by every connection: share modes,
+//! delete-on-close, and the paths renames move.
+//!
+//! Every question a request asks of it costs a lookup, not a scan of all
+//! open files or of all opens of one file: a client may hold many thousands
+//! of opens, and the table's lock is everyone's. Share modes are kept as
+//! counts (as Windows' IoCheckShareAccess keeps them), files by key in
+//! order (a file's streams are neighbours), and a second index by path.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::Bound;
+
+use copyless_proto::status::{self, NtStatus};
+
+use crate::access::{self, SHARE_CHECKED};
+
+/// (share index, device, inode, stream): the last is 0 for a file's main
+/// data and [`stream_id`] for an alternate data stream, so each stream
+/// has share modes of its own, as on NTFS.
+pub type FileKey = (usize, u64, u64, u64);
+
+/// A nonzero id for a stream name, the same for every case of it.
+pub fn stream_id(name: Option<&str>) -> u64 {
+    let Some(name) = name else { return 0 };
+    // FNV-1a over the case-folded name.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for c in name.chars().flat_map(char::to_lowercase) {
+        let mut buf = [0u8; 4];
+        for b in c.encode_utf8(&mut buf).bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h | 1
+}
+
+/// One open of a file as the share-mode checks see it.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenRef {
+    pub id: u64,
+    pub access: u32,
+    pub share_access: u32,
+}
+
+/// Everything known about an open file across all its opens.
+#[derive(Debug, Default)]
+pub struct FileState {
+    /// The file's current path (renames through one open move all opens).
+    path: String,
+    pub is_dir: bool,
+    opens: HashMap<u64, OpenRef>,
+    counts: ShareCounts,
+    /// Set by FileDispositionInformation, or by closing an open made with
+    /// FILE_DELETE_ON_CLOSE: the file goes away when the last open closes.
+    pub delete_pending: bool,
+}
+
+impl FileState {
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+}
+
+/// How many opens of a file hold and share each kind of access.
+#[derive(Debug, Default, Clone, Copy)]
+struct ShareCounts {
+    /// Opens whose access takes part in share modes, and of those, how
+    /// many read, write or delete, and how many let others do so.
+    checked: u32,
+    readers: u32,
+    writers: u32,
+    deleters: u32,
+    sharing_read: u32,
+    sharing_write: u32,
+    sharing_delete: u32,
+    /// Every open, checked or not: those with DELETE access, and those
+    /// that do not share delete.
+    delete_access: u32,
+    not_sharing_delete: u32,
+}
+
+impl ShareCounts {
+    fn add(&mut self, o: &OpenRef, sign: i32) {
+        let bump = |n: &mut u32, yes: bool| {
+            if yes {
+                *n = n.wrapping_add_signed(sign);
+            }
+        };
+        if o.access & SHARE_CHECKED != 0 {
+            bump(&mut self.checked, true);
+            bump(&mut self.readers, access::reads(o.access));
+            bump(&mut self.writers, access::writes(o.access));
+            bump(&mut self.deleters, access::deletes(o.access));
+            bump(
+                &mut self.sharing_read,
+                o.share_access & access::SHARE_READ != 0,
+            );
+            bump(
+                &mut self.sharing_write,
+                o.share_access & access::SHARE_WRITE != 0,
+            );
+            bump(
+                &mut self.sharing_delete,
+                o.share_access & access::SHARE_DELETE != 0,
+            );
+        }
+        bump(&mut self.delete_access, o.access & access::DELETE != 0);
+        bump(
+            &mut self.not_sharing_delete,
+            o.share_access & access::SHARE_DELETE == 0,
+        );
+    }
+
+    /// Whether a new open conflicts with any open counted here: exactly
+    /// [`access::share_conflict`] against each of them.
+    fn conflicts(&self, new_access: u32, new_share: u32) -> bool {
+        if new_access & SHARE_CHECKED == 0 || self.checked == 0 {
+            return false;
+        }
+        (access::reads(new_access) && self.sharing_read < self.checked)
+            || (access::writes(new_access) && self.sharing_write < self.checked)
+            || (access::deletes(new_access) && self.sharing_delete < self.checked)
+            || (self.readers > 0 && new_share & access::SHARE_READ == 0)
+            || (self.writers > 0 && new_share & access::SHARE_WRITE == 0)
+            || (self.deleters > 0 && new_share & access::SHARE_DELETE == 0)
+    }
+}
+
+/// What closing the last open of a file leaves to do.
+pub struct LastClose {
+    pub path: String,
+    pub is_dir: bool,
+    pub delete_pending: bool,
+}
+
+#[derive(Default)]
+pub struct FileTable {
+    files: BTreeMap<FileKey, FileState>,
+    /// Every file of `files` by (share, path).
+    by_path: BTreeSet<(usize, String, FileKey)>,
+}
+
+impl FileTable {
+    pub fn get(&self, key: &FileKey) -> Option<&FileState> {
+        self.files.get(key)
+    }
+
+    pub fn set_delete_pending(&mut self, key: &FileKey, pending: bool) {
+        if let Some(state) = self.files.get_mut(key) {
+            state.delete_pending = pending;
+        }
+    }
+
+    /// Adds an open of the file at `path` after checking delete-pending
+    /// and share modes against every other open of it.
+    pub fn register(
+        &mut self,
+        key: FileKey,
+        path: &str,
+        is_dir: bool,
+        open: OpenRef,
+    ) -> Result<(), NtStatus> {
+        // A stream open without FILE_SHARE_DELETE keeps its file from
+        // being opened for DELETE (smb2.streams.delete).
+        if key.3 == 0 && open.access & access::DELETE != 0 && self.a_stream_denies_delete(key) {
+            return Err(status::SHARING_VIOLATION);
+        }
+        if let Some(state) = self.files.get(&key) {
+            if state.delete_pending {
+                return Err(status::DELETE_PENDING);
+            }
+            if state.counts.conflicts(open.access, open.share_access) {
+                return Err(status::SHARING_VIOLATION);
+            }
+        } else {
+            self.by_path.insert((key.0, path.to_owned(), key));
+        }
+        let state = self.files.entry(key).or_insert_with(|| FileState {
+            path: path.to_owned(),
+            is_dir,
+            ..Default::default()
+        });
+        state.counts.add(&open, 1);
+        state.opens.insert(open.id, open);
+        Ok(())
+    }
+
+    /// Removes open `id`; `delete_on_close` marks the file for deletion
+    /// first. When it was the last open, the file leaves the table and
+    /// what is left to do comes back.
+    pub fn unregister(
+        &mut self,
+        key: &FileKey,
+        id: u64,
+        delete_on_close: bool,
+    ) -> Option<LastClose> {
+        let state = self.files.get_mut(key)?;
+        if let Some(open) = state.opens.remove(&id) {
+            state.counts.add(&open, -1);
+        }
+        if delete_on_close {
+            state.delete_pending = true;
+        }
+        if !state.opens.is_empty() {
+            return None;
+        }
+        let state = self.files.remove(key)?;
+        self.by_path.remove(&(key.0, state.path.clone(), *key));
+        Some(LastClose {
+            path: state.path,
+            is_dir: state.is_dir,
+            delete_pending: state.delete_pending,
+        })
+    }
+
+    fn a_stream_denies_delete(&self, key: FileKey) -> bool {
+        let (share, dev, ino, _) = key;
+        self.files
+            .range((share, dev, ino, 1)..=(share, dev, ino, u64::MAX))
+            .any(|(_, s)| s.counts.not_sharing_delete > 0)
+    }
+
+    /// Whether an open of the file other than `id` does not share delete
+    /// (a rename needs every other open to).
+    pub fn others_deny_delete(&self, key: &FileKey, id: u64) -> bool {
+        let Some(state) = self.files.get(key) else {
+            return false;
+        };
+        let mine = state
+            .opens
+            .get(&id)
+            .is_some_and(|o| o.share_access & access::SHARE_DELETE == 0);
+        state.counts.not_sharing_delete > u32::from(mine)
+    }
+
+    /// The files open at exactly `path` of share `share`.
+    fn at_path<'a>(
+        &'a self,
+        share: usize,
+        path: &'a str,
+    ) -> impl Iterator<Item = (&'a FileKey, &'a FileState)> + 'a {
+        let from = (share, path.to_owned(), (0, 0, 0, 0));
+        self.by_path
+            .range(from..)
+            .take_while(move |(s, p, _)| *s == share && p == path)
+            .filter_map(|(_, _, k)| Some((k, self.files.get(k)?)))
+    }
+
+    /// Whether the directory at `path` is open with DELETE access, which
+    /// pins the names of its entries.
+    pub fn dir_open_for_delete(&self, share: usize, path: &str) -> bool {
+        self.at_path(share, path)
+            .any(|(_, s)| s.is_dir && s.counts.delete_access > 0)
+    }
+
+    /// Whether anything is open at `path`.
+    pub fn is_open_at(&self, share: usize, path: &str) -> bool {
+        self.at_path(share, path).next().is_some()
+    }
+
+    /// After a rename of the file `key` from `from` to `to`: it and its
+    /// streams, and everything open beneath it, are at their new paths.
+    pub fn moved(&mut self, key: &FileKey, from: &str, to: &str) {
+        let share = key.0;
+        let prefix = format!("{from}/");
+        // Beneath `from`: paths from "from/" up to (not including)
+        // "from0", '0' being the character after '/'.
+        let beneath_end = format!("{from}0");
+        let mut moves: Vec<(String, FileKey)> = self
+            .by_path
+            .range((
+                Bound::Included((share, prefix.clone(), (0, 0, 0, 0))),
+                Bound::Excluded((share, beneath_end, (0, 0, 0, 0))),
+            ))
+            .map(|(_, p, k)| (p.clone(), *k))
+            .collect();
+        moves.extend(
+            self.at_path(share, from)
+                .filter(|(k, _)| (k.1, k.2) == (key.1, key.2))
+                .map(|(k, _)| (from.to_owned(), *k)),
+        );
+        for (old, k) in moves {
+            let new = match old.strip_prefix(&prefix) {
+                Some(rest) => format!("{to}/{rest}"),
+                None => to.to_owned(),
+            };
+            self.by_path.remove(&(share, old, k));
+            self.by_path.insert((share, new.clone(), k));
+            if let Some(state) = self.files.get_mut(&k) {
+                state.path = new;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::{share_conflict, FILE_READ_DATA, FILE_WRITE_DATA};
+
+    const KINDS: [u32; 6] = [
+        FILE_READ_DATA,
+        FILE_WRITE_DATA,
+        access::DELETE,
+        FILE_READ_DATA | FILE_WRITE_DATA,
+        access::READ_CONTROL,
+        0x0080, // FILE_READ_ATTRIBUTES: not checked
+    ];
+
+    /// The counts answer as share_conflict against every open would, for
+    /// every mix of two earlier opens and a new one.
+    #[test]
+    fn counts_agree_with_checking_each_open() {
+        for a1 in KINDS {
+            for s1 in 0..8 {
+                for a2 in KINDS {
+                    for s2 in 0..8 {
+                        let old = [
+                            OpenRef {
+                                id: 1,
+                                access: a1,
+                                share_access: s1,
+                            },
+                            OpenRef {
+                                id: 2,
+                                access: a2,
+                                share_access: s2,
+                            },
+                        ];
+                        let mut counts = ShareCounts::default();
+                        old.iter().for_each(|o| counts.add(o, 1));
+                        for a in KINDS {
+                            for s in 0..8 {
+                                let each = old
+                                    .iter()
+                                    .any(|o| share_conflict(a, s, o.access, o.share_access));
+                                assert_eq!(counts.conflicts(a, s), each, "{old:?} {a:#x} {s}");
+                            }
+                        }
+                        old.iter().for_each(|o| counts.add(o, -1));
+                        assert!(!counts.conflicts(FILE_WRITE_DATA, 0));
+                        assert_eq!(counts.not_sharing_delete, 0);
+                    }
+                }
+            }
+        }
+    }
+
+    fn open(id: u64, access: u32, share_access: u32) -> OpenRef {
+        OpenRef {
+            id,
+            access,
+            share_access,
+        }
+    }
+
+    #[test]
+    fn renames_move_what_is_beneath_and_the_streams() {
+        let mut t = FileTable::default();
+        let dir = (0, 1, 10, 0);
+        let file = (0, 1, 11, 0);
+        let stream = (0, 1, 11, stream_id(Some("s")));
+        let sibling = (0, 1, 12, 0);
+        let other_share = (1, 1, 13, 0);
+        t.register(dir, "a", true, open(1, access::DELETE, 7))
+            .unwrap();
+        t.register(file, "a/f", false, open(2, FILE_READ_DATA, 7))
+            .unwrap();
+        t.register(stream, "a/f", false, open(3, FILE_READ_DATA, 3))
+            .unwrap();
+        t.register(sibling, "a0", false, open(4, FILE_READ_DATA, 7))
+            .unwrap();
+        t.register(other_share, "a/f", false, open(5, FILE_READ_DATA, 7))
+            .unwrap();
+        assert!(t.dir_open_for_delete(0, "a"));
+        assert!(!t.dir_open_for_delete(0, "a/f"));
+        // The stream does not share delete: the file cannot be opened
+        // for DELETE.
+        assert_eq!(
+            t.register(file, "a/f", false, open(6, access::DELETE, 7)),
+            Err(status::SHARING_VIOLATION)
+        );
+        t.moved(&dir, "a", "b");
+        assert_eq!(t.get(&dir).unwrap().path(), "b");
+        assert_eq!(t.get(&file).unwrap().path(), "b/f");
+        assert_eq!(t.get(&stream).unwrap().path(), "b/f");
+        assert_eq!(t.get(&sibling).unwrap().path(), "a0");
+        assert_eq!(t.get(&other_share).unwrap().path(), "a/f");
+        assert!(t.is_open_at(0, "b/f") && !t.is_open_at(0, "a/f"));
+        t.moved(&file, "b/f", "b/g");
+        assert_eq!(t.get(&stream).unwrap().path(), "b/g");
+        let last = t.unregister(&stream, 3, true).unwrap();
+        assert!(last.delete_pending);
+        assert!(t.unregister(&file, 2, false).is_some());
+        assert!(!t.is_open_at(0, "b/g"));
+    }
+
+    #[test]
+    fn a_rename_needs_the_others_to_share_delete() {
+        let mut t = FileTable::default();
+        let f = (0, 1, 2, 0);
+        t.register(f, "f", false, open(1, access::DELETE, 0))
+            .unwrap();
+        assert!(!t.others_deny_delete(&f, 1));
+        t.register(f, "f", false, open(2, 0x0080, 0)).unwrap();
+        assert!(t.others_deny_delete(&f, 1));
+        assert!(t.unregister(&f, 2, false).is_none());
+        assert!(!t.others_deny_delete(&f, 1));
+    }
+}
