@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use copyless_vfs::{
-    CreateAction, DirEntry, Disposition, FileHandle, FileStat, FsStat, OpenRequest, Opened,
-    SetTimes, Vfs, VfsResult,
+    CreateAction, Disposition, FileHandle, FileStat, FsStat, OpenRequest, Opened, SetTimes, Vfs,
+    VfsResult,
 };
 
 use crate::clock;
@@ -115,10 +115,6 @@ impl Vfs for TimedVfs {
         self.timed(Syscall::SetAttributes, || {
             self.inner.set_attributes(h, attributes)
         })
-    }
-
-    fn read_dir(&self, h: &FileHandle) -> VfsResult<Vec<DirEntry>> {
-        self.timed(Syscall::ReadDir, || self.inner.read_dir(h))
     }
 
     fn list_names(&self, h: &FileHandle) -> VfsResult<Vec<String>> {

@@ -196,19 +196,26 @@ pub trait Vfs: Send + Sync {
     fn set_times(&self, h: &FileHandle, times: &SetTimes) -> VfsResult<()>;
     /// Stores the settable DOS attribute bits (attr::SETTABLE).
     fn set_attributes(&self, h: &FileHandle, attributes: u32) -> VfsResult<()>;
-    /// Every entry of an open directory except `.` and `..`, sorted by
-    /// name.
-    fn read_dir(&self, h: &FileHandle) -> VfsResult<Vec<DirEntry>>;
-    /// The names [`Vfs::read_dir`] would list, in its order, without
-    /// looking at each entry.
+    /// The names in an open directory except `.` and `..`, sorted.
     fn list_names(&self, h: &FileHandle) -> VfsResult<Vec<String>>;
-    /// The entry `name` of an open directory as [`Vfs::read_dir`] would
-    /// describe it; None when it is no longer there.
+    /// The entry `name` of an open directory; None when it is no longer
+    /// there.
     fn entry(&self, dir: &FileHandle, name: &str) -> VfsResult<Option<FileStat>>;
-    /// Whether [`Vfs::read_dir`] would list nothing, without listing a
+    /// Whether [`Vfs::list_names`] would list nothing, without listing a
     /// large directory to find out.
     fn is_empty_dir(&self, h: &FileHandle) -> VfsResult<bool> {
-        Ok(self.read_dir(h)?.is_empty())
+        Ok(self.list_names(h)?.is_empty())
+    }
+    /// Every entry of an open directory except `.` and `..`, sorted by
+    /// name.
+    fn read_dir(&self, h: &FileHandle) -> VfsResult<Vec<DirEntry>> {
+        let mut entries = Vec::new();
+        for name in self.list_names(h)? {
+            if let Some(stat) = self.entry(h, &name)? {
+                entries.push(DirEntry { name, stat });
+            }
+        }
+        Ok(entries)
     }
     /// Renames `from` (a real path, as returned by open) to `to` (as the
     /// client gave it; its parent resolved case-insensitively). Returns the

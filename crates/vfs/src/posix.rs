@@ -27,8 +27,8 @@ use rustix::fs::{
 use rustix::io::{pread, pwrite, Errno};
 
 use crate::{
-    attr, CreateAction, DirEntry, Disposition, FileHandle, FileStat, FsStat, Kind, OpenRequest,
-    Opened, SetTimes, Vfs, VfsError, VfsResult,
+    attr, CreateAction, Disposition, FileHandle, FileStat, FsStat, Kind, OpenRequest, Opened,
+    SetTimes, Vfs, VfsError, VfsResult,
 };
 use case_cache::{CaseCache, Lookup};
 use errno::{io_err, path_err};
@@ -811,16 +811,6 @@ impl Vfs for PosixVfs {
     fn set_attributes(&self, h: &FileHandle, attributes: u32) -> VfsResult<()> {
         self.meta
             .set_attrs(h.fd.as_fd(), attributes & attr::SETTABLE)
-    }
-
-    fn read_dir(&self, h: &FileHandle) -> VfsResult<Vec<DirEntry>> {
-        let mut entries = Vec::new();
-        for name in self.list_names(h)? {
-            if let Some(stat) = self.entry_stat(h.fd.as_fd(), &name)? {
-                entries.push(DirEntry { name, stat });
-            }
-        }
-        Ok(entries)
     }
 
     fn list_names(&self, h: &FileHandle) -> VfsResult<Vec<String>> {
