@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parents[2]
 USER, PASSWORD = "seed", "Seed-pass-1"
 
 # Input formats (fuzz/src/connection.rs, parsers.rs, auth.rs, rpc.rs).
-MODE_LOGIN, MODE_GUEST = 0x01, 0x02
-FIX_MESSAGE_ID, FIX_SESSION, FIX_FILE_ID, SIGN = 0x01, 0x02, 0x04, 0x08
+MODE_LOGIN, MODE_GUEST, MODE_SMB311 = 0x01, 0x02, 0x04
+FIX_MESSAGE_ID, FIX_SESSION, FIX_FILE_ID, SIGN, ENCRYPT = 0x01, 0x02, 0x04, 0x08, 0x20
 AUTH_GUEST, AUTH_FROM_CLIENT = 0x01, 0x02
 SEL_SMB2, SEL_TRANSFORM, SEL_SMB1, SEL_DESCRIPTOR, SEL_SET_INFO, SEL_WILDCARD, SEL_NAME = range(7)
 
@@ -266,6 +266,9 @@ def write_seeds(connections, corpus):
         for i in range(0, len(after), RECORDS_PER_INPUT):
             chunk = [bytes([fixes]) + f for f in after[i:i + RECORDS_PER_INPUT]]
             corpus.add("connection", bytes([MODE_LOGIN]) + records(chunk))
+            # The same over SMB 3.1.1, encrypted.
+            sealed = [bytes([fixes | ENCRYPT]) + f for f in after[i:i + RECORDS_PER_INPUT]]
+            corpus.add("connection", bytes([MODE_LOGIN | MODE_SMB311]) + records(sealed))
         tokens, pipe = [], []
         for f in frames:
             if f[:4] == b"\xfdSMB":

@@ -8,12 +8,12 @@
 //! transform, SMB1, anything). The flags ask the harness to make the frame
 //! acceptable in the ways a fuzzer cannot guess: message ids inside the
 //! credit window, the session's ids, the id of a file the server opened,
-//! and a valid signature. With no flags the frame goes as it is.
+//! a valid signature, encryption. With no flags the frame goes as it is.
 //!
 //! Beyond "no panic", every reply is checked: frames fit the transport,
-//! messages parse, signatures on our session verify (all in
-//! `copyless_scripted`), and no reply is larger than its request's credit
-//! charge pays for.
+//! messages parse, signatures on our session verify, sealed replies
+//! decrypt (all in `copyless_scripted`), and no reply is larger than its
+//! request's credit charge pays for.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -24,7 +24,7 @@ use copyless_proto::client::CreateReply;
 use copyless_proto::header::FLAG_RELATED_OPERATIONS;
 use copyless_proto::messages::FileId;
 use copyless_proto::{command, status, HEADER_LEN};
-use copyless_scripted::{Client, Reply, Users};
+use copyless_scripted::{Client, Dialect, Reply, Users};
 
 use crate::records;
 
@@ -32,6 +32,9 @@ use crate::records;
 pub const MODE_LOGIN: u8 = 0x01;
 /// Mode bit: the server lets unknown users in as guests.
 pub const MODE_GUEST: u8 = 0x02;
+/// Mode bit: log in with SMB 3.1.1 (AES-GMAC signing, AES-128-GCM
+/// encryption) rather than SMB 2.1.
+pub const MODE_SMB311: u8 = 0x04;
 
 /// Record flag: message ids from the client's credit window.
 pub const FIX_MESSAGE_ID: u8 = 0x01;
@@ -44,6 +47,8 @@ pub const FIX_FILE_ID: u8 = 0x04;
 pub const SIGN: u8 = 0x08;
 /// Record flag: a minute passes after the frame, and the core's timer runs.
 pub const TICK: u8 = 0x10;
+/// Record flag: the frame goes encrypted (SMB 3.1.1 logins only).
+pub const ENCRYPT: u8 = 0x20;
 
 pub const USER: &str = "alice";
 pub const PASSWORD: &str = "fuzz-pass";
@@ -82,7 +87,12 @@ fn drive(data: &[u8]) -> Vec<(u16, u32)> {
     };
     let server = copyless_scripted::server(share.path(), config, users);
     let mut client = if mode & MODE_LOGIN != 0 {
-        Client::login(server, USER, PASSWORD)
+        let dialect = if mode & MODE_SMB311 != 0 {
+            Dialect::Smb311
+        } else {
+            Dialect::Smb210
+        };
+        Client::login_with(server, dialect, USER, PASSWORD)
     } else {
         Client::connect(server)
     };
@@ -93,6 +103,11 @@ fn drive(data: &[u8]) -> Vec<(u16, u32)> {
         };
         let mut frame = frame.to_vec();
         let charges = fix_up(&mut client, &mut frame, flags, last_file);
+        if flags & ENCRYPT != 0 {
+            if let Some(sealed) = client.seal(&frame) {
+                frame = sealed;
+            }
+        }
         let replies = client.handle_frame(&frame);
         for reply in &replies {
             seen.push((reply.header.command, reply.status()));
@@ -285,6 +300,16 @@ mod tests {
         let mut input = vec![MODE_LOGIN];
         input.extend(record(ALL, &create_request("a.txt", false)));
         input.extend(record(ALL, &read_request(FileId::default(), 0, 100, 1)));
+        let seen = drive(&input);
+        let tail = &seen[seen.len() - 2..];
+        assert_eq!(tail, [(command::CREATE, 0), (command::READ, 0)]);
+    }
+
+    #[test]
+    fn smb311_encrypted_requests_reach_the_file() {
+        let mut input = vec![MODE_LOGIN | MODE_SMB311];
+        input.extend(record(ALL | ENCRYPT, &create_request("a.txt", false)));
+        input.extend(record(ALL | ENCRYPT, &read_request(FileId::default(), 0, 100, 1)));
         let seen = drive(&input);
         let tail = &seen[seen.len() - 2..];
         assert_eq!(tail, [(command::CREATE, 0), (command::READ, 0)]);

@@ -1,6 +1,7 @@
-//! A scripted SMB 2.1 client that drives the protocol core in memory: it
-//! logs in with NTLMv2, signs every request, and hands back the replies of
-//! each frame. No sockets; deterministic.
+//! A scripted SMB client that drives the protocol core in memory: it
+//! negotiates SMB 2.1 or 3.1.1, logs in with NTLMv2, signs every request
+//! (and in 3.1.1 can encrypt), and hands back the replies of each frame,
+//! checked. No sockets; deterministic.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -10,13 +11,16 @@ use std::sync::{Arc, Mutex};
 
 use copyless_auth::{ClientIdentity, Credentials, Initiator, InitiatorRandom, InitiatorStep};
 use copyless_core::{Connection, Env, Output, Server, ServerConfig, Share};
-use copyless_crypto::session_keys::signing_key;
-use copyless_crypto::{SigningAlgorithm, SigningKey};
-use copyless_proto::client::{self as wire, CreateParams, NegotiateOffer, SessionSetupReply};
+use copyless_crypto::session_keys::{cipher_keys, signing_key};
+use copyless_crypto::{Cipher, CipherId, PreauthHash, SigningAlgorithm, SigningKey};
+use copyless_proto::client::{
+    self as wire, CreateParams, NegotiateOffer, NegotiateReply, SessionSetupReply, TransformHeader,
+    TRANSFORM_AAD_RANGE, TRANSFORM_FLAG_ENCRYPTED, TRANSFORM_HEADER_LEN,
+};
 use copyless_proto::command;
 use copyless_proto::header::{Header, FLAG_RELATED_OPERATIONS, FLAG_SIGNED};
 use copyless_proto::messages::FileId;
-use copyless_proto::negotiate::{self as neg, DIALECT_210};
+use copyless_proto::negotiate::{self as neg, DIALECT_210, DIALECT_311};
 use copyless_proto::{status, Writer, HEADER_LEN};
 use copyless_vfs::posix::PosixVfs;
 
@@ -166,18 +170,44 @@ impl Reply {
     }
 }
 
+/// The dialect a client offers (and the server picks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// HMAC-SHA256 signing, no encryption.
+    Smb210,
+    /// Pre-authentication integrity, AES-GMAC signing, AES-128-GCM
+    /// encryption.
+    Smb311,
+}
+
 pub struct Client {
     pub conn: Connection,
     pub env: TestEnv,
     pub next_mid: u64,
     pub session_id: u64,
     pub tree_id: u32,
+    dialect: Dialect,
+    /// 3.1.1: the hash of the connection's NEGOTIATE exchange.
+    preauth: PreauthHash,
+    signing_algorithm: SigningAlgorithm,
     key: Option<SigningKey>,
+    crypt: Option<Crypt>,
     /// Credits granted and not yet used.
     pub credits: u64,
     /// The connection was closed by the server.
     pub closed: bool,
 }
+
+/// The client's side of a session's encryption: it encrypts with the
+/// client-to-server key and decrypts with the other.
+struct Crypt {
+    encrypt: Cipher,
+    decrypt: Cipher,
+    /// Nonces never repeat under one key.
+    counter: u64,
+}
+
+const CIPHER: CipherId = CipherId::Aes128Gcm;
 
 impl Client {
     pub fn connect(server: Arc<Server>) -> Client {
@@ -188,7 +218,11 @@ impl Client {
             next_mid: 0,
             session_id: 0,
             tree_id: 0,
+            dialect: Dialect::Smb210,
+            preauth: PreauthHash::new(),
+            signing_algorithm: SigningAlgorithm::HmacSha256,
             key: None,
+            crypt: None,
             credits: 1,
             closed: false,
         }
@@ -196,7 +230,13 @@ impl Client {
 
     /// Negotiates SMB 2.1, logs in as `user` and connects to the share.
     pub fn login(server: Arc<Server>, user: &str, password: &str) -> Client {
+        Client::login_with(server, Dialect::Smb210, user, password)
+    }
+
+    /// As [`Client::login`], in `dialect`.
+    pub fn login_with(server: Arc<Server>, dialect: Dialect, user: &str, password: &str) -> Client {
         let mut c = Client::connect(server);
+        c.dialect = dialect;
         c.negotiate();
         c.session_setup(user, password)
             .unwrap_or_else(|s| panic!("login as {user}: status {s:#x}"));
@@ -205,20 +245,44 @@ impl Client {
     }
 
     pub fn negotiate(&mut self) {
-        let r = self.call(Request::new(command::NEGOTIATE, 1, |w| {
+        let (dialect, contexts) = match self.dialect {
+            Dialect::Smb210 => (DIALECT_210, Vec::new()),
+            Dialect::Smb311 => (
+                DIALECT_311,
+                vec![
+                    (neg::CTX_PREAUTH_INTEGRITY, neg::preauth_context(&[9; 32])),
+                    (neg::CTX_ENCRYPTION, neg::id_list_context(&[CIPHER.id()])),
+                    (
+                        neg::CTX_SIGNING,
+                        neg::id_list_context(&[SigningAlgorithm::AesGmac.id()]),
+                    ),
+                ],
+            ),
+        };
+        let frame = self.frame(vec![Request::new(command::NEGOTIATE, 1, |w| {
             wire::write_negotiate_request(
                 w,
                 &NegotiateOffer {
                     security_mode: neg::SIGNING_ENABLED | neg::SIGNING_REQUIRED,
-                    capabilities: neg::CAP_LARGE_MTU,
+                    capabilities: neg::CAP_LARGE_MTU | neg::CAP_ENCRYPTION,
                     client_guid: [5; 16],
-                    dialects: &[DIALECT_210],
-                    contexts: &[],
+                    dialects: &[dialect],
+                    contexts: &contexts,
                 },
             )
             .unwrap()
-        }));
+        })]);
+        let r = self.handle_frame(&frame).remove(0);
         assert_eq!(r.status(), status::SUCCESS, "NEGOTIATE");
+        let reply = NegotiateReply::parse(&r.msg).unwrap();
+        assert_eq!(reply.dialect, dialect);
+        if self.dialect == Dialect::Smb311 {
+            self.preauth.update(&frame);
+            self.preauth.update(&r.msg);
+            let signing = reply.context(neg::CTX_SIGNING).unwrap();
+            let ids = neg::parse_id_list(signing.data).unwrap();
+            self.signing_algorithm = SigningAlgorithm::from_id(ids[0]).unwrap();
+        }
     }
 
     /// Authenticates a new session; Err carries the failing status.
@@ -239,30 +303,86 @@ impl Client {
         };
         self.session_id = 0;
         self.key = None;
+        self.crypt = None;
+        let mut preauth = self.preauth.clone();
         loop {
-            let r = self.call(Request::new(command::SESSION_SETUP, 1, |w| {
+            let frame = self.frame(vec![Request::new(command::SESSION_SETUP, 1, |w| {
                 wire::write_session_setup_request(w, 2, 0, &token).unwrap()
-            }));
+            })]);
+            preauth.update(&frame);
+            let r = self.handle_frame(&frame).remove(0);
             self.session_id = r.header.session_id;
             let reply = SessionSetupReply::parse(&r.msg).unwrap();
             match r.status() {
-                status::MORE_PROCESSING_REQUIRED => match init.step(reply.security_buffer) {
-                    Ok(InitiatorStep::Send(t)) => token = t,
-                    other => panic!("NTLM: {other:?}"),
-                },
+                status::MORE_PROCESSING_REQUIRED => {
+                    preauth.update(&r.msg);
+                    match init.step(reply.security_buffer) {
+                        Ok(InitiatorStep::Send(t)) => token = t,
+                        other => panic!("NTLM: {other:?}"),
+                    }
+                }
                 status::SUCCESS => {
                     let key = init.session_key().unwrap();
-                    self.key = Some(signing_key(
-                        DIALECT_210,
-                        SigningAlgorithm::AesCmac,
-                        &key,
-                        &[0; 64],
-                    ));
+                    let (dialect, hash) = match self.dialect {
+                        Dialect::Smb210 => (DIALECT_210, &[0; 64]),
+                        Dialect::Smb311 => (DIALECT_311, preauth.value()),
+                    };
+                    self.key = Some(signing_key(dialect, self.signing_algorithm, &key, hash));
+                    if let Some((c2s, s2c)) = cipher_keys(dialect, CIPHER, &key, hash) {
+                        self.crypt = Some(Crypt {
+                            encrypt: Cipher::new(CIPHER, &c2s).unwrap(),
+                            decrypt: Cipher::new(CIPHER, &s2c).unwrap(),
+                            counter: 0,
+                        });
+                    }
+                    // The reply that ends the exchange is signed.
+                    assert!(self.key.as_ref().unwrap().verify(&r.msg));
                     return Ok(());
                 }
                 s => return Err(s),
             }
         }
+    }
+
+    /// The frame in a transform header, encrypted for the session (SMB
+    /// 3.1.1 only; None otherwise).
+    pub fn seal(&mut self, frame: &[u8]) -> Option<Vec<u8>> {
+        let crypt = self.crypt.as_mut()?;
+        crypt.counter += 1;
+        let mut nonce = [0u8; 16];
+        nonce[..8].copy_from_slice(&crypt.counter.to_le_bytes());
+        let mut out = Vec::with_capacity(TRANSFORM_HEADER_LEN + frame.len());
+        TransformHeader {
+            signature: [0; 16],
+            nonce,
+            original_message_size: u32::try_from(frame.len()).ok()?,
+            flags: TRANSFORM_FLAG_ENCRYPTED,
+            session_id: self.session_id,
+        }
+        .write(&mut out);
+        out.extend_from_slice(frame);
+        let (head, body) = out.split_at_mut(TRANSFORM_HEADER_LEN);
+        let n = crypt.encrypt.nonce_len();
+        let tag = crypt
+            .encrypt
+            .encrypt(&nonce[..n], &head[TRANSFORM_AAD_RANGE], body);
+        out[4..20].copy_from_slice(&tag);
+        Some(out)
+    }
+
+    /// A received frame in a transform header, decrypted; it must be one
+    /// of this session's.
+    fn open_sealed(&self, frame: &[u8]) -> Vec<u8> {
+        let t = copyless_core::encryption::parse(frame).expect("a well-formed transform header");
+        assert_eq!(t.session_id, self.session_id, "encrypted for another session");
+        let crypt = self.crypt.as_ref().expect("encrypted, but the session has no keys");
+        let mut body = t.body.to_vec();
+        let n = crypt.decrypt.nonce_len();
+        assert!(
+            crypt.decrypt.decrypt(&t.nonce[..n], t.aad, &mut body, &t.tag),
+            "a reply that does not decrypt"
+        );
+        body
     }
 
     pub fn tree_connect(&mut self, share: &str) -> u32 {
@@ -379,6 +499,13 @@ impl Client {
         let mut replies = Vec::new();
         for f in &out.frames {
             assert!(f.len() <= 0x00FF_FFFF, "a frame of {} bytes", f.len());
+            let opened;
+            let f = if f.starts_with(&copyless_proto::header::TRANSFORM_PROTOCOL_ID) {
+                opened = self.open_sealed(f);
+                &opened
+            } else {
+                f
+            };
             for m in wire::split_compound(f).unwrap() {
                 let header = Header::parse(m).unwrap();
                 if let Some(key) = &self.key {
