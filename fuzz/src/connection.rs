@@ -309,7 +309,10 @@ mod tests {
     fn smb311_encrypted_requests_reach_the_file() {
         let mut input = vec![MODE_LOGIN | MODE_SMB311];
         input.extend(record(ALL | ENCRYPT, &create_request("a.txt", false)));
-        input.extend(record(ALL | ENCRYPT, &read_request(FileId::default(), 0, 100, 1)));
+        input.extend(record(
+            ALL | ENCRYPT,
+            &read_request(FileId::default(), 0, 100, 1),
+        ));
         let seen = drive(&input);
         let tail = &seen[seen.len() - 2..];
         assert_eq!(tail, [(command::CREATE, 0), (command::READ, 0)]);

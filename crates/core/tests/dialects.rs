@@ -27,7 +27,10 @@ fn signed_requests_in_smb311() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = login(dir.path());
     let id = c.create("f.txt", false).unwrap();
-    assert_eq!(c.call(write_request(id, b"signed")).status(), status::SUCCESS);
+    assert_eq!(
+        c.call(write_request(id, b"signed")).status(),
+        status::SUCCESS
+    );
     let r = c.call(read_request(id, 0, 6, 1));
     assert_eq!(wire::read_response_data(&r.msg).unwrap(), b"signed");
     assert!(r.header.is_signed());

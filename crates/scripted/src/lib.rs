@@ -374,12 +374,20 @@ impl Client {
     /// of this session's.
     fn open_sealed(&self, frame: &[u8]) -> Vec<u8> {
         let t = copyless_core::encryption::parse(frame).expect("a well-formed transform header");
-        assert_eq!(t.session_id, self.session_id, "encrypted for another session");
-        let crypt = self.crypt.as_ref().expect("encrypted, but the session has no keys");
+        assert_eq!(
+            t.session_id, self.session_id,
+            "encrypted for another session"
+        );
+        let crypt = self
+            .crypt
+            .as_ref()
+            .expect("encrypted, but the session has no keys");
         let mut body = t.body.to_vec();
         let n = crypt.decrypt.nonce_len();
         assert!(
-            crypt.decrypt.decrypt(&t.nonce[..n], t.aad, &mut body, &t.tag),
+            crypt
+                .decrypt
+                .decrypt(&t.nonce[..n], t.aad, &mut body, &t.tag),
             "a reply that does not decrypt"
         );
         body
