@@ -4,11 +4,9 @@
 //!
 //! Input: one selector byte (which decoder), then its input.
 
-use copyless_core::{encryption, path, wildcard};
+use copyless_core::{encryption, path, wildcard, wildcard_reference};
 use copyless_fscc::descriptor::{sids, Descriptor, ALL_PARTS};
 use copyless_proto::{client, command, create_context, messages, negotiate, smb1, utf16, Header};
-
-use crate::wildcard_ref;
 
 /// Selector: an SMB2 message (or compound), parsed as its command says.
 pub const SMB2: u8 = 0;
@@ -180,7 +178,7 @@ fn wildcard_vs_reference(input: &[u8]) {
     match wildcard::Pattern::new(&pattern) {
         Some(p) => assert_eq!(
             p.matches(&name),
-            wildcard_ref::matches(&pattern, &name),
+            wildcard_reference::matches(&pattern, &name),
             "pattern {pattern:?}, name {name:?}"
         ),
         None => assert!(pattern.chars().count() > wildcard::MAX_PATTERN_UNITS),

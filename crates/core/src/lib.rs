@@ -20,6 +20,8 @@ mod session;
 pub mod shortname;
 pub mod tree;
 pub mod wildcard;
+#[cfg(any(test, feature = "reference"))]
+pub mod wildcard_reference;
 
 pub use connection::{Connection, Output};
 pub use env::Env;

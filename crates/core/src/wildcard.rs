@@ -275,50 +275,6 @@ mod tests {
         assert!(matches("*.*.*.*", "127.0.0.1"));
     }
 
-    /// What MS-FSA 2.1.4.4 says, as plainly as possible: try every way
-    /// each wildcard can match, by memoised recursion. Deep and slow, so
-    /// only for checking the automaton on small cases.
-    fn reference(pattern: &str, name: &str) -> bool {
-        fn m(p: &[char], n: &[char], pi: usize, ni: usize, memo: &mut [Option<bool>]) -> bool {
-            let key = pi * (n.len() + 1) + ni;
-            if let Some(v) = memo[key] {
-                return v;
-            }
-            let last_dot = n.iter().rposition(|c| *c == '.');
-            let at = n.get(ni).copied();
-            let r = match p.get(pi) {
-                None => at.is_none(),
-                Some('*') => {
-                    m(p, n, pi + 1, ni, memo) || (at.is_some() && m(p, n, pi, ni + 1, memo))
-                }
-                Some('<') => {
-                    let may_take = at.is_some() && !(at == Some('.') && Some(ni) == last_dot);
-                    m(p, n, pi + 1, ni, memo) || (may_take && m(p, n, pi, ni + 1, memo))
-                }
-                Some('>') => match at {
-                    None | Some('.') => m(p, n, pi + 1, ni, memo),
-                    Some(_) => m(p, n, pi + 1, ni + 1, memo),
-                },
-                Some('"') => match at {
-                    None => m(p, n, pi + 1, ni, memo),
-                    Some('.') => m(p, n, pi + 1, ni + 1, memo),
-                    Some(_) => false,
-                },
-                Some('?') => at.is_some() && m(p, n, pi + 1, ni + 1, memo),
-                Some(c) => at == Some(*c) && m(p, n, pi + 1, ni + 1, memo),
-            };
-            memo[key] = Some(r);
-            r
-        }
-        if matches!(pattern, "" | "*" | "*.*") {
-            return true;
-        }
-        let p: Vec<char> = pattern.chars().flat_map(char::to_lowercase).collect();
-        let n: Vec<char> = name.chars().flat_map(char::to_lowercase).collect();
-        let mut memo = vec![None; (p.len() + 1) * (n.len() + 1)];
-        m(&p, &n, 0, 0, &mut memo)
-    }
-
     /// Every string of up to `max` characters drawn from `alphabet`.
     fn strings(alphabet: &[char], max: usize) -> Vec<String> {
         let mut all = vec![String::new()];
@@ -345,7 +301,7 @@ mod tests {
                 for n in names.iter().filter(|n| !n.is_empty()) {
                     assert_eq!(
                         compiled.matches(n),
-                        reference(&p, n),
+                        crate::wildcard_reference::matches(&p, n),
                         "pattern {p:?} name {n:?}"
                     );
                 }

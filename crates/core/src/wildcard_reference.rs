@@ -1,8 +1,9 @@
 //! A second, deliberately plain reading of MS-FSA 2.1.4.4
-//! (FsRtlIsNameInExpression) to check `copyless_core::wildcard` against:
-//! the rules written as a recursion over (pattern position, name
-//! position), memoised. It may recurse as deep as pattern plus name, which
-//! is why the server does not use it and why callers keep both short.
+//! (FsRtlIsNameInExpression) to check [`crate::wildcard`] against: the
+//! rules written as a recursion over (pattern position, name position),
+//! memoised. It may recurse as deep as pattern plus name, so it is built
+//! only for tests and for the fuzz targets (feature `reference`), never
+//! into the server, and callers keep both short.
 
 use std::collections::HashMap;
 
