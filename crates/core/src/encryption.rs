@@ -33,13 +33,26 @@ impl SessionCiphers {
         session_key: &[u8; 16],
         preauth: &[u8; 64],
     ) -> Option<SessionCiphers> {
-        let (dec, enc) =
+        let (c2s, s2c) =
             copyless_crypto::session_keys::cipher_keys(dialect, id, session_key, preauth)?;
         Some(SessionCiphers {
-            encrypt: Cipher::new(id, &enc)?,
-            decrypt: Cipher::new(id, &dec)?,
+            encrypt: Cipher::new(id, &s2c)?,
+            decrypt: Cipher::new(id, &c2s)?,
             nonce_counter: 0,
         })
+    }
+
+    /// The same keys from the client's side (for the in-memory test
+    /// client): it encrypts what the server decrypts.
+    pub fn derive_for_client(
+        dialect: u16,
+        id: CipherId,
+        session_key: &[u8; 16],
+        preauth: &[u8; 64],
+    ) -> Option<SessionCiphers> {
+        let mut c = SessionCiphers::derive(dialect, id, session_key, preauth)?;
+        std::mem::swap(&mut c.encrypt, &mut c.decrypt);
+        Some(c)
     }
 
     /// Wraps `msg` (one SMB2 message or compound) in a transform header.

@@ -10,12 +10,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use copyless_auth::{ClientIdentity, Credentials, Initiator, InitiatorRandom, InitiatorStep};
+use copyless_core::encryption::SessionCiphers;
 use copyless_core::{Connection, Env, Output, Server, ServerConfig, Share};
-use copyless_crypto::session_keys::{cipher_keys, signing_key};
-use copyless_crypto::{Cipher, CipherId, PreauthHash, SigningAlgorithm, SigningKey};
+use copyless_crypto::session_keys::signing_key;
+use copyless_crypto::{CipherId, PreauthHash, SigningAlgorithm, SigningKey};
 use copyless_proto::client::{
-    self as wire, CreateParams, NegotiateOffer, NegotiateReply, SessionSetupReply, TransformHeader,
-    TRANSFORM_AAD_RANGE, TRANSFORM_FLAG_ENCRYPTED, TRANSFORM_HEADER_LEN,
+    self as wire, CreateParams, NegotiateOffer, NegotiateReply, SessionSetupReply,
 };
 use copyless_proto::command;
 use copyless_proto::header::{Header, FLAG_RELATED_OPERATIONS, FLAG_SIGNED};
@@ -191,20 +191,11 @@ pub struct Client {
     preauth: PreauthHash,
     signing_algorithm: SigningAlgorithm,
     key: Option<SigningKey>,
-    crypt: Option<Crypt>,
+    crypt: Option<SessionCiphers>,
     /// Credits granted and not yet used.
     pub credits: u64,
     /// The connection was closed by the server.
     pub closed: bool,
-}
-
-/// The client's side of a session's encryption: it encrypts with the
-/// client-to-server key and decrypts with the other.
-struct Crypt {
-    encrypt: Cipher,
-    decrypt: Cipher,
-    /// Nonces never repeat under one key.
-    counter: u64,
 }
 
 const CIPHER: CipherId = CipherId::Aes128Gcm;
@@ -328,13 +319,7 @@ impl Client {
                         Dialect::Smb311 => (DIALECT_311, preauth.value()),
                     };
                     self.key = Some(signing_key(dialect, self.signing_algorithm, &key, hash));
-                    if let Some((c2s, s2c)) = cipher_keys(dialect, CIPHER, &key, hash) {
-                        self.crypt = Some(Crypt {
-                            encrypt: Cipher::new(CIPHER, &c2s).unwrap(),
-                            decrypt: Cipher::new(CIPHER, &s2c).unwrap(),
-                            counter: 0,
-                        });
-                    }
+                    self.crypt = SessionCiphers::derive_for_client(dialect, CIPHER, &key, hash);
                     // The reply that ends the exchange is signed.
                     assert!(self.key.as_ref().unwrap().verify(&r.msg));
                     return Ok(());
@@ -347,27 +332,8 @@ impl Client {
     /// The frame in a transform header, encrypted for the session (SMB
     /// 3.1.1 only; None otherwise).
     pub fn seal(&mut self, frame: &[u8]) -> Option<Vec<u8>> {
-        let crypt = self.crypt.as_mut()?;
-        crypt.counter += 1;
-        let mut nonce = [0u8; 16];
-        nonce[..8].copy_from_slice(&crypt.counter.to_le_bytes());
-        let mut out = Vec::with_capacity(TRANSFORM_HEADER_LEN + frame.len());
-        TransformHeader {
-            signature: [0; 16],
-            nonce,
-            original_message_size: u32::try_from(frame.len()).ok()?,
-            flags: TRANSFORM_FLAG_ENCRYPTED,
-            session_id: self.session_id,
-        }
-        .write(&mut out);
-        out.extend_from_slice(frame);
-        let (head, body) = out.split_at_mut(TRANSFORM_HEADER_LEN);
-        let n = crypt.encrypt.nonce_len();
-        let tag = crypt
-            .encrypt
-            .encrypt(&nonce[..n], &head[TRANSFORM_AAD_RANGE], body);
-        out[4..20].copy_from_slice(&tag);
-        Some(out)
+        let salt = [0; 8];
+        Some(self.crypt.as_mut()?.seal(self.session_id, frame, salt))
     }
 
     /// A received frame in a transform header, decrypted; it must be one
