@@ -23,7 +23,7 @@ use copyless_core::ServerConfig;
 use copyless_proto::client::CreateReply;
 use copyless_proto::header::FLAG_RELATED_OPERATIONS;
 use copyless_proto::messages::FileId;
-use copyless_proto::{command, status, HEADER_LEN};
+use copyless_proto::{command, compound, status, HEADER_LEN};
 use copyless_scripted::{Client, Dialect, Reply, Users};
 
 use crate::records;
@@ -154,15 +154,14 @@ fn fix_up(
     last_file: Option<FileId>,
 ) -> HashMap<u64, Option<u16>> {
     let mut charges = HashMap::new();
-    let mut start = 0;
-    while frame.len() - start >= HEADER_LEN && frame[start..].starts_with(b"\xfeSMB") {
-        let next = u32_at(frame, start + 20) as usize;
-        let end = if next >= HEADER_LEN && next < frame.len() - start {
-            start + next
-        } else {
-            frame.len()
-        };
-        let msg = &mut frame[start..end];
+    // The messages the server will see: where the walk fails, it stops
+    // reading too.
+    let spans: Vec<(usize, usize)> = compound::messages(frame)
+        .map_while(Result::ok)
+        .map(|m| (m.offset, m.bytes.len()))
+        .collect();
+    for (start, len) in spans {
+        let msg = &mut frame[start..start + len];
         let charge = u16::from_le_bytes([msg[6], msg[7]]);
         let related = u32_at(msg, 16) & FLAG_RELATED_OPERATIONS != 0;
         if flags & FIX_MESSAGE_ID != 0 {
@@ -188,10 +187,6 @@ fn fix_up(
             .entry(mid)
             .and_modify(|c| *c = None)
             .or_insert(Some(charge));
-        if end == frame.len() {
-            break;
-        }
-        start = end;
     }
     charges
 }

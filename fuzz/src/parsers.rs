@@ -4,9 +4,10 @@
 //!
 //! Input: one selector byte (which decoder), then its input.
 
-use copyless_core::{encryption, path, wildcard, wildcard_reference};
+use copyless_core::{path, wildcard, wildcard_reference};
 use copyless_fscc::descriptor::{sids, Descriptor, ALL_PARTS};
-use copyless_proto::{client, command, create_context, messages, negotiate, smb1, utf16, Header};
+use copyless_proto::transform::{Sealed, TRANSFORM_HEADER_LEN};
+use copyless_proto::{command, compound, create_context, messages, negotiate, smb1, utf16, Header};
 
 /// Selector: an SMB2 message (or compound), parsed as its command says.
 pub const SMB2: u8 = 0;
@@ -31,8 +32,9 @@ pub fn run(data: &[u8]) {
     match selector % SELECTORS {
         SMB2 => smb2(input),
         TRANSFORM => {
-            if let Some(t) = encryption::parse(input) {
-                assert_eq!(t.body.len(), input.len() - 52);
+            if let Ok(t) = Sealed::parse(input) {
+                assert_eq!(t.body.len(), input.len() - TRANSFORM_HEADER_LEN);
+                assert_eq!(t.aad.len(), 32);
             }
         }
         SMB1 => {
@@ -46,7 +48,7 @@ pub fn run(data: &[u8]) {
 }
 
 fn smb2(frame: &[u8]) {
-    let _ = client::split_compound(frame);
+    let _ = compound::split(frame);
     let Ok(header) = Header::parse(frame) else {
         return;
     };

@@ -15,6 +15,7 @@ use copyless_proto::header::{
 };
 use copyless_proto::messages::{self, FileId};
 use copyless_proto::status::{self, NtStatus};
+use copyless_proto::transform::Sealed;
 use copyless_proto::{smb1, Writer, HEADER_LEN};
 
 use crate::credits::CreditWindow;
@@ -247,21 +248,16 @@ impl Connection {
     /// the reply with the same session's key. Anything that does not
     /// decrypt ends the connection (MS-SMB2 3.3.5.2.1.1).
     fn handle_encrypted(&mut self, msg: &[u8], env: &mut dyn Env) -> Output {
-        let Some(t) = crate::encryption::parse(msg) else {
+        let Ok(sealed) = Sealed::parse(msg) else {
             return Output::close(Vec::new());
         };
-        let sid = t.session_id;
+        let sid = sealed.header.session_id;
         let Some(ciphers) = self.sessions.get(&sid).and_then(|s| s.ciphers.as_ref()) else {
             return Output::close(Vec::new());
         };
-        let mut body = t.body.to_vec();
-        let n = ciphers.decrypt.nonce_len();
-        if !ciphers
-            .decrypt
-            .decrypt(&t.nonce[..n], t.aad, &mut body, &t.tag)
-        {
+        let Some(body) = ciphers.open(&sealed) else {
             return Output::close(Vec::new());
-        }
+        };
         let mut out = self.handle_plain(&body, true, env);
         let mut salt = [0u8; 8];
         env.fill_random(&mut salt);
@@ -278,37 +274,26 @@ impl Connection {
     fn handle_plain(&mut self, msg: &[u8], encrypted: bool, env: &mut dyn Env) -> Output {
         let mut out = Vec::new();
         let mut compound = Compound::default();
-        let mut offset = 0usize;
         let mut disconnect = false;
         let mut requests = Vec::new();
         let mut prev: Option<(usize, Option<u64>)> = None;
-        loop {
+        for m in copyless_proto::compound::messages(msg) {
             // A message that cannot be framed, anywhere in the compound,
             // ends the connection; the replies before it still go out,
             // finished (padded and signed) below.
-            let rest = &msg[offset..];
-            let Ok(hdr) = Header::parse(rest) else {
+            let Ok(m) = m else {
                 disconnect = true;
                 break;
             };
-            let next = hdr.next_command as usize;
-            let this = if next == 0 {
-                rest
-            } else {
-                if !next.is_multiple_of(8) || next < HEADER_LEN || next >= rest.len() {
-                    disconnect = true;
-                    break;
-                }
-                &rest[..next]
-            };
+            let hdr = m.header;
             if self.dialect == 0 && hdr.command != cmd::NEGOTIATE {
                 // The first request on a connection must negotiate.
                 disconnect = true;
                 break;
             }
-            compound.more_follow = next != 0;
+            compound.more_follow = !m.last;
             compound.room = MAX_REPLY_FRAME.saturating_sub(out.len().next_multiple_of(8));
-            let reply = self.handle_one(this, hdr, offset == 0, encrypted, &mut compound, env);
+            let reply = self.handle_one(m.bytes, hdr, m.offset == 0, encrypted, &mut compound, env);
             requests.push(self.request_trace(&hdr, reply.as_ref()));
             if let Some((bytes, flags)) = reply {
                 if flags.disconnect {
@@ -334,10 +319,9 @@ impl Connection {
                 prev = Some((out.len(), flags.sign_sid));
                 out.extend_from_slice(&bytes);
             }
-            if next == 0 || disconnect {
+            if disconnect {
                 break;
             }
-            offset += next;
         }
         if let Some((p, sid)) = prev {
             if requests.len() > 1 {

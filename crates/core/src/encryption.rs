@@ -2,11 +2,9 @@
 //! header, per-session keys, and wrapping whole (compound) messages.
 
 use copyless_crypto::{Cipher, CipherId};
-use copyless_proto::header::TRANSFORM_PROTOCOL_ID;
-use copyless_proto::Reader;
-
-pub const TRANSFORM_HEADER_LEN: usize = 52;
-const FLAG_ENCRYPTED: u16 = 0x0001;
+use copyless_proto::transform::{
+    Sealed, TransformHeader, TRANSFORM_AAD_RANGE, TRANSFORM_FLAG_ENCRYPTED, TRANSFORM_HEADER_LEN,
+};
 
 /// Ciphers in the server's order of preference (3.1.1 negotiation).
 pub const PREFERENCE: [CipherId; 4] = [
@@ -64,52 +62,34 @@ impl SessionCiphers {
         let n = self.encrypt.nonce_len();
         nonce[8..n].copy_from_slice(&salt[..n - 8]);
         let mut out = Vec::with_capacity(TRANSFORM_HEADER_LEN + msg.len());
-        out.extend_from_slice(&TRANSFORM_PROTOCOL_ID);
-        out.extend_from_slice(&[0u8; 16]);
-        out.extend_from_slice(&nonce);
-        out.extend_from_slice(&(msg.len() as u32).to_le_bytes());
-        out.extend_from_slice(&0u16.to_le_bytes());
-        out.extend_from_slice(&FLAG_ENCRYPTED.to_le_bytes());
-        out.extend_from_slice(&session_id.to_le_bytes());
+        TransformHeader {
+            signature: [0; 16],
+            nonce,
+            // Replies stay below the 24-bit transport limit.
+            original_message_size: msg.len() as u32,
+            flags: TRANSFORM_FLAG_ENCRYPTED,
+            session_id,
+        }
+        .write(&mut out);
         out.extend_from_slice(msg);
         let (head, body) = out.split_at_mut(TRANSFORM_HEADER_LEN);
-        let tag = self.encrypt.encrypt(&nonce[..n], &head[20..], body);
+        let tag = self
+            .encrypt
+            .encrypt(&nonce[..n], &head[TRANSFORM_AAD_RANGE], body);
         out[4..20].copy_from_slice(&tag);
         out
     }
-}
 
-/// The parts of a received transform header.
-pub struct Transform<'a> {
-    pub session_id: u64,
-    pub tag: [u8; 16],
-    pub nonce: &'a [u8],
-    pub aad: &'a [u8],
-    pub body: &'a [u8],
-}
-
-pub fn parse(msg: &[u8]) -> Option<Transform<'_>> {
-    let mut r = Reader::new(msg);
-    if r.array::<4>().ok()? != TRANSFORM_PROTOCOL_ID {
-        return None;
+    /// The plaintext of a received transformed message, or None when it
+    /// does not decrypt.
+    pub fn open(&self, sealed: &Sealed<'_>) -> Option<Vec<u8>> {
+        let mut body = sealed.body.to_vec();
+        let n = self.decrypt.nonce_len();
+        let h = &sealed.header;
+        self.decrypt
+            .decrypt(&h.nonce[..n], sealed.aad, &mut body, &h.signature)
+            .then_some(body)
     }
-    let tag = r.array::<16>().ok()?;
-    let nonce = r.bytes(16).ok()?;
-    let size = r.u32().ok()? as usize;
-    r.skip(2).ok()?;
-    let flags = r.u16().ok()?;
-    let session_id = r.u64().ok()?;
-    let body = msg.get(TRANSFORM_HEADER_LEN..)?;
-    if flags != FLAG_ENCRYPTED || size != body.len() || size == 0 {
-        return None;
-    }
-    Some(Transform {
-        session_id,
-        tag,
-        nonce,
-        aad: &msg[20..TRANSFORM_HEADER_LEN],
-        body,
-    })
 }
 
 #[cfg(test)]
@@ -124,8 +104,8 @@ mod tests {
         for id in PREFERENCE {
             let mut c = SessionCiphers::derive(DIALECT_311, id, &key, &[1; 64]).unwrap();
             let sealed = c.seal(42, b"hello smb message", [9; 8]);
-            let t = parse(&sealed).unwrap();
-            assert_eq!(t.session_id, 42);
+            let t = Sealed::parse(&sealed).unwrap();
+            assert_eq!(t.header.session_id, 42);
             // The client's key for this direction is our encryption key.
             let client = Cipher::new(
                 id,
@@ -136,15 +116,16 @@ mod tests {
                 },
             )
             .unwrap();
+            let n = client.nonce_len();
             let mut body = t.body.to_vec();
-            assert!(client.decrypt(&t.nonce[..client.nonce_len()], t.aad, &mut body, &t.tag));
+            assert!(client.decrypt(&t.header.nonce[..n], t.aad, &mut body, &t.header.signature));
             assert_eq!(body, b"hello smb message");
+            // And the client's own view of the session opens it.
+            let other = SessionCiphers::derive_for_client(DIALECT_311, id, &key, &[1; 64]).unwrap();
+            assert_eq!(other.open(&t).unwrap(), b"hello smb message");
             let mut bad = sealed.clone();
             bad[60] ^= 1;
-            let t = parse(&bad).unwrap();
-            let mut body = t.body.to_vec();
-            assert!(!client.decrypt(&t.nonce[..client.nonce_len()], t.aad, &mut body, &t.tag));
+            assert!(other.open(&Sealed::parse(&bad).unwrap()).is_none());
         }
-        assert!(parse(&[0xFD, b'S', b'M', b'B']).is_none());
     }
 }

@@ -1,6 +1,5 @@
 //! The client's side of the SMB2 messages: request builders and response
-//! parsers (MS-SMB2 2.2), plus the TRANSFORM_HEADER (2.2.41) and compound
-//! splitting. Builders append a body to a `Writer` that already holds the
+//! parsers (MS-SMB2 2.2). Builders append a body to a `Writer` that already holds the
 //! 64-byte header, since buffer offsets count from the header start.
 //! Parsers take the whole message from the header on and check every
 //! offset and length against it.
@@ -501,80 +500,8 @@ pub fn buffer_response_data(msg: &[u8]) -> Result<&[u8]> {
     slice_at(msg, off, len)
 }
 
-// ---- compounds ----
-
-/// Splits a received frame into the messages of a compound, following
-/// NextCommand. Each message keeps its padding, as signatures cover it.
-pub fn split_compound(frame: &[u8]) -> Result<Vec<&[u8]>> {
-    let mut out = Vec::new();
-    let mut rest = frame;
-    loop {
-        let hdr = crate::Header::parse(rest)?;
-        let next = hdr.next_command as usize;
-        if next == 0 {
-            out.push(rest);
-            return Ok(out);
-        }
-        if next < HEADER_LEN || !next.is_multiple_of(8) || next >= rest.len() {
-            return Err(Error("bad NextCommand"));
-        }
-        let (this, tail) = rest.split_at(next);
-        out.push(this);
-        rest = tail;
-    }
-}
-
-// ---- TRANSFORM_HEADER (MS-SMB2 2.2.41) ----
-
-pub const TRANSFORM_HEADER_LEN: usize = 52;
-/// Flags (EncryptionAlgorithm in 3.0): the message is encrypted.
-pub const TRANSFORM_FLAG_ENCRYPTED: u16 = 0x0001;
-/// Bytes 20..52 of the transform header are the AEAD's associated data.
-pub const TRANSFORM_AAD_RANGE: std::ops::Range<usize> = 20..52;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TransformHeader {
-    pub signature: [u8; 16],
-    pub nonce: [u8; 16],
-    pub original_message_size: u32,
-    pub flags: u16,
-    pub session_id: u64,
-}
-
-impl TransformHeader {
-    pub fn parse(buf: &[u8]) -> Result<Self> {
-        let mut r = Reader::new(buf);
-        if r.array::<4>()? != crate::header::TRANSFORM_PROTOCOL_ID {
-            return Err(Error("bad transform protocol id"));
-        }
-        let signature = r.array()?;
-        let nonce = r.array()?;
-        let original_message_size = r.u32()?;
-        r.skip(2)?;
-        let flags = r.u16()?;
-        let session_id = r.u64()?;
-        Ok(TransformHeader {
-            signature,
-            nonce,
-            original_message_size,
-            flags,
-            session_id,
-        })
-    }
-
-    pub fn write(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&crate::header::TRANSFORM_PROTOCOL_ID);
-        out.extend_from_slice(&self.signature);
-        out.extend_from_slice(&self.nonce);
-        out.extend_from_slice(&self.original_message_size.to_le_bytes());
-        out.extend_from_slice(&0u16.to_le_bytes());
-        out.extend_from_slice(&self.flags.to_le_bytes());
-        out.extend_from_slice(&self.session_id.to_le_bytes());
-    }
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::header::Header;
     use crate::messages::{self, CreateRequest, QueryDirectoryRequest, QueryInfoRequest};
@@ -587,7 +514,7 @@ mod tests {
         w
     }
 
-    fn hex(s: &str) -> Vec<u8> {
+    pub(crate) fn hex(s: &str) -> Vec<u8> {
         let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
         (0..s.len())
             .step_by(2)
@@ -789,48 +716,5 @@ mod tests {
         messages::write_close_response(&mut w, Some(&times));
         let (flags, t) = parse_close_response(&w.buf).unwrap();
         assert_eq!((flags, t.end_of_file), (1, 10));
-    }
-
-    #[test]
-    fn compound_split() {
-        let mut frame = Vec::new();
-        let first = Header {
-            next_command: 72,
-            ..Header::default()
-        };
-        first.write(&mut frame);
-        frame.extend_from_slice(&[1; 8]);
-        Header::default().write(&mut frame);
-        frame.extend_from_slice(&[2; 3]);
-        let parts = split_compound(&frame).unwrap();
-        assert_eq!(parts.len(), 2);
-        assert_eq!(parts[0].len(), 72);
-        assert_eq!(parts[1].len(), 67);
-
-        // NextCommand past the end, unaligned or inside the header.
-        for bad in [200u32, 70, 8] {
-            let mut f = frame.clone();
-            f[20..24].copy_from_slice(&bad.to_le_bytes());
-            assert!(split_compound(&f).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn transform_header_matches_microsoft_example() {
-        // The start of the encrypted READ request of Microsoft's "SMB 3.1.1
-        // Encryption in Windows 10", appendix A.1 (AES-128-GCM).
-        let raw = hex(
-            "FD534D426DAC0B6FD85A3ED42BB917DA38FE0386D7AA8C6D36859243B715E0A60000000071000000
-             00000100250000000010000088A47BF0",
-        );
-        let th = TransformHeader::parse(&raw).unwrap();
-        assert_eq!(th.original_message_size, 0x71);
-        assert_eq!(th.flags, TRANSFORM_FLAG_ENCRYPTED);
-        assert_eq!(th.session_id, 0x0000_1000_0000_0025);
-        assert_eq!(&th.nonce[..12], &raw[20..32]);
-        let mut out = Vec::new();
-        th.write(&mut out);
-        assert_eq!(out, raw[..TRANSFORM_HEADER_LEN]);
-        assert!(TransformHeader::parse(&raw[..51]).is_err());
     }
 }

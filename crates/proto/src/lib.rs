@@ -6,12 +6,14 @@
 
 pub mod client;
 pub mod command;
+pub mod compound;
 pub mod create_context;
 pub mod header;
 pub mod messages;
 pub mod negotiate;
 pub mod smb1;
 pub mod status;
+pub mod transform;
 pub mod utf16;
 pub mod wire;
 

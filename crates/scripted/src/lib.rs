@@ -21,6 +21,7 @@ use copyless_proto::command;
 use copyless_proto::header::{Header, FLAG_RELATED_OPERATIONS, FLAG_SIGNED};
 use copyless_proto::messages::FileId;
 use copyless_proto::negotiate::{self as neg, DIALECT_210, DIALECT_311};
+use copyless_proto::transform::Sealed;
 use copyless_proto::{status, Writer, HEADER_LEN};
 use copyless_vfs::posix::PosixVfs;
 
@@ -339,24 +340,16 @@ impl Client {
     /// A received frame in a transform header, decrypted; it must be one
     /// of this session's.
     fn open_sealed(&self, frame: &[u8]) -> Vec<u8> {
-        let t = copyless_core::encryption::parse(frame).expect("a well-formed transform header");
+        let sealed = Sealed::parse(frame).expect("a well-formed transform header");
         assert_eq!(
-            t.session_id, self.session_id,
+            sealed.header.session_id, self.session_id,
             "encrypted for another session"
         );
         let crypt = self
             .crypt
             .as_ref()
             .expect("encrypted, but the session has no keys");
-        let mut body = t.body.to_vec();
-        let n = crypt.decrypt.nonce_len();
-        assert!(
-            crypt
-                .decrypt
-                .decrypt(&t.nonce[..n], t.aad, &mut body, &t.tag),
-            "a reply that does not decrypt"
-        );
-        body
+        crypt.open(&sealed).expect("a reply that does not decrypt")
     }
 
     pub fn tree_connect(&mut self, share: &str) -> u32 {
@@ -480,7 +473,7 @@ impl Client {
             } else {
                 f
             };
-            for m in wire::split_compound(f).unwrap() {
+            for m in copyless_proto::compound::split(f).unwrap() {
                 let header = Header::parse(m).unwrap();
                 if let Some(key) = &self.key {
                     if header.is_signed() && header.session_id == self.session_id {

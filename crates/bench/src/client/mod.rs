@@ -275,7 +275,7 @@ impl Connection {
         let count = msgs.len();
         let mut mids = Vec::with_capacity(count);
         let prefix = if self.crypt.is_some() {
-            4 + copyless_proto::client::TRANSFORM_HEADER_LEN
+            4 + copyless_proto::transform::TRANSFORM_HEADER_LEN
         } else {
             4
         };
@@ -479,7 +479,7 @@ impl Connection {
         if header.next_command == 0 {
             return self.take_message(header, frame);
         }
-        let parts: Vec<Vec<u8>> = copyless_proto::client::split_compound(&frame)?
+        let parts: Vec<Vec<u8>> = copyless_proto::compound::split(&frame)?
             .into_iter()
             .map(<[u8]>::to_vec)
             .collect();

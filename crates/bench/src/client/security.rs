@@ -2,7 +2,7 @@
 //! encryption of whole frames in a TRANSFORM_HEADER (3.2.4.1.8, 3.2.5.1.1.1).
 
 use copyless_crypto::{Cipher, CipherId};
-use copyless_proto::client::{
+use copyless_proto::transform::{
     TransformHeader, TRANSFORM_AAD_RANGE, TRANSFORM_FLAG_ENCRYPTED, TRANSFORM_HEADER_LEN,
 };
 
