@@ -90,7 +90,8 @@ impl<'a> NegotiateRequest<'a> {
         if dialect_count == 0 {
             return Err(Error("no dialects"));
         }
-        let mut dialects = Vec::with_capacity(dialect_count);
+        // Room for what the bytes can hold, not for what the count says.
+        let mut dialects = Vec::with_capacity(dialect_count.min(r.remaining() / 2));
         for _ in 0..dialect_count {
             dialects.push(r.u16()?);
         }
@@ -120,7 +121,7 @@ pub fn parse_preauth(data: &[u8]) -> Result<Vec<u16>> {
     let mut r = Reader::new(data);
     let count = r.u16()? as usize;
     let salt_len = r.u16()? as usize;
-    let mut algs = Vec::with_capacity(count);
+    let mut algs = Vec::with_capacity(count.min(r.remaining() / 2));
     for _ in 0..count {
         algs.push(r.u16()?);
     }
@@ -132,7 +133,7 @@ pub fn parse_preauth(data: &[u8]) -> Result<Vec<u16>> {
 pub fn parse_id_list(data: &[u8]) -> Result<Vec<u16>> {
     let mut r = Reader::new(data);
     let count = r.u16()? as usize;
-    let mut ids = Vec::with_capacity(count);
+    let mut ids = Vec::with_capacity(count.min(r.remaining() / 2));
     for _ in 0..count {
         ids.push(r.u16()?);
     }
