@@ -158,10 +158,12 @@ def copyless_binary() -> Path:
 _startup_timeouts: list[str] = []
 
 
-def _start_copyless(base: Path, *, extra_users=(), preexec_fn=None) -> RunningServer:
+def _start_copyless(base: Path, *, extra_users=(), preexec_fn=None,
+                    extra_config: str = "") -> RunningServer:
     """Starts copyless on a fresh share with TEST_USER and each (name,
     password) of `extra_users`; `preexec_fn` runs in the server's process
-    before exec (e.g. to set its resource limits)."""
+    before exec (e.g. to set its resource limits); `extra_config` is added
+    to its config file (whole tables, such as a [limits] section)."""
     if _startup_timeouts:
         pytest.fail(
             "not started: an earlier start of copyless in this session timed out:\n"
@@ -202,6 +204,7 @@ def _start_copyless(base: Path, *, extra_users=(), preexec_fn=None) -> RunningSe
     # A JSON string is a valid TOML basic string.
     config.write_text(
         f"control = {json.dumps(str(control))}\n\n[metrics]\nlisten = \"127.0.0.1:0\"\n"
+        + extra_config
     )
 
     stderr_path = base / "copyless.stderr"
