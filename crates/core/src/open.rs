@@ -6,7 +6,8 @@ use std::sync::Arc;
 use copyless_proto::messages::FileId;
 use copyless_vfs::{FileHandle, Vfs};
 
-use crate::server::{FileKey, Server};
+use crate::file_table::FileKey;
+use crate::server::Server;
 
 pub struct Open {
     pub file_id: FileId,

@@ -8,7 +8,6 @@ use copyless_auth::Credentials;
 use copyless_vfs::Vfs;
 
 use crate::file_table::FileTable;
-pub use crate::file_table::{stream_id, FileKey, FileState, OpenRef};
 use crate::quota::OpenQuota;
 
 #[derive(Debug, Clone)]

@@ -12,10 +12,11 @@ use copyless_vfs::{attr, CreateAction, Disposition, Kind, OpenRequest, Opened, V
 use crate::access::{self, map_generic};
 use crate::connection::{Compound, Connection, Req};
 use crate::env::Env;
+use crate::file_table::{stream_id, FileKey, OpenRef};
 use crate::handlers::{file_times, vfs_status};
 use crate::open::{FileOpen, Open, OpenKind};
 use crate::security::{self, Caller};
-use crate::server::{stream_id, FileKey, OpenRef, Server};
+use crate::server::Server;
 use crate::tree::TreeKind;
 
 pub const FILE_DIRECTORY_FILE: u32 = 0x0000_0001;
