@@ -20,9 +20,11 @@ use copyless_proto::{smb1, Writer, HEADER_LEN};
 
 use crate::credits::CreditWindow;
 use crate::env::Env;
+use crate::intent::{Intent, Token};
 use crate::server::Server;
 use crate::session::Session;
 use crate::tree::TreeKind;
+use crate::waiting::{Wait, Waiting};
 
 /// The largest SMB2 message the Direct TCP transport can carry (a 24-bit
 /// length), less room for the transform header that encrypts it.
@@ -35,12 +37,15 @@ const REPLY_OVERHEAD: usize = 1024;
 /// How often sessions are checked against the user store when idle.
 const SESSION_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 
-/// What the engine does after a message.
+/// What the engine does after a message or a completion.
 #[derive(Debug, Default)]
 pub struct Output {
     /// SMB2 messages to send, each a whole transport frame payload (the
     /// engine adds the 4-byte length prefix).
     pub frames: Vec<Vec<u8>>,
+    /// Data I/O to perform; each result goes back through
+    /// [`Connection::complete`], which finishes the reply waiting for it.
+    pub intents: Vec<Intent>,
     /// Close the connection after sending the frames.
     pub disconnect: bool,
     /// One entry per request handled, in order, for the engine's tracing.
@@ -70,6 +75,10 @@ pub(crate) struct Req<'a> {
     pub tree_id: u32,
     /// The request arrived inside a transform header (decrypted).
     pub encrypted: bool,
+    /// Where `msg` starts in the frame the engine passed in; None when the
+    /// bytes are the core's own (decrypted, or kept while the compound
+    /// waited).
+    pub frame_at: Option<usize>,
 }
 
 /// Per-reply decisions taken while handling a request.
@@ -93,6 +102,56 @@ pub(crate) struct Reply {
     pub suppress: bool,
     /// The session whose key signs this reply, if it is signed.
     pub sign_sid: Option<u64>,
+    /// The reply waits for this data I/O.
+    pub wait: Option<Wait>,
+}
+
+/// A request's reply as far as it is decided before its body is known.
+pub(crate) struct Begun {
+    pub hdr: Header,
+    pub reply: Reply,
+    pub granted: u16,
+}
+
+/// What became of one request of a compound.
+enum Step {
+    /// No reply (CANCEL).
+    Silent,
+    /// The connection ends now (a message id outside the credit window).
+    Drop(Reply),
+    Reply(Vec<u8>, Reply),
+    /// The reply waits for an intent.
+    Wait(Begun, Wait),
+}
+
+/// The replies of one received frame, built in order into one frame.
+pub(crate) struct Chain {
+    pub out: Vec<u8>,
+    /// Where the last reply placed in `out` starts, and the session that
+    /// signs it; it is signed once the next is linked to it.
+    pub prev: Option<(usize, Option<u64>)>,
+    /// Messages of the compound handled so far.
+    pub handled: usize,
+    pub compound: Compound,
+    pub disconnect: bool,
+    /// The request came sealed with this session's key; so go the replies.
+    pub sealed: Option<u64>,
+    /// Credits the replies grant: usable once the frame goes out.
+    pub granted: u64,
+}
+
+impl Chain {
+    fn new(sealed: Option<u64>) -> Chain {
+        Chain {
+            out: Vec::new(),
+            prev: None,
+            handled: 0,
+            compound: Compound::default(),
+            disconnect: false,
+            sealed,
+            granted: 0,
+        }
+    }
 }
 
 /// State carried from one request of a compound to the next.
@@ -143,6 +202,10 @@ pub struct Connection {
     /// The user store's generation when sessions were last checked
     /// against it.
     credentials_generation: u64,
+    /// Requests whose replies wait for intents, by the intent's token;
+    /// as many as the credit window lets the client send at once.
+    pub(crate) waiting: HashMap<Token, Waiting>,
+    pub(crate) next_token: Token,
 }
 
 impl Connection {
@@ -167,6 +230,8 @@ impl Connection {
             max_io: 65536,
             logged_off: Vec::new(),
             credentials_generation: 0,
+            waiting: HashMap::new(),
+            next_token: 0,
         }
     }
 
@@ -193,20 +258,18 @@ impl Connection {
     }
 
     /// Handles one received message (one transport frame: an SMB2 message
-    /// or a compound of several, or the SMB1 NEGOTIATE).
+    /// or a compound of several, or the SMB1 NEGOTIATE). Replies that wait
+    /// for data I/O come later, from [`Connection::complete`]; the engine
+    /// keeps `msg` until every intent it led to has completed.
     pub fn handle(&mut self, msg: &[u8], env: &mut dyn Env) -> Output {
         self.end_sessions_of_removed_users();
-        let out = if smb1::is_smb1(msg) {
+        if smb1::is_smb1(msg) {
             self.handle_smb1(msg, env)
         } else if msg.starts_with(&copyless_proto::header::TRANSFORM_PROTOCOL_ID) {
             self.handle_encrypted(msg, env)
         } else {
-            self.handle_plain(msg, false, env)
-        };
-        // The replies are about to be sent: the credits they grant are the
-        // client's from now on.
-        self.credits.release();
-        out
+            self.handle_plain(msg, env)
+        }
     }
 
     /// How long the engine may wait, when no message arrives, before
@@ -258,90 +321,145 @@ impl Connection {
         let Some(body) = ciphers.open(&sealed) else {
             return Output::close(Vec::new());
         };
-        let mut out = self.handle_plain(&body, true, env);
-        let mut salt = [0u8; 8];
-        env.fill_random(&mut salt);
-        for frame in &mut out.frames {
-            match self.sessions.get_mut(&sid).and_then(|s| s.ciphers.as_mut()) {
-                Some(c) => *frame = c.seal(sid, frame, salt),
-                // The session logged off inside this very message.
-                None => return Output::close(Vec::new()),
-            }
-        }
+        let mut out = Output::default();
+        self.drive(Chain::new(Some(sid)), &body, None, env, &mut out);
         out
     }
 
-    fn handle_plain(&mut self, msg: &[u8], encrypted: bool, env: &mut dyn Env) -> Output {
-        let mut out = Vec::new();
-        let mut compound = Compound::default();
-        let mut disconnect = false;
-        let mut requests = Vec::new();
-        let mut prev: Option<(usize, Option<u64>)> = None;
-        for m in copyless_proto::compound::messages(msg) {
+    fn handle_plain(&mut self, msg: &[u8], env: &mut dyn Env) -> Output {
+        let mut out = Output::default();
+        self.drive(Chain::new(None), msg, Some(0), env, &mut out);
+        out
+    }
+
+    /// Answers the messages of `msgs` in order into `chain`, until the
+    /// compound ends or a request waits for an intent. `frame_at` is where
+    /// `msgs` starts in the frame the engine holds, None when the bytes
+    /// are the core's own.
+    pub(crate) fn drive(
+        &mut self,
+        mut chain: Chain,
+        msgs: &[u8],
+        frame_at: Option<usize>,
+        env: &mut dyn Env,
+        out: &mut Output,
+    ) {
+        for m in copyless_proto::compound::messages(msgs) {
             // A message that cannot be framed, anywhere in the compound,
             // ends the connection; the replies before it still go out,
             // finished (padded and signed) below.
             let Ok(m) = m else {
-                disconnect = true;
+                chain.disconnect = true;
                 break;
             };
             let hdr = m.header;
             if self.dialect == 0 && hdr.command != cmd::NEGOTIATE {
                 // The first request on a connection must negotiate.
-                disconnect = true;
+                chain.disconnect = true;
                 break;
             }
-            compound.more_follow = !m.last;
-            compound.room = MAX_REPLY_FRAME.saturating_sub(out.len().next_multiple_of(8));
-            let reply = self.handle_one(m.bytes, hdr, m.offset == 0, encrypted, &mut compound, env);
-            requests.push(self.request_trace(&hdr, reply.as_ref()));
-            if let Some((bytes, flags)) = reply {
-                if flags.disconnect {
-                    disconnect = true;
-                }
-                if bytes.is_empty() {
+            chain.compound.more_follow = !m.last;
+            chain.compound.room =
+                MAX_REPLY_FRAME.saturating_sub(chain.out.len().next_multiple_of(8));
+            let first = chain.handled == 0;
+            chain.handled += 1;
+            let at = frame_at.map(|f| f + m.offset);
+            match self.handle_one(m.bytes, hdr, first, at, &mut chain, env) {
+                Step::Silent => out.requests.push(self.request_trace(&hdr, None)),
+                Step::Drop(reply) => {
+                    out.requests
+                        .push(self.request_trace(&hdr, Some((&[], &reply))));
+                    chain.disconnect = true;
                     break;
                 }
-                if bytes.len() > compound.room {
-                    // Only a flood of small replies gets here (each large one
-                    // was refused before it ran): the frame cannot say its
-                    // length, so the connection ends, as Samba ends it.
-                    return Output::close(Vec::new());
+                Step::Reply(bytes, reply) => {
+                    out.requests
+                        .push(self.request_trace(&hdr, Some((&bytes, &reply))));
+                    if bytes.len() > chain.compound.room {
+                        // Only a flood of small replies gets here (each
+                        // large one was refused before it ran): the frame
+                        // cannot say its length, so the connection ends,
+                        // as Samba ends it.
+                        chain.out.clear();
+                        chain.prev = None;
+                        chain.disconnect = true;
+                        break;
+                    }
+                    let p = self.link(&mut chain);
+                    chain.out.extend_from_slice(&bytes);
+                    chain.prev = Some((p, reply.sign_sid));
+                    if reply.disconnect {
+                        chain.disconnect = true;
+                        break;
+                    }
                 }
-                if let Some((p, sid)) = prev {
-                    // Pad the previous reply and point it at this one.
-                    let padded = (out.len() - p).next_multiple_of(8);
-                    out.resize(p + padded, 0);
-                    let off = (out.len() - p) as u32;
-                    out[p + 20..p + 24].copy_from_slice(&off.to_le_bytes());
-                    self.sign_reply(&mut out[p..], sid);
+                Step::Wait(begun, wait) => {
+                    let rest = msgs[m.offset + m.bytes.len()..].to_vec();
+                    self.suspend(chain, begun, wait, rest, out);
+                    return;
                 }
-                prev = Some((out.len(), flags.sign_sid));
-                out.extend_from_slice(&bytes);
-            }
-            if disconnect {
-                break;
             }
         }
-        if let Some((p, sid)) = prev {
-            if requests.len() > 1 {
+        self.finish_chain(chain, env, out);
+    }
+
+    /// Pads the previous reply of the chain, points it at the next one
+    /// and signs it; returns where the next reply starts.
+    pub(crate) fn link(&self, chain: &mut Chain) -> usize {
+        if let Some((p, sid)) = chain.prev.take() {
+            let padded = (chain.out.len() - p).next_multiple_of(8);
+            chain.out.resize(p + padded, 0);
+            let off = (chain.out.len() - p) as u32;
+            chain.out[p + 20..p + 24].copy_from_slice(&off.to_le_bytes());
+            self.sign_reply(&mut chain.out[p..], sid);
+        }
+        chain.out.len()
+    }
+
+    /// The compound is answered: its last reply is finished and the frame
+    /// (sealed when the request was) goes out.
+    pub(crate) fn finish_chain(&mut self, mut chain: Chain, env: &mut dyn Env, out: &mut Output) {
+        if let Some((p, sid)) = chain.prev.take() {
+            if chain.handled > 1 {
                 // Every reply of a compound is padded to 8 bytes, the last
                 // one too, as Windows and Samba do (smb2.compound.
                 // compound-padding checks a 3-byte READ comes back as 24).
-                let padded = (out.len() - p).next_multiple_of(8);
-                out.resize(p + padded, 0);
+                let padded = (chain.out.len() - p).next_multiple_of(8);
+                chain.out.resize(p + padded, 0);
             }
-            self.sign_reply(&mut out[p..], sid);
+            self.sign_reply(&mut chain.out[p..], sid);
         }
         self.trim_logged_off();
-        Output {
-            frames: if out.is_empty() { vec![] } else { vec![out] },
-            disconnect,
-            requests,
+        // The replies are about to be sent: the credits they grant are the
+        // client's from now on.
+        self.credits.release(chain.granted);
+        out.disconnect |= chain.disconnect;
+        if chain.out.is_empty() {
+            return;
         }
+        let frame = match chain.sealed {
+            None => chain.out,
+            Some(sid) => {
+                let mut salt = [0u8; 8];
+                env.fill_random(&mut salt);
+                match self.sessions.get_mut(&sid).and_then(|s| s.ciphers.as_mut()) {
+                    Some(c) => c.seal(sid, &chain.out, salt),
+                    // The session logged off inside this very message.
+                    None => {
+                        out.disconnect = true;
+                        return;
+                    }
+                }
+            }
+        };
+        out.frames.push(frame);
     }
 
-    fn request_trace(&self, hdr: &Header, reply: Option<&(Vec<u8>, Reply)>) -> RequestTrace {
+    pub(crate) fn request_trace(
+        &self,
+        hdr: &Header,
+        reply: Option<(&[u8], &Reply)>,
+    ) -> RequestTrace {
         let status = reply
             .and_then(|(bytes, _)| bytes.get(8..12))
             .and_then(|b| b.try_into().ok())
@@ -384,18 +502,20 @@ impl Connection {
         }
     }
 
-    /// Handles one request; None when no reply is sent (CANCEL). Returns the
-    /// reply bytes, signed when it is the last of its compound only after
-    /// `handle` signs it (signing needs the final NextCommand).
+    /// Handles one request of `chain`'s compound. A reply, when it has
+    /// one now, is signed only once the chain places the next (signing
+    /// needs the final NextCommand).
     fn handle_one(
         &mut self,
         msg: &[u8],
         hdr: Header,
         first: bool,
-        encrypted: bool,
-        compound: &mut Compound,
+        frame_at: Option<usize>,
+        chain: &mut Chain,
         env: &mut dyn Env,
-    ) -> Option<(Vec<u8>, Reply)> {
+    ) -> Step {
+        let encrypted = chain.sealed.is_some();
+        let compound = &mut chain.compound;
         let related = hdr.flags & FLAG_RELATED_OPERATIONS != 0;
         let (session_id, tree_id) = if related && !first {
             (compound.session_id, compound.tree_id)
@@ -417,6 +537,7 @@ impl Connection {
             disconnect: false,
             suppress: false,
             sign_sid: None,
+            wait: None,
         };
         let req = Req {
             msg,
@@ -424,6 +545,7 @@ impl Connection {
             session_id,
             tree_id,
             encrypted,
+            frame_at,
         };
         let mut w = Writer::with_capacity(HEADER_LEN + 128);
         w.zeros(HEADER_LEN);
@@ -437,13 +559,7 @@ impl Connection {
         } else {
             let charge = self.credit_charge(&hdr);
             if !self.credits.consume(hdr.message_id, charge) {
-                return Some((
-                    Vec::new(),
-                    Reply {
-                        disconnect: true,
-                        ..reply
-                    },
-                ));
+                return Step::Drop(reply);
             }
             granted = self.credits.grant(hdr.credits.max(1));
             if related && first {
@@ -456,9 +572,40 @@ impl Connection {
                 self.run(&req, &mut reply, compound, &mut w, env)
             }
         };
+        chain.granted += u64::from(granted);
         if reply.suppress {
-            return None;
+            return Step::Silent;
         }
+        let mut begun = Begun {
+            hdr,
+            reply,
+            granted,
+        };
+        if result.is_ok() {
+            if let Some(wait) = begun.reply.wait.take() {
+                return Step::Wait(begun, wait);
+            }
+        }
+        let bytes = self.finish_one(&mut begun, result, w, chain);
+        Step::Reply(bytes, begun.reply)
+    }
+
+    /// Builds a request's reply around the body in `w` (after a header's
+    /// room), or an error reply; records what the compound's next request
+    /// inherits.
+    pub(crate) fn finish_one(
+        &mut self,
+        begun: &mut Begun,
+        result: Result<NtStatus, NtStatus>,
+        mut w: Writer,
+        chain: &mut Chain,
+    ) -> Vec<u8> {
+        let Begun {
+            hdr,
+            reply,
+            granted,
+        } = begun;
+        let compound = &mut chain.compound;
         let status = match result {
             Ok(s) => s,
             Err(s) => {
@@ -472,7 +619,7 @@ impl Connection {
         compound.tree_id = reply.tree_id;
 
         let mut flags = FLAG_SERVER_TO_REDIR;
-        if related {
+        if hdr.flags & FLAG_RELATED_OPERATIONS != 0 {
             flags |= FLAG_RELATED_OPERATIONS;
         }
         if hdr.flags & FLAG_ASYNC_COMMAND != 0 {
@@ -481,7 +628,7 @@ impl Connection {
         if self.dialect == copyless_proto::negotiate::DIALECT_311 {
             flags |= hdr.flags & copyless_proto::header::FLAG_PRIORITY_MASK;
         }
-        if !encrypted {
+        if chain.sealed.is_none() {
             let own = self
                 .sessions
                 .get(&reply.session_id)
@@ -506,7 +653,7 @@ impl Connection {
             credit_charge: hdr.credit_charge,
             status,
             command: hdr.command,
-            credits: granted,
+            credits: *granted,
             flags,
             next_command: 0,
             message_id: hdr.message_id,
@@ -528,7 +675,7 @@ impl Connection {
                 s.preauth.update(&bytes);
             }
         }
-        Some((bytes, reply))
+        bytes
     }
 
     fn credit_charge(&self, hdr: &Header) -> u64 {
@@ -616,9 +763,9 @@ impl Connection {
             cmd::TREE_DISCONNECT => self.tree_disconnect(req, w),
             cmd::CREATE => self.create(req, compound, w, env),
             cmd::CLOSE => self.close(req, compound, w),
-            cmd::FLUSH => self.flush(req, compound, w),
-            cmd::READ => self.read(req, compound, w),
-            cmd::WRITE => self.write(req, compound, w),
+            cmd::FLUSH => self.flush(req, compound, reply, w),
+            cmd::READ => self.read(req, compound, reply, w),
+            cmd::WRITE => self.write(req, compound, reply, w),
             cmd::QUERY_DIRECTORY => self.query_directory(req, compound, w),
             cmd::QUERY_INFO => self.query_info(req, compound, w),
             cmd::SET_INFO => self.set_info(req, compound, w),
@@ -716,7 +863,15 @@ impl Output {
                 vec![frames_so_far]
             },
             disconnect: true,
-            requests: Vec::new(),
+            ..Output::default()
         }
+    }
+
+    /// Adds what a later step produced.
+    pub fn append(&mut self, other: Output) {
+        self.frames.extend(other.frames);
+        self.intents.extend(other.intents);
+        self.disconnect |= other.disconnect;
+        self.requests.extend(other.requests);
     }
 }

@@ -74,11 +74,12 @@ impl CreditWindow {
         g as u16
     }
 
-    /// The replies carrying the pending grants are on their way: the
-    /// client may use those ids from now on.
-    pub fn release(&mut self) {
-        self.size += self.pending;
-        self.pending = 0;
+    /// Replies carrying `granted` of the pending grants are on their way:
+    /// the client may use those ids from now on.
+    pub fn release(&mut self, granted: u64) {
+        let granted = granted.min(self.pending);
+        self.size += granted;
+        self.pending -= granted;
     }
 }
 
@@ -92,7 +93,7 @@ mod tests {
         assert!(w.consume(0, 1));
         assert!(!w.consume(0, 1));
         assert_eq!(w.grant(10), 10);
-        w.release();
+        w.release(u64::MAX);
         assert!(w.consume(3, 2));
         assert!(w.consume(1, 2));
         assert!(!w.consume(2, 1));
@@ -104,7 +105,7 @@ mod tests {
         assert!(w.consume(10, 1));
         assert_eq!(w.outstanding(), 0);
         assert_eq!(w.grant(0), 1);
-        w.release();
+        w.release(u64::MAX);
         assert!(w.consume(11, 1));
     }
 
@@ -119,7 +120,7 @@ mod tests {
         assert_eq!(w.outstanding(), 50);
         // Pending grants count against the maximum.
         assert_eq!(w.grant(100), 50);
-        w.release();
+        w.release(u64::MAX);
         assert!(w.consume(1, 100));
         assert!(!w.consume(101, 1));
     }
@@ -128,7 +129,7 @@ mod tests {
     fn grant_is_capped() {
         let mut w = CreditWindow::new(8);
         assert_eq!(w.grant(100), 7);
-        w.release();
+        w.release(u64::MAX);
         assert_eq!(w.outstanding(), 8);
         assert!(!w.consume(0, 9));
         assert!(w.consume(0, 8));

@@ -10,6 +10,7 @@ mod enumeration;
 pub mod env;
 pub mod file_table;
 mod handlers;
+pub mod intent;
 mod negotiate;
 pub mod open;
 pub mod path;
@@ -19,10 +20,12 @@ pub mod server;
 mod session;
 pub mod shortname;
 pub mod tree;
+mod waiting;
 pub mod wildcard;
 #[cfg(any(test, feature = "reference"))]
 pub mod wildcard_reference;
 
 pub use connection::{Connection, Output};
 pub use env::Env;
+pub use intent::{Completion, DataFile, Intent, Op, Token, WriteData};
 pub use server::{Server, ServerConfig, Share};

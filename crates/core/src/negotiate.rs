@@ -152,6 +152,7 @@ impl Connection {
         };
         self.credits.consume(0, 1);
         let granted = self.credits.grant(1);
+        self.credits.release(u64::from(granted));
         self.dialect = dialect;
         self.server_security_mode = self.security_mode();
         self.max_io = SMB202_MAX_IO;
@@ -181,8 +182,7 @@ impl Connection {
         .write(&mut w);
         Output {
             frames: vec![w.into_vec()],
-            disconnect: false,
-            requests: Vec::new(),
+            ..Output::default()
         }
     }
 }

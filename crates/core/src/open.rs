@@ -26,7 +26,7 @@ pub enum OpenKind {
 
 pub struct FileOpen {
     pub vfs: Arc<dyn Vfs>,
-    pub handle: FileHandle,
+    pub handle: Arc<FileHandle>,
     pub key: FileKey,
     pub is_dir: bool,
     pub share_access: u32,
@@ -38,6 +38,16 @@ pub struct FileOpen {
     /// FileModeInformation flags from the create options.
     pub mode: u32,
     pub dir: Option<crate::enumeration::Enumeration>,
+}
+
+impl FileOpen {
+    /// The file as a data intent names it.
+    pub fn data_file(&self) -> crate::intent::DataFile {
+        crate::intent::DataFile {
+            vfs: self.vfs.clone(),
+            handle: self.handle.clone(),
+        }
+    }
 }
 
 impl Open {

@@ -338,6 +338,8 @@ pub struct WriteRequest<'a> {
     pub file_id: FileId,
     pub flags: u32,
     pub data: &'a [u8],
+    /// Where `data` starts in the message.
+    pub data_offset: usize,
 }
 
 impl<'a> WriteRequest<'a> {
@@ -354,6 +356,7 @@ impl<'a> WriteRequest<'a> {
             file_id,
             flags,
             data: slice_at(msg, data_off, length)?,
+            data_offset: data_off,
         })
     }
 }

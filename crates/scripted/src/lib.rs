@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use copyless_auth::{ClientIdentity, Credentials, Initiator, InitiatorRandom, InitiatorStep};
 use copyless_core::encryption::SessionCiphers;
-use copyless_core::{Connection, Env, Output, Server, ServerConfig, Share};
+use copyless_core::{Completion, Connection, Env, Output, Server, ServerConfig, Share, Token};
 use copyless_crypto::session_keys::signing_key;
 use copyless_crypto::{CipherId, PreauthHash, SigningAlgorithm, SigningKey};
 use copyless_proto::client::{
@@ -448,9 +448,23 @@ impl Client {
     /// Hands the core a frame as it is and returns the replies, checked:
     /// every frame fits the transport, every message parses, and every
     /// signed reply on this client's session carries a valid signature.
+    /// Intents are performed at once, through the share's VFS, as the
+    /// threaded engine performs them.
     pub fn handle_frame(&mut self, frame: &[u8]) -> Vec<Reply> {
         let out = self.conn.handle(frame, &mut self.env);
+        let out = self.conn.perform_intents(out, frame, &mut self.env);
         self.take(out)
+    }
+
+    /// Hands the core a frame and returns what it asks of the engine
+    /// untouched: its intents are the caller's to complete.
+    pub fn handle_raw(&mut self, frame: &[u8]) -> Output {
+        self.conn.handle(frame, &mut self.env)
+    }
+
+    /// Hands the core an intent's result, as the engine does.
+    pub fn complete(&mut self, token: Token, done: Completion) -> Output {
+        self.conn.complete(token, done, &mut self.env)
     }
 
     /// Lets time pass for the core, as the engine's timer does.
@@ -459,7 +473,10 @@ impl Client {
         self.take(out)
     }
 
-    fn take(&mut self, out: Output) -> Vec<Reply> {
+    /// The replies of `out`, checked as [`Client::handle_frame`] checks
+    /// them; `out` must have no intents left.
+    pub fn take(&mut self, out: Output) -> Vec<Reply> {
+        assert!(out.intents.is_empty(), "intents left: {:?}", out.intents);
         if out.disconnect {
             self.closed = true;
         }

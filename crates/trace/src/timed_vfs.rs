@@ -95,6 +95,10 @@ impl Vfs for TimedVfs {
         self.data(Data::Written, bytes, start, result)
     }
 
+    fn data_fd<'h>(&self, h: &'h FileHandle) -> Option<std::os::fd::BorrowedFd<'h>> {
+        self.inner.data_fd(h)
+    }
+
     fn flush(&self, h: &FileHandle) -> VfsResult<()> {
         self.timed(Syscall::Flush, || self.inner.flush(h))
     }

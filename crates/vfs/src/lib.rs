@@ -9,7 +9,7 @@
 //! stored with the case the client gave when created.
 
 use std::fmt;
-use std::os::fd::OwnedFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
 
 pub mod posix;
 
@@ -188,6 +188,12 @@ pub trait Vfs: Send + Sync {
     fn read(&self, h: &FileHandle, offset: u64, buf: &mut [u8]) -> VfsResult<usize>;
     /// Writes all of `data` at `offset`.
     fn write(&self, h: &FileHandle, offset: u64, data: &[u8]) -> VfsResult<()>;
+    /// The descriptor whose plain contents (pread, pwrite, fdatasync) are
+    /// the handle's data, for engines that do data I/O themselves; None
+    /// when only [`Vfs::read`] and [`Vfs::write`] can reach it.
+    fn data_fd<'h>(&self, _h: &'h FileHandle) -> Option<BorrowedFd<'h>> {
+        None
+    }
     /// Makes written data durable (fdatasync).
     fn flush(&self, h: &FileHandle) -> VfsResult<()>;
     fn set_len(&self, h: &FileHandle, len: u64) -> VfsResult<()>;

@@ -700,6 +700,10 @@ impl Vfs for PosixVfs {
         Ok(st)
     }
 
+    fn data_fd<'h>(&self, h: &'h FileHandle) -> Option<BorrowedFd<'h>> {
+        h.stream.is_none().then(|| h.fd.as_fd())
+    }
+
     fn read(&self, h: &FileHandle, offset: u64, buf: &mut [u8]) -> VfsResult<usize> {
         if let Some(name) = &h.stream {
             let data = streams::get(h.fd.as_fd(), name)?;

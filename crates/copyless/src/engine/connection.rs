@@ -117,7 +117,9 @@ impl<F: FnOnce()> Run<'_, F> {
                     writer.calls = 0;
                     let sent = match recorder.as_deref_mut() {
                         None => {
-                            let out = conn.handle(frames.frame(), &mut env);
+                            let frame = frames.frame();
+                            let out = conn.handle(frame, &mut env);
+                            let out = conn.perform_intents(out, frame, &mut env);
                             send(&mut writer, &out)
                         }
                         Some(recorder) => handle_traced(
@@ -192,6 +194,7 @@ fn handle_traced(
     // queued.
     t.dispatched = t.parsed;
     let out = conn.handle(buf, env);
+    let out = conn.perform_intents(out, buf, env);
     t.handled = clock::now();
     let sent = send(writer, &out);
     t.sent = clock::now();

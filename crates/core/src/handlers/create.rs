@@ -214,7 +214,7 @@ impl Connection {
                 _slot: slot,
                 kind: OpenKind::File(FileOpen {
                     vfs: share.vfs.clone(),
-                    handle: opened.handle,
+                    handle: Arc::new(opened.handle),
                     key,
                     is_dir,
                     share_access: cr.share_access,

@@ -2,12 +2,14 @@
 
 use copyless_proto::messages::{self, CloseRequest, ReadRequest, WriteRequest};
 use copyless_proto::status::{self, NtStatus};
-use copyless_proto::{Writer, HEADER_LEN};
+use copyless_proto::Writer;
 
 use crate::access;
-use crate::connection::{Compound, Connection, Req};
-use crate::handlers::{file_times, vfs_status};
+use crate::connection::{Compound, Connection, Reply, Req};
+use crate::handlers::file_times;
+use crate::intent::WriteData;
 use crate::open::{close_open, OpenKind};
+use crate::waiting::{Wait, WaitOp};
 
 const PIPE_EMPTY: NtStatus = 0xC000_00D9;
 
@@ -45,6 +47,7 @@ impl Connection {
         &mut self,
         req: &Req<'_>,
         compound: &mut Compound,
+        reply: &mut Reply,
         w: &mut Writer,
     ) -> Result<NtStatus, NtStatus> {
         let fid = messages::parse_flush(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
@@ -53,7 +56,11 @@ impl Connection {
             if open.access & (access::FILE_WRITE_DATA | access::FILE_APPEND_DATA) == 0 {
                 return Err(status::ACCESS_DENIED);
             }
-            f.vfs.flush(&f.handle).map_err(|e| vfs_status(&e))?;
+            reply.wait = Some(Wait {
+                file: f.data_file(),
+                op: WaitOp::Flush,
+            });
+            return Ok(status::SUCCESS);
         }
         w.u16(4).u16(0);
         Ok(status::SUCCESS)
@@ -63,6 +70,7 @@ impl Connection {
         &mut self,
         req: &Req<'_>,
         compound: &mut Compound,
+        reply: &mut Reply,
         w: &mut Writer,
     ) -> Result<NtStatus, NtStatus> {
         let r = ReadRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
@@ -72,6 +80,7 @@ impl Connection {
         self.check_charge(req, r.length)?;
         let open = self.open_mut(req, compound, r.file_id)?;
         let access = open.access;
+        let volatile = open.file_id.volatile;
         match &mut open.kind {
             OpenKind::Pipe(p) => {
                 if p.pending() == 0 {
@@ -94,19 +103,15 @@ impl Connection {
                 if access & (access::FILE_READ_DATA | access::FILE_EXECUTE) == 0 {
                     return Err(status::ACCESS_DENIED);
                 }
-                messages::write_read_response_head(w, 0);
-                let start = w.len();
-                w.buf.resize(start + r.length as usize, 0);
-                let n = f
-                    .vfs
-                    .read(&f.handle, r.offset, &mut w.buf[start..])
-                    .map_err(|e| vfs_status(&e))?;
-                w.buf.truncate(start + n);
-                if (n == 0 && r.length > 0) || (n as u64) < u64::from(r.minimum_count) {
-                    return Err(status::END_OF_FILE);
-                }
-                f.position = r.offset + n as u64;
-                w.put_u32_at(HEADER_LEN + 4, n as u32);
+                reply.wait = Some(Wait {
+                    file: f.data_file(),
+                    op: WaitOp::Read {
+                        offset: r.offset,
+                        len: r.length,
+                        minimum: r.minimum_count,
+                        volatile,
+                    },
+                });
                 Ok(status::SUCCESS)
             }
         }
@@ -116,6 +121,7 @@ impl Connection {
         &mut self,
         req: &Req<'_>,
         compound: &mut Compound,
+        reply: &mut Reply,
         w: &mut Writer,
     ) -> Result<NtStatus, NtStatus> {
         let wr = WriteRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
@@ -125,6 +131,7 @@ impl Connection {
         self.check_charge(req, wr.data.len() as u32)?;
         let open = self.open_mut(req, compound, wr.file_id)?;
         let access = open.access;
+        let volatile = open.file_id.volatile;
         match &mut open.kind {
             OpenKind::Pipe(p) => {
                 p.write(wr.data).map_err(|_| status::INVALID_PARAMETER)?;
@@ -136,13 +143,25 @@ impl Connection {
                 if access & (access::FILE_WRITE_DATA | access::FILE_APPEND_DATA) == 0 {
                     return Err(status::ACCESS_DENIED);
                 }
-                f.vfs
-                    .write(&f.handle, wr.offset, wr.data)
-                    .map_err(|e| vfs_status(&e))?;
-                if f.write_through || wr.flags & messages::WRITEFLAG_WRITE_THROUGH != 0 {
-                    f.vfs.flush(&f.handle).map_err(|e| vfs_status(&e))?;
-                }
-                f.position = wr.offset + wr.data.len() as u64;
+                // The payload stays where it arrived when the engine
+                // holds it.
+                let data = match req.frame_at {
+                    Some(at) if !wr.data.is_empty() => {
+                        let start = at + wr.data_offset;
+                        WriteData::Frame(start..start + wr.data.len())
+                    }
+                    _ => WriteData::Owned(wr.data.to_vec()),
+                };
+                reply.wait = Some(Wait {
+                    file: f.data_file(),
+                    op: WaitOp::Write {
+                        offset: wr.offset,
+                        data,
+                        sync: f.write_through || wr.flags & messages::WRITEFLAG_WRITE_THROUGH != 0,
+                        volatile,
+                    },
+                });
+                return Ok(status::SUCCESS);
             }
         }
         messages::write_write_response(w, wr.data.len() as u32);

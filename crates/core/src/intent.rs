@@ -1,0 +1,142 @@
+//! Data I/O the core asks the engine to perform: reads, writes and flushes
+//! of a file's data leave the core as [`Intent`]s tagged with a token, and
+//! the reply is finished only when the engine hands the result back to
+//! [`crate::Connection::complete`]. The engine picks the mechanism
+//! (io_uring, splice, a worker thread, or [`Intent::perform`]).
+
+use std::ops::Range;
+use std::os::fd::BorrowedFd;
+use std::sync::Arc;
+
+use copyless_vfs::{FileHandle, Vfs, VfsResult};
+
+/// Names one intent until its completion; unique within a connection.
+pub type Token = u64;
+
+/// The file an intent reads or writes: the share's VFS and the open
+/// handle. Holding it keeps the handle alive even when the client closes
+/// the file while the intent runs.
+#[derive(Clone)]
+pub struct DataFile {
+    pub vfs: Arc<dyn Vfs>,
+    pub handle: Arc<FileHandle>,
+}
+
+impl DataFile {
+    /// The descriptor whose plain contents are this handle's data, for
+    /// engines that read and write descriptors themselves; None when the
+    /// data lives elsewhere (an alternate data stream) and only the VFS
+    /// can reach it.
+    pub fn data_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.vfs.data_fd(&self.handle)
+    }
+}
+
+impl std::fmt::Debug for DataFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DataFile")
+            .field("handle", &self.handle)
+            .finish()
+    }
+}
+
+/// Bytes to write.
+#[derive(Debug)]
+pub enum WriteData {
+    /// This range of the received frame the engine passed to
+    /// [`crate::Connection::handle`]; the engine keeps that frame until
+    /// the intent completes, so the payload is never copied.
+    Frame(Range<usize>),
+    /// Bytes the core holds (a decrypted frame, or the rest of a compound
+    /// that waited for an earlier intent).
+    Owned(Vec<u8>),
+}
+
+impl WriteData {
+    /// The bytes, given the frame the intent came from.
+    pub fn bytes<'a>(&'a self, frame: &'a [u8]) -> &'a [u8] {
+        match self {
+            WriteData::Frame(r) => &frame[r.clone()],
+            WriteData::Owned(v) => v,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            WriteData::Frame(r) => r.len(),
+            WriteData::Owned(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[derive(Debug)]
+pub enum Op {
+    /// Append up to `len` bytes of the file at `offset` to `buf`: fewer
+    /// only at end of file. `buf` already holds the reply's header room;
+    /// the data lands right behind it, where the reply carries it, so it
+    /// is never copied again.
+    Read {
+        offset: u64,
+        len: usize,
+        buf: Vec<u8>,
+    },
+    /// Write all of `data` at `offset`; then, when `sync`, make it durable.
+    Write {
+        offset: u64,
+        data: WriteData,
+        sync: bool,
+    },
+    /// Make written data durable (fdatasync).
+    Flush,
+}
+
+#[derive(Debug)]
+pub struct Intent {
+    pub token: Token,
+    pub file: DataFile,
+    pub op: Op,
+}
+
+/// The result of an intent, handed back to the core.
+#[derive(Debug)]
+pub enum Completion {
+    /// The read's buffer, with the data appended (whatever was read before
+    /// an error is ignored).
+    Read(Vec<u8>, VfsResult<()>),
+    Write(VfsResult<()>),
+    Flush(VfsResult<()>),
+}
+
+impl Intent {
+    /// Carries the intent out through the share's VFS, blocking: the way
+    /// for engines (and tests) without a faster mechanism. `frame` is the
+    /// received frame the intent came from.
+    pub fn perform(self, frame: &[u8]) -> (Token, Completion) {
+        let f = &self.file;
+        let done = match self.op {
+            Op::Read {
+                offset,
+                len,
+                mut buf,
+            } => {
+                let start = buf.len();
+                buf.resize(start + len, 0);
+                let result = f.vfs.read(&f.handle, offset, &mut buf[start..]);
+                let n = result.as_ref().map_or(0, |n| *n);
+                buf.truncate(start + n);
+                Completion::Read(buf, result.map(|_| ()))
+            }
+            Op::Write { offset, data, sync } => Completion::Write(
+                f.vfs
+                    .write(&f.handle, offset, data.bytes(frame))
+                    .and_then(|()| if sync { f.vfs.flush(&f.handle) } else { Ok(()) }),
+            ),
+            Op::Flush => Completion::Flush(f.vfs.flush(&f.handle)),
+        };
+        (self.token, done)
+    }
+}

@@ -1,0 +1,213 @@
+//! Data I/O leaves the core as intents, and a reply waits for its intent's
+//! completion: the test plays the engine, choosing what each intent
+//! yields and when, so the core is seen to build replies from completions
+//! alone. Signatures and sealing are checked by the scripted client.
+
+use std::sync::Arc;
+
+use copyless_core::{Completion, Intent, Op, Output, WriteData};
+use copyless_proto::client as wire;
+use copyless_proto::messages::FileId;
+use copyless_proto::{command, status};
+use copyless_scripted::{create_request, read_request, Client, Dialect, Request, Users};
+use copyless_vfs::VfsError;
+
+fn login(dir: &std::path::Path, dialect: Dialect) -> Client {
+    let users = Arc::new(Users::default());
+    users.add("alice", "pw");
+    let server = copyless_scripted::server(dir, copyless_scripted::config(), users);
+    Client::login_with(server, dialect, "alice", "pw")
+}
+
+fn write_request(id: FileId, offset: u64, data: &[u8]) -> Request {
+    Request::new(command::WRITE, 1, |w| {
+        wire::write_write_request_head(w, id, offset, data.len() as u32, 0);
+        w.bytes(data);
+    })
+}
+
+fn flush_request(id: FileId) -> Request {
+    Request::new(command::FLUSH, 1, |w| wire::write_flush_request(w, id))
+}
+
+fn related(mut r: Request) -> Request {
+    r.related = true;
+    r
+}
+
+fn only_intent(out: &mut Output) -> Intent {
+    assert!(
+        out.frames.is_empty(),
+        "no reply before the intent completes"
+    );
+    assert_eq!(out.intents.len(), 1, "one intent: {:?}", out.intents);
+    out.intents.pop().unwrap()
+}
+
+/// Completes a read as an engine would, with bytes of its own choosing.
+fn read_done(intent: Intent, data: &[u8]) -> (u64, Completion) {
+    let Op::Read { mut buf, len, .. } = intent.op else {
+        panic!("not a read: {:?}", intent.op);
+    };
+    assert!(data.len() <= len);
+    buf.extend_from_slice(data);
+    (intent.token, Completion::Read(buf, Ok(())))
+}
+
+fn finish(c: &mut Client, token: u64, done: Completion) -> Vec<copyless_scripted::Reply> {
+    let out = c.complete(token, done);
+    c.take(out)
+}
+
+fn setup(dialect: Dialect) -> (tempfile::TempDir, Client, FileId) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("f"), b"on disk").unwrap();
+    let mut c = login(dir.path(), dialect);
+    let id = c.create("f", false).unwrap();
+    (dir, c, id)
+}
+
+#[test]
+fn a_read_reply_carries_what_the_engine_read() {
+    for dialect in [Dialect::Smb210, Dialect::Smb311] {
+        let (_dir, mut c, id) = setup(dialect);
+        let frame = c.frame(vec![read_request(id, 3, 100, 1)]);
+        let mut out = c.handle_raw(&frame);
+        let intent = only_intent(&mut out);
+        match &intent.op {
+            Op::Read { offset, len, .. } => assert_eq!((*offset, *len), (3, 100)),
+            op => panic!("not a read: {op:?}"),
+        }
+        assert!(intent.file.data_fd().is_some(), "plain file data has a fd");
+        let (token, done) = read_done(intent, b"from the engine");
+        let out = c.complete(token, done);
+        let replies = c.take(out);
+        assert_eq!(replies.len(), 1);
+        assert_eq!(replies[0].status(), status::SUCCESS);
+        assert!(replies[0].header.is_signed(), "checked by the client");
+        assert_eq!(
+            wire::read_response_data(&replies[0].msg).unwrap(),
+            b"from the engine"
+        );
+    }
+}
+
+#[test]
+fn replies_go_out_in_the_order_intents_complete() {
+    let (_dir, mut c, id) = setup(Dialect::Smb210);
+    let first = c.frame(vec![read_request(id, 0, 2, 1)]);
+    let second = c.frame(vec![read_request(id, 2, 2, 1)]);
+    let a = only_intent(&mut c.handle_raw(&first));
+    let b = only_intent(&mut c.handle_raw(&second));
+    assert_ne!(a.token, b.token);
+    let (tb, db) = read_done(b, b"BB");
+    let later = finish(&mut c, tb, db).remove(0);
+    let (ta, da) = read_done(a, b"AA");
+    let earlier = finish(&mut c, ta, da).remove(0);
+    assert_eq!(wire::read_response_data(&later.msg).unwrap(), b"BB");
+    assert_eq!(wire::read_response_data(&earlier.msg).unwrap(), b"AA");
+    assert_eq!(later.header.message_id, earlier.header.message_id + 1);
+    // A token already completed, or never issued, changes nothing.
+    let out = c.complete(ta, Completion::Flush(Ok(())));
+    assert!(out.frames.is_empty() && out.intents.is_empty() && !out.disconnect);
+}
+
+#[test]
+fn a_compound_waits_at_its_read_and_goes_on_after() {
+    for dialect in [Dialect::Smb210, Dialect::Smb311] {
+        let (_dir, mut c, _) = setup(dialect);
+        let frame = c.frame(vec![
+            create_request("f", false),
+            related(read_request(FileId::RELATED, 0, 7, 1)),
+            related(Request::new(command::CLOSE, 1, |w| {
+                wire::write_close_request(w, 0, FileId::RELATED)
+            })),
+        ]);
+        let intent = only_intent(&mut c.handle_raw(&frame));
+        let (token, done) = read_done(intent, b"xyz");
+        let replies = finish(&mut c, token, done);
+        let statuses: Vec<u32> = replies.iter().map(|r| r.status()).collect();
+        assert_eq!(statuses, [status::SUCCESS; 3]);
+        assert_eq!(wire::read_response_data(&replies[1].msg).unwrap(), b"xyz");
+        // Padded to 8 inside the compound: 64 + 16 + 3 -> 88.
+        assert_eq!(replies[1].msg.len(), 88);
+        assert_eq!(replies[2].header.command, command::CLOSE);
+    }
+}
+
+#[test]
+fn an_encrypted_read_waits_and_its_reply_is_sealed() {
+    let (_dir, mut c, id) = setup(Dialect::Smb311);
+    let frame = c.frame(vec![read_request(id, 0, 5, 1)]);
+    let sealed = c.seal(&frame).unwrap();
+    let intent = only_intent(&mut c.handle_raw(&sealed));
+    let (token, done) = read_done(intent, b"plain");
+    let out = c.complete(token, done);
+    assert!(out.frames[0].starts_with(&copyless_proto::header::TRANSFORM_PROTOCOL_ID));
+    let replies = c.take(out);
+    assert_eq!(wire::read_response_data(&replies[0].msg).unwrap(), b"plain");
+}
+
+#[test]
+fn a_short_or_failed_read_gets_the_status_windows_sends() {
+    let (_dir, mut c, id) = setup(Dialect::Smb210);
+    // Nothing at all: end of file.
+    let frame = c.frame(vec![read_request(id, 100, 10, 1)]);
+    let (token, done) = read_done(only_intent(&mut c.handle_raw(&frame)), b"");
+    assert_eq!(finish(&mut c, token, done)[0].status(), status::END_OF_FILE);
+    // A disk error.
+    let frame = c.frame(vec![read_request(id, 0, 10, 1)]);
+    let intent = only_intent(&mut c.handle_raw(&frame));
+    let Op::Read { buf, .. } = intent.op else {
+        panic!("not a read");
+    };
+    let done = Completion::Read(buf, Err(VfsError::AccessDenied));
+    let reply = finish(&mut c, intent.token, done).remove(0);
+    assert_eq!(reply.status(), status::ACCESS_DENIED);
+}
+
+#[test]
+fn a_write_names_its_payload_where_it_arrived() {
+    let (dir, mut c, id) = setup(Dialect::Smb210);
+    let frame = c.frame(vec![write_request(id, 4, b"payload")]);
+    let intent = only_intent(&mut c.handle_raw(&frame));
+    let Op::Write { offset, data, sync } = &intent.op else {
+        panic!("not a write: {:?}", intent.op);
+    };
+    assert!(
+        matches!(data, WriteData::Frame(_)),
+        "no copy of the payload"
+    );
+    assert_eq!(
+        (*offset, data.bytes(&frame), *sync),
+        (4, &b"payload"[..], false)
+    );
+    let done = Completion::Write(Err(VfsError::DiskFull));
+    let reply = finish(&mut c, intent.token, done).remove(0);
+    assert_eq!(reply.status(), status::DISK_FULL);
+    // Performed for real, through the share's VFS.
+    let frame = c.frame(vec![write_request(id, 4, b"payload"), flush_request(id)]);
+    let mut out = c.handle_raw(&frame);
+    let write = only_intent(&mut out);
+    let (token, done) = write.perform(&frame);
+    let mut out = c.complete(token, done);
+    let flush = only_intent(&mut out);
+    assert!(matches!(flush.op, Op::Flush));
+    let (token, done) = flush.perform(&frame);
+    let replies = finish(&mut c, token, done);
+    assert_eq!(replies.len(), 2);
+    assert!(replies.iter().all(|r| r.status() == status::SUCCESS));
+    assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"on dpayload");
+}
+
+#[test]
+fn closing_a_file_while_its_read_runs_leaves_the_read_whole() {
+    let (_dir, mut c, id) = setup(Dialect::Smb210);
+    let frame = c.frame(vec![read_request(id, 0, 7, 1)]);
+    let intent = only_intent(&mut c.handle_raw(&frame));
+    assert_eq!(c.close(id), status::SUCCESS);
+    let (token, done) = intent.perform(&frame);
+    let reply = finish(&mut c, token, done).remove(0);
+    assert_eq!(reply.status(), status::SUCCESS);
+    assert_eq!(wire::read_response_data(&reply.msg).unwrap(), b"on disk");
+}
