@@ -98,6 +98,12 @@ if [ "${COPYLESS_TEST_SERVER:-copyless}" = copyless ]; then
     log "smbtorture conformance (conformance/tier1.txt)"
     ./conformance/run
 
+    # The run above used the engine copyless picks by itself (io_uring
+    # where the kernel allows it); the fallback engine must pass it all too.
+    log "integration tests and conformance again, engine threads"
+    COPYLESS_ENGINE=threads python3 -m pytest -q tests/
+    COPYLESS_ENGINE=threads ./conformance/run
+
     log "fuzz targets: replay each corpus, then fuzz each briefly"
     fuzz/run check 20
 fi

@@ -221,6 +221,9 @@ def _start_copyless(base: Path, *, extra_users=(), preexec_fn=None,
         "--state-dir",
         str(state),
     ]
+    # The whole suite runs once per engine (test.sh sets this).
+    if os.environ.get("COPYLESS_ENGINE"):
+        argv += ["--engine", os.environ["COPYLESS_ENGINE"]]
     with open(stderr_path, "wb") as stderr:
         proc = subprocess.Popen(
             argv,

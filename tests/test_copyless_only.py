@@ -135,3 +135,50 @@ def test_check_config_names_file_and_line():
                        capture_output=True, text=True)
     assert r.returncode == 2 and f"{unknown}:2:" in r.stderr, r.stderr
     shutil.rmtree(base, ignore_errors=True)
+
+
+def _engine_line(args, share, state):
+    """Starts the server with `args`, stops it, and returns the line that
+    names its engine."""
+    proc = subprocess.Popen(
+        [str(copyless_binary()), "serve", "--listen", "127.0.0.1:0",
+         "--share", f"share={share}", "--state-dir", str(state), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        # A fresh state directory first gets its first user.
+        line = proc.stdout.readline()
+        while line.startswith("created user"):
+            line = proc.stdout.readline()
+        assert line.startswith("copyless listening on"), line
+        # The engine line follows the listening line on standard error.
+        deadline = time.monotonic() + 10
+        seen = []
+        while time.monotonic() < deadline:
+            err = proc.stderr.readline()
+            seen.append(err)
+            if err.startswith("copyless: engine "):
+                return err.strip()
+        raise AssertionError(f"no engine line in {seen}")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+
+
+def test_the_engine_is_chosen_and_named_at_start(tmp_path):
+    share, state = tmp_path / "share", tmp_path / "state"
+    share.mkdir()
+    picked = _engine_line([], share, state)
+    assert picked in ("copyless: engine io_uring, %d threads" % os.cpu_count(),
+                      "copyless: engine threads, one per connection"), picked
+    assert _engine_line(["--engine", "threads"], share, state) == \
+        "copyless: engine threads, one per connection"
+    if "io_uring" in picked:
+        # Where auto picks io_uring, asking for it gets it.
+        assert _engine_line(["--engine", "io_uring"], share, state) == picked
+    bad = subprocess.run(
+        [str(copyless_binary()), "serve", "--share", f"share={share}", "--engine", "fast"],
+        capture_output=True, text=True, timeout=10,
+    )
+    assert bad.returncode == 2, bad
+    assert '--engine: engine "fast" must be "auto", "io_uring" or "threads"' in bad.stderr

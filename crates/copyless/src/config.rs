@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use copyless_engine::EngineKind;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -29,6 +30,10 @@ pub struct ServeArgs {
     /// Directory for the user store and other state.
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+    /// The engine that serves connections: auto, io_uring or threads.
+    /// Replaces the configured one.
+    #[arg(long, value_name = "ENGINE")]
+    pub engine: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,6 +132,8 @@ pub struct Config {
     /// `[metrics] user_labels`: label per-client series with user names
     /// too, not only addresses; off unless set.
     pub metrics_user_labels: bool,
+    /// `engine`: which engine serves connections.
+    pub engine: EngineKind,
 }
 
 /// What is wrong with the configuration, and where.
@@ -258,6 +265,7 @@ impl Config {
             trace_enabled: true,
             metrics_listen: None,
             metrics_user_labels: false,
+            engine: EngineKind::default(),
         }
     }
 
@@ -303,6 +311,10 @@ impl Config {
         if !args.share.is_empty() {
             config.shares = parse_share_args(&args.share)?;
         }
+        if let Some(engine) = &args.engine {
+            config.engine =
+                parse_engine(engine).map_err(|m| ConfigError::plain(format!("--engine: {m}")))?;
+        }
         if let Some(dir) = &args.state_dir {
             if dir.as_os_str().is_empty() {
                 return Err(ConfigError::plain("--state-dir: must not be empty"));
@@ -319,6 +331,17 @@ impl Config {
             )));
         }
         Ok(config)
+    }
+}
+
+fn parse_engine(name: &str) -> Result<EngineKind, String> {
+    match name {
+        "auto" => Ok(EngineKind::Auto),
+        "io_uring" => Ok(EngineKind::IoUring),
+        "threads" => Ok(EngineKind::Threads),
+        other => Err(format!(
+            "engine {other:?} must be \"auto\", \"io_uring\" or \"threads\""
+        )),
     }
 }
 
@@ -422,6 +445,7 @@ mod raw {
         pub listen: Option<Spanned<Vec<Spanned<String>>>>,
         pub state_dir: Option<Spanned<String>>,
         pub server_name: Option<Spanned<String>>,
+        pub engine: Option<Spanned<String>>,
         pub security: Option<Security>,
         pub share: Option<Vec<Share>>,
         pub limits: Option<Limits>,
@@ -522,6 +546,10 @@ fn parse(text: &str, base: &Path) -> Result<Config, SpanError> {
         Some(name) => check_server_name(&name)?,
     };
 
+    let engine = match file.engine {
+        None => EngineKind::default(),
+        Some(e) => parse_engine(e.get_ref()).map_err(|m| SpanError::at(&e, m))?,
+    };
     let (signing, encryption, guest) = parse_security(file.security)?;
     let shares = parse_shares(file.share.unwrap_or_default(), base)?;
     let limits = parse_limits(file.limits)?;
@@ -561,6 +589,7 @@ fn parse(text: &str, base: &Path) -> Result<Config, SpanError> {
         trace_enabled,
         metrics_listen,
         metrics_user_labels,
+        engine,
     })
 }
 
@@ -1227,6 +1256,25 @@ read_only = false
     }
 
     #[test]
+    fn engines() {
+        let (_dir, config) =
+            load_text("engine = \"threads\"\n[[share]]\nname = \"a\"\npath = \"/tmp\"\n");
+        assert_eq!(config.engine, EngineKind::Threads);
+        assert_eq!(Config::builtin().engine, EngineKind::Auto);
+        let m = error_at("\nengine = \"fast\"\n", 2);
+        assert!(m.contains("\"auto\", \"io_uring\" or \"threads\""), "{m}");
+        let mut a = args(None, &[], &[]);
+        a.engine = Some("io_uring".into());
+        assert_eq!(
+            Config::from_serve_args(&a).unwrap().engine,
+            EngineKind::IoUring
+        );
+        a.engine = Some("uring".into());
+        let e = Config::from_serve_args(&a).unwrap_err().to_string();
+        assert!(e.starts_with("--engine: "), "{e}");
+    }
+
+    #[test]
     fn bad_server_names() {
         let m = error_at("\nserver_name = \"sixteen-chars-xx\"\n", 2);
         assert!(m.contains("1 to 15"), "{m}");
@@ -1313,6 +1361,7 @@ read_only = false
             listen: listen.iter().map(|s| s.to_string()).collect(),
             share: share.iter().map(|s| s.to_string()).collect(),
             state_dir: None,
+            engine: None,
         }
     }
 

@@ -3,7 +3,6 @@
 mod config;
 mod control;
 mod descriptors;
-mod engine;
 mod first_user;
 mod metrics;
 mod serve;

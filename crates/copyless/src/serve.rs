@@ -13,8 +13,8 @@ use copyless_vfs::posix::PosixVfs;
 use copyless_vfs::Vfs;
 
 use crate::config::{Config, Encryption, Signing};
-use crate::engine::log_limit::RateLimit;
-use crate::engine::{self, AdmissionLimits, EngineLimits};
+use copyless_engine::log_limit::RateLimit;
+use copyless_engine::{self as engine, AdmissionLimits, EngineLimits};
 
 /// Runs the server; Err carries a message for the user and the exit code.
 pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, u8)> {
@@ -146,7 +146,7 @@ pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, 
         preauth_timeout: Duration::from_secs(u64::from(config.limits.preauth_timeout_secs)),
     };
     contain_panic_messages();
-    engine::run(server, listeners, limits, tracer).map_err(|e| (e.to_string(), 1))
+    engine::run(server, listeners, limits, tracer, config.engine).map_err(|e| (e.to_string(), 1))
 }
 
 fn display_path(p: &Path) -> String {

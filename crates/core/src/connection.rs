@@ -272,6 +272,32 @@ impl Connection {
         }
     }
 
+    /// Whether handling `msg` may call the share's filesystem and so
+    /// block: false only for plain frames whose every request is one that
+    /// reaches file data through intents (READ, WRITE, FLUSH) or none at
+    /// all, so that an engine may run those on the thread that serves
+    /// sockets. Sealed frames count as blocking: what they hold is not
+    /// known before they are opened.
+    pub fn may_block(msg: &[u8]) -> bool {
+        if smb1::is_smb1(msg) || msg.starts_with(&copyless_proto::header::TRANSFORM_PROTOCOL_ID) {
+            return true;
+        }
+        !copyless_proto::compound::messages(msg).all(|m| {
+            m.is_ok_and(|m| {
+                matches!(
+                    m.header.command,
+                    cmd::READ
+                        | cmd::WRITE
+                        | cmd::FLUSH
+                        | cmd::ECHO
+                        | cmd::CANCEL
+                        | cmd::NEGOTIATE
+                        | cmd::SESSION_SETUP
+                )
+            })
+        })
+    }
+
     /// How long the engine may wait, when no message arrives, before
     /// calling [`Connection::handle_timeout`]; None when nothing is due.
     pub fn timeout(&self) -> Option<Duration> {

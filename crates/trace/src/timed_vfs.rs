@@ -44,7 +44,11 @@ impl TimedVfs {
     }
 
     fn data<T>(&self, dir: Data, bytes: u64, start: u64, result: T) -> T {
-        let ns = clock::nanos(start, clock::now());
+        self.record(dir, bytes, clock::nanos(start, clock::now()));
+        result
+    }
+
+    fn record(&self, dir: Data, bytes: u64, ns: u64) {
         add_disk_ns(ns);
         with_slot(&self.tracer, |slot| {
             let kind = match dir {
@@ -64,7 +68,6 @@ impl TimedVfs {
                 }
             }
         });
-        result
     }
 }
 
@@ -97,6 +100,11 @@ impl Vfs for TimedVfs {
 
     fn data_fd<'h>(&self, h: &'h FileHandle) -> Option<std::os::fd::BorrowedFd<'h>> {
         self.inner.data_fd(h)
+    }
+
+    fn data_done(&self, write: bool, bytes: u64, ns: u64) {
+        let dir = if write { Data::Written } else { Data::Read };
+        self.record(dir, bytes, ns);
     }
 
     fn flush(&self, h: &FileHandle) -> VfsResult<()> {

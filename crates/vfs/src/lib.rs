@@ -194,6 +194,10 @@ pub trait Vfs: Send + Sync {
     fn data_fd<'h>(&self, _h: &'h FileHandle) -> Option<BorrowedFd<'h>> {
         None
     }
+    /// An engine read (or wrote) `bytes` of a handle's data on its
+    /// [`Vfs::data_fd`] itself, taking `ns`: for layers that count data
+    /// I/O. Nothing by default.
+    fn data_done(&self, _write: bool, _bytes: u64, _ns: u64) {}
     /// Makes written data durable (fdatasync).
     fn flush(&self, h: &FileHandle) -> VfsResult<()>;
     fn set_len(&self, h: &FileHandle, len: u64) -> VfsResult<()>;

@@ -609,6 +609,15 @@ fn timespec(t: Option<u64>) -> Timespec {
     }
 }
 
+/// Maps the error of a read, write or sync an engine made itself on a
+/// handle's [`Vfs::data_fd`], as the backend maps its own.
+pub fn data_error(e: std::io::Error) -> VfsError {
+    match e.raw_os_error() {
+        Some(code) => io_err(Errno::from_raw_os_error(code)),
+        None => VfsError::Io(e),
+    }
+}
+
 impl Vfs for PosixVfs {
     fn open(&self, req: &OpenRequest<'_>) -> VfsResult<Opened> {
         let comps = split(req.path)?;

@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 use copyless_core::{Connection, Output, Server};
 use copyless_trace::{clock, FrameTimes, Recorder, Request, Tracer};
 
-use super::env::SystemEnv;
-use super::framing::{write_frame, FrameReader, Progress};
-use super::log_limit::RateLimit;
 use super::timing::{self, CountingWriter, TimedReader};
-use super::EngineLimits;
+use crate::env::SystemEnv;
+use crate::framing::{write_frame, FrameReader, Progress};
+use crate::log_limit::RateLimit;
+use crate::EngineLimits;
 
 /// A client that takes no bytes of a reply for this long is gone.
 const SEND_TIMEOUT: Duration = Duration::from_secs(60);

@@ -1,21 +1,28 @@
-//! The engine: sockets, threads and signals. This first engine gives each
-//! connection a thread doing plain blocking reads and writes; the protocol
-//! core it drives does no I/O of its own, so a zero-copy io_uring engine
-//! can replace this one without touching protocol code.
+//! The engines: sockets, threads, rings and the kernel, the only layer
+//! that does I/O. Both drive the same sans-IO protocol core:
+//!
+//! - `uring`: a few threads, one per core, each with its own io_uring
+//!   (through compio); connections are tasks, data intents are ring
+//!   operations, and work that touches file metadata runs on a thread
+//!   pool, never on the loop that serves sockets.
+//! - `threads`: a thread per connection with plain blocking reads and
+//!   writes, for hosts that refuse io_uring (container seccomp profiles,
+//!   `kernel.io_uring_disabled`).
+//!
+//! The accept loop, admission and shutdown are shared.
 
 mod admission;
-mod connection;
 mod env;
 mod framing;
 pub mod log_limit;
-mod timing;
+mod threads;
+mod uring;
 
 use std::io;
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use copyless_core::Server;
@@ -38,41 +45,113 @@ pub struct EngineLimits {
     pub preauth_timeout: Duration,
 }
 
-/// What the accept loop keeps of each connection: enough to close it.
-type Connections = Arc<Mutex<Table<Arc<TcpStream>>>>;
+/// Which engine serves connections (`engine` in the config).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EngineKind {
+    /// io_uring when the kernel allows it, else threads.
+    #[default]
+    Auto,
+    IoUring,
+    Threads,
+}
 
-fn lock(c: &Connections) -> MutexGuard<'_, Table<Arc<TcpStream>>> {
+/// What the accept loop keeps of each connection: enough to close it.
+pub(crate) type Connections = Arc<Mutex<Table<Arc<TcpStream>>>>;
+
+pub(crate) fn lock(c: &Connections) -> MutexGuard<'_, Table<Arc<TcpStream>>> {
     c.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A connection the accept loop let in, for an engine to serve.
+pub(crate) struct Accepted {
+    pub id: u64,
+    pub stream: Arc<TcpStream>,
+    pub peer: SocketAddr,
+    pub connections: Connections,
+}
+
+impl Accepted {
+    /// Lifts the pre-authentication caps from this connection.
+    pub fn authenticated(&self) {
+        lock(&self.connections).authenticated(self.id);
+    }
+
+    /// Gives the connection's slot back.
+    pub fn finished(&self) {
+        lock(&self.connections).remove(self.id);
+    }
+}
+
+/// How an engine takes connections from the accept loop.
+pub(crate) trait Serve {
+    /// Starts serving `c`; an error means the process lacks the resources
+    /// for it now (the connection is then dropped, others go on).
+    fn start(&mut self, c: Accepted) -> io::Result<()>;
+    /// Accepting has stopped and every connection was told to finish:
+    /// waits until they have.
+    fn finish(self);
 }
 
 static ACCEPT_FAILED: RateLimit = RateLimit::new(Duration::from_secs(10));
 static REFUSED: RateLimit = RateLimit::new(Duration::from_secs(10));
 static EVICTED: RateLimit = RateLimit::new(Duration::from_secs(10));
-static SPAWN_FAILED: RateLimit = RateLimit::new(Duration::from_secs(10));
+static START_FAILED: RateLimit = RateLimit::new(Duration::from_secs(10));
 
 /// The first pause after `accept` fails for lack of descriptors or
 /// memory; it doubles up to [`MAX_BACKOFF`] while failures go on.
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
-/// Accepts connections until SIGTERM or SIGINT, then stops accepting, lets
-/// every connection finish the request it is running, closes their opens,
-/// and returns.
+/// Serves with the engine `kind` asks for (saying which on standard
+/// error) until SIGTERM or SIGINT; then stops accepting, lets every
+/// connection finish the request it is running, closes their opens, and
+/// returns.
 pub fn run(
     server: Arc<Server>,
     listeners: Vec<TcpListener>,
     limits: EngineLimits,
     tracer: Arc<Tracer>,
+    kind: EngineKind,
 ) -> io::Result<()> {
+    // Before anything slow: a signal from now on stops the server cleanly.
     let (stop_rx, stop_tx) = UnixStream::pair()?;
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::low_level::pipe::register(sig, stop_tx.try_clone()?)?;
     }
+    let uring = match kind {
+        EngineKind::Threads => None,
+        EngineKind::IoUring => Some(uring::Engine::new(&server, &limits, &tracer)?),
+        EngineKind::Auto => match uring::Engine::new(&server, &limits, &tracer) {
+            Ok(e) => Some(e),
+            Err(e) => {
+                eprintln!("copyless: io_uring is not available ({e}); using threads");
+                None
+            }
+        },
+    };
+    match uring {
+        Some(engine) => {
+            eprintln!("copyless: engine io_uring, {} threads", engine.threads());
+            accept_loop(listeners, &limits, stop_rx, engine)
+        }
+        None => {
+            eprintln!("copyless: engine threads, one per connection");
+            let engine = threads::Engine::new(server, limits.clone(), tracer);
+            accept_loop(listeners, &limits, stop_rx, engine)
+        }
+    }
+}
+
+fn accept_loop(
+    listeners: Vec<TcpListener>,
+    limits: &EngineLimits,
+    stop_rx: UnixStream,
+    mut engine: impl Serve,
+) -> io::Result<()> {
     for l in &listeners {
         l.set_nonblocking(true)?;
     }
     let connections: Connections = Arc::new(Mutex::new(Table::new(limits.admission)));
-    let mut threads: Vec<JoinHandle<()>> = Vec::new();
     let mut backoff: Option<(Instant, Duration)> = None;
     loop {
         // While backing off, the listeners are not watched: they would
@@ -98,9 +177,8 @@ pub fn run(
             break;
         }
         drop(fds);
-        threads.retain(|t| !t.is_finished());
         for l in watch {
-            match accept_all(l, &server, &limits, &tracer, &connections, &mut threads) {
+            match accept_all(l, limits, &connections, &mut engine) {
                 Ok(()) => backoff = None,
                 Err(e) => {
                     let step = backoff.map_or(FIRST_BACKOFF, |(_, d)| (d * 2).min(MAX_BACKOFF));
@@ -117,9 +195,7 @@ pub fn run(
         // goes out.
         let _ = s.shutdown(Shutdown::Read);
     }
-    for t in threads {
-        let _ = t.join();
-    }
+    engine.finish();
     Ok(())
 }
 
@@ -127,11 +203,9 @@ pub fn run(
 /// lacks descriptors or memory for now: the caller backs off.
 fn accept_all(
     l: &TcpListener,
-    server: &Arc<Server>,
     limits: &EngineLimits,
-    tracer: &Arc<Tracer>,
     connections: &Connections,
-    threads: &mut Vec<JoinHandle<()>>,
+    engine: &mut impl Serve,
 ) -> io::Result<()> {
     loop {
         let (stream, peer) = match l.accept() {
@@ -166,27 +240,16 @@ fn accept_all(
             let _ = evicted.shutdown(Shutdown::Both);
         }
         let id = admitted.id;
-        let spawned = {
-            let server = server.clone();
-            let limits = limits.clone();
-            let connections = connections.clone();
-            let tracer = tracer.clone();
-            std::thread::Builder::new()
-                .name(format!("conn-{id}"))
-                .spawn(move || {
-                    let on_authenticated = || lock(&connections).authenticated(id);
-                    connection::serve(server, &stream, &limits, &tracer, on_authenticated);
-                    lock(&connections).remove(id);
-                })
+        let accepted = Accepted {
+            id,
+            stream,
+            peer,
+            connections: connections.clone(),
         };
-        match spawned {
-            Ok(t) => threads.push(t),
-            Err(e) => {
-                // The closure, and the stream with it, is dropped: the
-                // client sees the connection close; others go on.
-                lock(connections).remove(id);
-                SPAWN_FAILED.log(|| format!("cannot start a thread for {peer}: {e}"));
-            }
+        if let Err(e) = engine.start(accepted) {
+            // The client sees the connection close; others go on.
+            lock(connections).remove(id);
+            START_FAILED.log(|| format!("cannot serve {peer}: {e}"));
         }
     }
 }

@@ -1,0 +1,56 @@
+//! The fallback engine: each connection gets a thread doing plain
+//! blocking reads and writes, and performs its data intents itself
+//! through the share's VFS.
+
+mod connection;
+mod timing;
+
+use std::io;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use copyless_core::Server;
+use copyless_trace::Tracer;
+
+use crate::{Accepted, EngineLimits, Serve};
+
+pub struct Engine {
+    server: Arc<Server>,
+    limits: EngineLimits,
+    tracer: Arc<Tracer>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Engine {
+    pub fn new(server: Arc<Server>, limits: EngineLimits, tracer: Arc<Tracer>) -> Engine {
+        Engine {
+            server,
+            limits,
+            tracer,
+            threads: Vec::new(),
+        }
+    }
+}
+
+impl Serve for Engine {
+    fn start(&mut self, c: Accepted) -> io::Result<()> {
+        self.threads.retain(|t| !t.is_finished());
+        let server = self.server.clone();
+        let limits = self.limits.clone();
+        let tracer = self.tracer.clone();
+        let t = std::thread::Builder::new()
+            .name(format!("conn-{}", c.id))
+            .spawn(move || {
+                connection::serve(server, &c.stream, &limits, &tracer, || c.authenticated());
+                c.finished();
+            })?;
+        self.threads.push(t);
+        Ok(())
+    }
+
+    fn finish(self) {
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! Data intents carried out as ring operations: reads land straight in
+//! the reply's buffer, writes go from the received frame, syncs are
+//! fdatasync. Handles whose data only the VFS can reach (alternate data
+//! streams) go to the blocking pool instead.
+
+use std::os::fd::{AsFd, BorrowedFd};
+use std::rc::Rc;
+
+use compio::buf::{BufResult, IntoInner, IoBuf};
+use compio::driver::op::{ReadAt, Sync, WriteAt};
+use copyless_core::{Completion, DataFile, Intent, Op, Token, WriteData};
+use copyless_trace::{clock, Scope};
+use copyless_vfs::posix::data_error;
+use copyless_vfs::VfsResult;
+
+/// A handle whose data is its descriptor (checked before it is made).
+#[derive(Clone)]
+struct DataFd(DataFile);
+
+impl AsFd for DataFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.data_fd().expect("checked when made")
+    }
+}
+
+/// The bytes of a write: part of the received frame, or the core's own.
+enum WriteBuf {
+    Frame(Rc<Vec<u8>>, std::ops::Range<usize>),
+    Owned(Vec<u8>),
+}
+
+impl IoBuf for WriteBuf {
+    fn as_init(&self) -> &[u8] {
+        match self {
+            WriteBuf::Frame(f, r) => &f[r.clone()],
+            WriteBuf::Owned(v) => v,
+        }
+    }
+}
+
+/// An intent carried out, and the time it took.
+pub struct Done {
+    pub token: Token,
+    pub completion: Completion,
+    pub ns: u64,
+}
+
+/// Performs `intent`; `frame` is the received frame it came from. Data
+/// moved on the ring is counted for the connection `scope` names, when
+/// tracing (the VFS counts what it moves itself).
+pub async fn perform(intent: Intent, frame: Rc<Vec<u8>>, scope: Option<Scope>) -> Done {
+    let start = clock::now();
+    let token = intent.token;
+    if intent.file.data_fd().is_none() {
+        return Done {
+            token,
+            completion: through_vfs(intent, &frame, scope).await,
+            ns: clock::nanos(start, clock::now()),
+        };
+    }
+    let fd = DataFd(intent.file);
+    let (completion, moved) = match intent.op {
+        Op::Read { offset, len, buf } => {
+            let before = buf.len();
+            let (buf, r) = read(&fd, offset, len, buf).await;
+            let n = buf.len() - before;
+            (Completion::Read(buf, r), Some((false, n)))
+        }
+        Op::Write { offset, data, sync } => {
+            let n = data.len();
+            let buf = match data {
+                WriteData::Frame(r) => WriteBuf::Frame(frame, r),
+                WriteData::Owned(v) => WriteBuf::Owned(v),
+            };
+            let mut r = write(&fd, offset, buf).await;
+            if r.is_ok() && sync {
+                r = fdatasync(&fd).await;
+            }
+            let moved = r.is_ok().then_some((true, n));
+            (Completion::Write(r), moved)
+        }
+        Op::Flush => (Completion::Flush(fdatasync(&fd).await), None),
+    };
+    let ns = clock::nanos(start, clock::now());
+    if let (Some(scope), Some((write, n))) = (scope, moved) {
+        scope.run(|| fd.0.vfs.data_done(write, n as u64, ns));
+    }
+    Done {
+        token,
+        completion,
+        ns,
+    }
+}
+
+/// Only the VFS can reach this data, and it blocks: the pool does it.
+async fn through_vfs(intent: Intent, frame: &[u8], scope: Option<Scope>) -> Completion {
+    let Intent { token, file, op } = intent;
+    let op = match op {
+        Op::Write { offset, data, sync } => Op::Write {
+            offset,
+            data: WriteData::Owned(data.bytes(frame).to_vec()),
+            sync,
+        },
+        op => op,
+    };
+    let intent = Intent { token, file, op };
+    let blocking = move || match scope {
+        Some(scope) => scope.run(|| intent.perform(&[])).0 .1,
+        None => intent.perform(&[]).1,
+    };
+    match compio::runtime::spawn_blocking(blocking).await {
+        Ok(done) => done,
+        Err(e) => std::panic::resume_unwind(Box::new(e.to_string())),
+    }
+}
+
+/// Appends up to `len` bytes at `offset` to `buf`, fewer only at end of
+/// file.
+async fn read(fd: &DataFd, offset: u64, len: usize, mut buf: Vec<u8>) -> (Vec<u8>, VfsResult<()>) {
+    let start = buf.len();
+    let end = start + len;
+    buf.reserve_exact(len);
+    while buf.len() < end {
+        let filled = buf.len();
+        let at = offset + (filled - start) as u64;
+        let op = ReadAt::new(fd.clone(), at, buf.slice(filled..end));
+        let BufResult(r, op) = compio::runtime::submit(op).await;
+        buf = op.into_inner().into_inner();
+        match r {
+            Ok(0) => break,
+            Ok(n) => {
+                // SAFETY: the kernel reported `n` bytes read into the
+                // slice `filled..end`, which lies within the capacity
+                // reserved above; they are initialised now.
+                unsafe { buf.set_len(filled + n.min(end - filled)) };
+            }
+            Err(e) => return (buf, Err(data_error(e))),
+        }
+    }
+    (buf, Ok(()))
+}
+
+async fn write(fd: &DataFd, offset: u64, mut buf: WriteBuf) -> VfsResult<()> {
+    let len = buf.as_init().len();
+    let mut done = 0;
+    while done < len {
+        let op = WriteAt::new(fd.clone(), offset + done as u64, buf.slice(done..));
+        let BufResult(r, op) = compio::runtime::submit(op).await;
+        buf = op.into_inner().into_inner();
+        match r {
+            Ok(0) => return Err(data_error(std::io::ErrorKind::WriteZero.into())),
+            Ok(n) => done += n,
+            Err(e) => return Err(data_error(e)),
+        }
+    }
+    Ok(())
+}
+
+async fn fdatasync(fd: &DataFd) -> VfsResult<()> {
+    let BufResult(r, _) = compio::runtime::submit(Sync::new(fd.clone(), true)).await;
+    r.map(|_| ()).map_err(data_error)
+}

@@ -1,0 +1,143 @@
+//! The io_uring engine: one worker thread per core, each running a compio
+//! runtime on its own ring. The accept loop hands connections out in turn;
+//! each is a task on its worker (see `connection`). Every operation a
+//! loop turn starts goes to the kernel with one `io_uring_enter`.
+
+mod connection;
+mod data;
+
+use std::io;
+use std::sync::mpsc as std_mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use copyless_core::Server;
+use copyless_trace::Tracer;
+use futures_channel::mpsc;
+use futures_util::StreamExt;
+
+use crate::{Accepted, EngineLimits, Serve};
+
+/// Entries of each ring's submission queue.
+const RING_ENTRIES: u32 = 1024;
+
+pub struct Engine {
+    workers: Vec<Worker>,
+    next: usize,
+}
+
+struct Worker {
+    accepted: mpsc::UnboundedSender<Accepted>,
+    thread: JoinHandle<()>,
+}
+
+/// Everything a worker's connections share.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    pub server: Arc<Server>,
+    pub limits: EngineLimits,
+    pub tracer: Arc<Tracer>,
+}
+
+fn runtime() -> io::Result<compio::runtime::Runtime> {
+    let mut proactor = compio::driver::ProactorBuilder::new();
+    proactor.capacity(RING_ENTRIES);
+    compio::runtime::RuntimeBuilder::new()
+        .with_proactor(proactor)
+        .build()
+}
+
+impl Engine {
+    /// Starts the workers; an error when the kernel refuses io_uring.
+    pub fn new(
+        server: &Arc<Server>,
+        limits: &EngineLimits,
+        tracer: &Arc<Tracer>,
+    ) -> io::Result<Engine> {
+        let shared = Shared {
+            server: server.clone(),
+            limits: limits.clone(),
+            tracer: tracer.clone(),
+        };
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut workers = Vec::with_capacity(n);
+        for i in 0..n {
+            let (tx, rx) = mpsc::unbounded();
+            let (ready_tx, ready_rx) = std_mpsc::channel();
+            let shared = shared.clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("uring-{i}"))
+                .spawn(move || worker(rx, shared, ready_tx))?;
+            match ready_rx.recv() {
+                Ok(Ok(())) => workers.push(Worker {
+                    accepted: tx,
+                    thread,
+                }),
+                Ok(Err(e)) => {
+                    let _ = thread.join();
+                    return Err(e);
+                }
+                Err(_) => return Err(io::Error::other("worker thread ended")),
+            }
+        }
+        Ok(Engine { workers, next: 0 })
+    }
+
+    pub fn threads(&self) -> usize {
+        self.workers.len()
+    }
+}
+
+impl Serve for Engine {
+    fn start(&mut self, c: Accepted) -> io::Result<()> {
+        let i = self.next % self.workers.len();
+        self.next = self.next.wrapping_add(1);
+        self.workers[i]
+            .accepted
+            .unbounded_send(c)
+            .map_err(|_| io::Error::other("worker thread ended"))
+    }
+
+    fn finish(self) {
+        for w in self.workers {
+            drop(w.accepted);
+            let _ = w.thread.join();
+        }
+    }
+}
+
+/// A worker: serves the connections it is handed until the accept loop
+/// stops, then until they have all ended.
+fn worker(
+    mut accepted: mpsc::UnboundedReceiver<Accepted>,
+    shared: Shared,
+    ready: std_mpsc::Sender<io::Result<()>>,
+) {
+    let rt = match runtime() {
+        Ok(rt) => {
+            let _ = ready.send(Ok(()));
+            rt
+        }
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    rt.block_on(async move {
+        let live = std::rc::Rc::new(std::cell::Cell::new(0usize));
+        while let Some(c) = accepted.next().await {
+            live.set(live.get() + 1);
+            let live = live.clone();
+            let shared = shared.clone();
+            compio::runtime::spawn(async move {
+                connection::serve(c, shared).await;
+                live.set(live.get() - 1);
+            })
+            .detach();
+        }
+        while live.get() > 0 {
+            compio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+}
