@@ -160,6 +160,29 @@ def test_valid_raw_negotiate_is_answered(server):
     assert reaction.status == 0, f"valid NEGOTIATE was not answered with success: {reaction.detail}"
 
 
+def test_frames_split_anywhere_or_sent_together_are_answered(server):
+    """A frame may arrive in pieces cut anywhere, and several may arrive in
+    one piece: each is answered once, whole. (ECHO before a session is
+    answered; its message ids follow NEGOTIATE's.)"""
+    def echo(mid: int) -> bytes:
+        return frame(smb2_header(13, message_id=mid) + struct.pack("<HH", 4, 0))
+
+    with socket.create_connection((server.host, server.port), timeout=REACTION_TIMEOUT) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        negotiate = frame(negotiate_request())
+        for i in range(len(negotiate)):
+            sock.sendall(negotiate[i:i + 1])
+            time.sleep(0.002)
+        assert read_reaction(sock).status == 0
+        # Three frames in one send, the last cut in two sends.
+        both = echo(1) + echo(2) + echo(3)
+        sock.sendall(both[:-5])
+        time.sleep(0.05)
+        sock.sendall(both[-5:])
+        for _ in range(3):
+            reaction = read_reaction(sock)
+            assert reaction.status == 0, reaction.detail
+
 @pytest.mark.parametrize("case", sorted(GARBAGE))
 def test_garbage_drops_connection_not_server(server, case):
     garbage = GARBAGE[case]

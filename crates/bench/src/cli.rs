@@ -34,6 +34,10 @@ pub enum Workload {
     /// Metadata loops (create, stat, close, rename, delete) and the listing
     /// of a large directory: ops/s and latency.
     Meta(MetaArgs),
+    /// Open many authenticated connections, hold them idle (the caller
+    /// measures the server meanwhile; "idle: N connections up" on standard
+    /// error says when), then check each still answers.
+    Idle(IdleArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -168,6 +172,18 @@ pub struct MetaArgs {
     pub list_entries: u64,
 }
 
+#[derive(Debug, Clone, Args)]
+pub struct IdleArgs {
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// Connections to open, one after another.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=60000))]
+    pub connections: u32,
+    /// Seconds to hold them once all are up.
+    #[arg(long, default_value = "5", value_parser = parse_seconds)]
+    pub hold: f64,
+}
+
 /// Runs a workload and prints its report; the exit status is 0 on
 /// success, 1 when the run failed, 2 for unusable arguments.
 pub fn run(args: BenchArgs) -> ExitCode {
@@ -175,6 +191,7 @@ pub fn run(args: BenchArgs) -> ExitCode {
         Workload::Io(a) => crate::io::run(&a).map(|r| (r, a.connect.json)),
         Workload::Smallfiles(a) => crate::smallfiles::run(&a).map(|r| (r, a.connect.json)),
         Workload::Meta(a) => crate::meta::run(&a).map(|r| (r, a.connect.json)),
+        Workload::Idle(a) => crate::idle::run(&a).map(|r| (r, a.connect.json)),
     };
     match result {
         Ok((report, json)) => {

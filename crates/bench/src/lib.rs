@@ -7,6 +7,7 @@
 
 pub mod cli;
 pub mod client;
+mod idle;
 mod io;
 mod meta;
 mod progress;

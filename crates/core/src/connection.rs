@@ -46,6 +46,10 @@ pub struct Output {
     /// Data I/O to perform; each result goes back through
     /// [`Connection::complete`], which finishes the reply waiting for it.
     pub intents: Vec<Intent>,
+    /// Intents whose requests the client cancelled: the engine stops them
+    /// if it can (completing them with `VfsError::Cancelled`), and
+    /// completes them as usual if it cannot.
+    pub cancel: Vec<Token>,
     /// Close the connection after sending the frames.
     pub disconnect: bool,
     /// One entry per request handled, in order, for the engine's tracing.
@@ -206,6 +210,10 @@ pub struct Connection {
     /// as many as the credit window lets the client send at once.
     pub(crate) waiting: HashMap<Token, Waiting>,
     pub(crate) next_token: Token,
+    /// The last AsyncId given to an interim response.
+    pub(crate) last_async_id: u64,
+    /// Tokens cancelled while handling, for the output.
+    pub(crate) cancelled: Vec<Token>,
 }
 
 impl Connection {
@@ -232,6 +240,8 @@ impl Connection {
             credentials_generation: 0,
             waiting: HashMap::new(),
             next_token: 0,
+            last_async_id: 0,
+            cancelled: Vec::new(),
         }
     }
 
@@ -263,13 +273,15 @@ impl Connection {
     /// keeps `msg` until every intent it led to has completed.
     pub fn handle(&mut self, msg: &[u8], env: &mut dyn Env) -> Output {
         self.end_sessions_of_removed_users();
-        if smb1::is_smb1(msg) {
+        let mut out = if smb1::is_smb1(msg) {
             self.handle_smb1(msg, env)
         } else if msg.starts_with(&copyless_proto::header::TRANSFORM_PROTOCOL_ID) {
             self.handle_encrypted(msg, env)
         } else {
             self.handle_plain(msg, env)
-        }
+        };
+        out.cancel.append(&mut self.cancelled);
+        out
     }
 
     /// Whether handling `msg` may call the share's filesystem and so
@@ -301,14 +313,21 @@ impl Connection {
     /// How long the engine may wait, when no message arrives, before
     /// calling [`Connection::handle_timeout`]; None when nothing is due.
     pub fn timeout(&self) -> Option<Duration> {
-        self.has_valid_session().then_some(SESSION_CHECK_INTERVAL)
+        let sessions = self.has_valid_session().then_some(SESSION_CHECK_INTERVAL);
+        match (sessions, self.interim_due()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
-    /// Work that is due without a message: sessions of users removed from
-    /// the user store end here.
-    pub fn handle_timeout(&mut self, _env: &mut dyn Env) -> Output {
+    /// Work that is due without a message: interim responses for requests
+    /// that have waited long, and the end of sessions of users removed
+    /// from the user store.
+    pub fn handle_timeout(&mut self, env: &mut dyn Env) -> Output {
         self.end_sessions_of_removed_users();
-        Output::default()
+        let mut out = Output::default();
+        self.send_interim_responses(env, &mut out);
+        out
     }
 
     /// A user removed from the store (`copyless user del`) loses every
@@ -421,7 +440,7 @@ impl Connection {
                 }
                 Step::Wait(begun, wait) => {
                     let rest = msgs[m.offset + m.bytes.len()..].to_vec();
-                    self.suspend(chain, begun, wait, rest, out);
+                    self.suspend(chain, begun, wait, rest, env.now(), out);
                     return;
                 }
             }
@@ -578,8 +597,8 @@ impl Connection {
 
         let mut granted = 0u16;
         let result = if hdr.command == cmd::CANCEL {
-            // CANCEL takes no credit and gets no reply; nothing we run
-            // is ever pending.
+            // CANCEL takes no credit and gets no reply of its own.
+            self.cancel(&hdr);
             reply.suppress = true;
             Ok(status::SUCCESS)
         } else {
@@ -897,6 +916,7 @@ impl Output {
     pub fn append(&mut self, other: Output) {
         self.frames.extend(other.frames);
         self.intents.extend(other.intents);
+        self.cancel.extend(other.cancel);
         self.disconnect |= other.disconnect;
         self.requests.extend(other.requests);
     }

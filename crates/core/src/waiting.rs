@@ -5,7 +5,9 @@
 //! padding, signature) and the rest of the compound runs.
 
 use std::mem;
+use std::time::Duration;
 
+use copyless_proto::header::{Header, FLAG_ASYNC_COMMAND, FLAG_SERVER_TO_REDIR};
 use copyless_proto::messages;
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::{Writer, HEADER_LEN};
@@ -19,6 +21,11 @@ use crate::open::OpenKind;
 /// Bytes of a READ reply before its data: the header and the response's
 /// fixed part (MS-SMB2 2.2.20, DataOffset 0x50).
 const READ_HEAD: usize = HEADER_LEN + 16;
+
+/// A request that has waited this long for its intent gets an interim
+/// response (STATUS_PENDING with an AsyncId, MS-SMB2 3.3.4.2), so that
+/// the client keeps waiting on a slow disk rather than timing out.
+const INTERIM_AFTER: Duration = Duration::from_millis(500);
 
 /// The data I/O a handler's reply waits for.
 pub(crate) struct Wait {
@@ -49,6 +56,20 @@ pub(crate) struct Waiting {
     finish: Finish,
     /// The compound's messages after the waiting one.
     rest: Vec<u8>,
+    /// Where the waiting reply starts in the compound's frame.
+    start: usize,
+    /// When it began to wait (FILETIME).
+    since: u64,
+    /// The client cancelled it; the engine was asked to stop its intent.
+    cancelled: bool,
+}
+
+impl Waiting {
+    /// Only a request alone in its frame gets an interim response here:
+    /// one inside a compound waits with the replies before it.
+    fn takes_interim(&self) -> bool {
+        self.begun.hdr.flags & FLAG_ASYNC_COMMAND == 0 && self.start == 0 && self.rest.is_empty()
+    }
 }
 
 /// What the completion must finish.
@@ -57,6 +78,9 @@ enum Finish {
     /// follows [`READ_HEAD`] bytes later.
     Read {
         start: usize,
+        /// The replies before it, should the engine lose the buffer
+        /// (a cancelled read): empty for a request of its own.
+        prefix: Vec<u8>,
         len: u32,
         minimum: u32,
         offset: u64,
@@ -79,6 +103,7 @@ impl Connection {
         begun: Begun,
         wait: Wait,
         rest: Vec<u8>,
+        now: u64,
         out: &mut Output,
     ) {
         let token = self.next_token;
@@ -93,6 +118,7 @@ impl Connection {
             } => {
                 // The read appends its data behind the room for the
                 // reply's head: the compound's frame is the buffer.
+                let prefix = chain.out.clone();
                 chain.out.resize(start + READ_HEAD, 0);
                 let buf = mem::take(&mut chain.out);
                 (
@@ -103,6 +129,7 @@ impl Connection {
                     },
                     Finish::Read {
                         start,
+                        prefix,
                         len,
                         minimum,
                         offset,
@@ -140,8 +167,102 @@ impl Connection {
                 begun,
                 finish,
                 rest,
+                start,
+                since: now,
+                cancelled: false,
             },
         );
+    }
+
+    /// When an interim response may become due: a request of its own (no
+    /// replies before it in its frame, none after) waits without one.
+    pub(crate) fn interim_due(&self) -> Option<Duration> {
+        self.waiting
+            .values()
+            .any(|w| w.takes_interim())
+            .then_some(INTERIM_AFTER)
+    }
+
+    /// Sends an interim response for each request that has waited long
+    /// enough; its final response then carries the AsyncId and grants no
+    /// credits (the interim one granted them).
+    pub(crate) fn send_interim_responses(&mut self, env: &mut dyn Env, out: &mut Output) {
+        let now = env.now();
+        let after = INTERIM_AFTER.as_nanos() as u64 / 100;
+        let due: Vec<Token> = self
+            .waiting
+            .iter()
+            .filter(|(_, w)| w.takes_interim() && now.saturating_sub(w.since) >= after)
+            .map(|(t, _)| *t)
+            .collect();
+        for token in due {
+            self.last_async_id += 1;
+            let async_id = self.last_async_id;
+            let Some(w) = self.waiting.get_mut(&token) else {
+                continue;
+            };
+            let hdr = &mut w.begun.hdr;
+            hdr.flags |= FLAG_ASYNC_COMMAND;
+            hdr.async_id = async_id;
+            let granted = mem::take(&mut w.begun.granted);
+            let interim = Header {
+                credit_charge: hdr.credit_charge,
+                status: status::PENDING,
+                command: hdr.command,
+                credits: granted,
+                flags: FLAG_SERVER_TO_REDIR | FLAG_ASYNC_COMMAND,
+                next_command: 0,
+                message_id: hdr.message_id,
+                async_id,
+                process_id: hdr.process_id,
+                tree_id: 0,
+                session_id: w.begun.reply.header_session_id,
+                signature: [0; 16],
+            };
+            let mut msg = Vec::with_capacity(HEADER_LEN + 9);
+            interim.write(&mut msg);
+            let mut w_body = Writer::new();
+            messages::write_error_response(&mut w_body, &[]);
+            msg.extend_from_slice(&w_body.buf);
+            // Not signed (MS-SMB2 3.3.4.2); sealed when the request was.
+            let sealed = w.chain.sealed;
+            let released = mem::take(&mut w.chain.granted);
+            self.credits.release(released);
+            let frame = match sealed {
+                None => Some(msg),
+                Some(sid) => {
+                    let mut salt = [0u8; 8];
+                    env.fill_random(&mut salt);
+                    self.sessions
+                        .get_mut(&sid)
+                        .and_then(|s| s.ciphers.as_mut())
+                        .map(|c| c.seal(sid, &msg, salt))
+                }
+            };
+            out.frames.extend(frame);
+        }
+    }
+
+    /// CANCEL (MS-SMB2 3.3.5.16): finds the waiting request by AsyncId, or
+    /// by MessageId when it has had no interim response, and asks the
+    /// engine to stop its intent. A request the engine cannot stop ends as
+    /// it would have.
+    pub(crate) fn cancel(&mut self, hdr: &Header) {
+        let by_async = hdr.flags & FLAG_ASYNC_COMMAND != 0;
+        let found = self.waiting.iter_mut().find(|(_, w)| {
+            let h = &w.begun.hdr;
+            if by_async {
+                hdr.async_id != 0 && h.async_id == hdr.async_id
+            } else {
+                h.flags & FLAG_ASYNC_COMMAND == 0 && h.message_id == hdr.message_id
+            }
+        });
+        if let Some((token, w)) = found {
+            if !w.cancelled {
+                w.cancelled = true;
+                self.cancelled.push(*token);
+            }
+        }
     }
 
     /// The engine performed the intent `token`: its reply is finished, and
@@ -153,6 +274,7 @@ impl Connection {
             mut begun,
             finish,
             rest,
+            ..
         }) = self.waiting.remove(&token)
         else {
             return out;
@@ -165,6 +287,7 @@ impl Connection {
             (
                 Finish::Read {
                     start,
+                    prefix,
                     len,
                     minimum,
                     offset,
@@ -172,10 +295,12 @@ impl Connection {
                 },
                 Completion::Read(buf, r),
             ) => {
-                chain.out = buf;
+                let lost = buf.len() < start + READ_HEAD;
+                chain.out = if lost { prefix } else { buf };
                 let n = chain.out.len().saturating_sub(start + READ_HEAD);
                 let result = match r {
                     Err(e) => Err(vfs_status(&e)),
+                    Ok(()) if lost => Err(status::INTERNAL_ERROR),
                     Ok(()) if (n == 0 && len > 0) || n < minimum as usize => {
                         Err(status::END_OF_FILE)
                     }
@@ -234,6 +359,7 @@ impl Connection {
         } else {
             self.drive(chain, &rest, None, env, &mut out);
         }
+        out.cancel.append(&mut self.cancelled);
         out
     }
 

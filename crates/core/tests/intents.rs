@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use copyless_core::{Completion, Intent, Op, Output, WriteData};
 use copyless_proto::client as wire;
+use copyless_proto::header::{Header, FLAG_ASYNC_COMMAND};
 use copyless_proto::messages::FileId;
 use copyless_proto::{command, status};
 use copyless_scripted::{create_request, read_request, Client, Dialect, Request, Users};
@@ -210,4 +211,99 @@ fn closing_a_file_while_its_read_runs_leaves_the_read_whole() {
     let reply = finish(&mut c, token, done).remove(0);
     assert_eq!(reply.status(), status::SUCCESS);
     assert_eq!(wire::read_response_data(&reply.msg).unwrap(), b"on disk");
+}
+
+/// Half a second and a tick later, as the engine's timer would come.
+fn wait_long(c: &mut Client) -> Vec<copyless_scripted::Reply> {
+    c.env.now += 5_000_001;
+    c.tick()
+}
+
+fn cancel_frame(c: &Client, message_id: u64, async_id: Option<u64>) -> Vec<u8> {
+    let mut frame = Vec::new();
+    Header {
+        command: command::CANCEL,
+        flags: async_id.map_or(0, |_| FLAG_ASYNC_COMMAND),
+        message_id,
+        async_id: async_id.unwrap_or(0),
+        session_id: c.session_id,
+        tree_id: c.tree_id,
+        ..Header::default()
+    }
+    .write(&mut frame);
+    frame.extend_from_slice(&[4, 0, 0, 0]);
+    frame
+}
+
+#[test]
+fn a_slow_intent_gets_an_interim_response_then_an_async_final_one() {
+    for dialect in [Dialect::Smb210, Dialect::Smb311] {
+        let (_dir, mut c, id) = setup(dialect);
+        let frame = c.frame(vec![read_request(id, 0, 7, 1)]);
+        let intent = only_intent(&mut c.handle_raw(&frame));
+        assert!(c.tick().is_empty(), "no interim response at once");
+        assert!(c.conn.timeout().is_some(), "the core wants a timer");
+        let interim = wait_long(&mut c);
+        assert_eq!(interim.len(), 1);
+        let h = &interim[0].header;
+        assert_eq!(interim[0].status(), status::PENDING);
+        assert!(h.is_async() && h.async_id != 0 && !h.is_signed(), "{h:?}");
+        assert!(h.credits > 0, "the interim response grants the credits");
+        assert!(wait_long(&mut c).is_empty(), "one interim response only");
+        let (token, done) = read_done(intent, b"late");
+        let last = finish(&mut c, token, done).remove(0);
+        assert_eq!(last.status(), status::SUCCESS);
+        assert!(last.header.is_async() && last.header.async_id == h.async_id);
+        assert_eq!(last.header.credits, 0);
+        assert_eq!(last.header.is_signed(), c.is_signing());
+        assert_eq!(wire::read_response_data(&last.msg).unwrap(), b"late");
+    }
+}
+
+#[test]
+fn a_sealed_request_gets_a_sealed_interim_response() {
+    let (_dir, mut c, id) = setup(Dialect::Smb311);
+    let frame = c.frame(vec![read_request(id, 0, 7, 1)]);
+    let sealed = c.seal(&frame).unwrap();
+    let intent = only_intent(&mut c.handle_raw(&sealed));
+    c.env.now += 5_000_001;
+    let out = c.conn.handle_timeout(&mut c.env);
+    assert!(out.frames[0].starts_with(&copyless_proto::header::TRANSFORM_PROTOCOL_ID));
+    assert_eq!(c.take(out)[0].status(), status::PENDING);
+    let (token, done) = read_done(intent, b"x");
+    assert_eq!(finish(&mut c, token, done)[0].status(), status::SUCCESS);
+}
+
+#[test]
+fn cancel_asks_the_engine_to_stop_and_the_reply_says_cancelled() {
+    let (_dir, mut c, id) = setup(Dialect::Smb210);
+    let frame = c.frame(vec![read_request(id, 0, 7, 1)]);
+    let intent = only_intent(&mut c.handle_raw(&frame));
+    let async_id = wait_long(&mut c)[0].header.async_id;
+    // A CANCEL for another request changes nothing.
+    let out = c.handle_raw(&cancel_frame(&c, 0, Some(async_id + 1)));
+    assert!(out.frames.is_empty() && out.cancel.is_empty());
+    let out = c.handle_raw(&cancel_frame(&c, 0, Some(async_id)));
+    assert!(out.frames.is_empty(), "CANCEL has no reply of its own");
+    assert_eq!(out.cancel, [intent.token]);
+    // The engine stopped it; the buffer went with the operation.
+    let done = Completion::Read(Vec::new(), Err(VfsError::Cancelled));
+    let reply = finish(&mut c, intent.token, done).remove(0);
+    assert_eq!(reply.status(), status::CANCELLED);
+    assert_eq!(reply.header.async_id, async_id);
+}
+
+#[test]
+fn cancel_by_message_id_and_an_intent_that_could_not_be_stopped() {
+    let (_dir, mut c, id) = setup(Dialect::Smb210);
+    let frame = c.frame(vec![write_request(id, 0, b"kept")]);
+    let mid = c.next_mid - 1;
+    let intent = only_intent(&mut c.handle_raw(&frame));
+    let out = c.handle_raw(&cancel_frame(&c, mid, None));
+    assert_eq!(out.cancel, [intent.token]);
+    // Cancelled twice: asked once.
+    assert!(c.handle_raw(&cancel_frame(&c, mid, None)).cancel.is_empty());
+    let (token, done) = intent.perform(&frame);
+    let reply = finish(&mut c, token, done).remove(0);
+    assert_eq!(reply.status(), status::SUCCESS, "it ran to the end");
 }

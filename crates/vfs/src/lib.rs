@@ -48,6 +48,8 @@ pub enum VfsError {
     DiskFull,
     /// The filesystem cannot keep what was asked (e.g. no xattrs).
     NotSupported,
+    /// The engine stopped the operation because the client cancelled it.
+    Cancelled,
     /// Anything else, with the OS error.
     Io(std::io::Error),
 }

@@ -27,6 +27,7 @@ pub fn vfs_status(e: &VfsError) -> NtStatus {
         VfsError::InvalidName => status::OBJECT_NAME_INVALID,
         VfsError::DiskFull => status::DISK_FULL,
         VfsError::NotSupported => status::NOT_SUPPORTED,
+        VfsError::Cancelled => status::CANCELLED,
         VfsError::Io(_) => status::UNSUCCESSFUL,
     }
 }

@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use copyless_core::connection::RequestTrace;
 use copyless_core::{Connection, Output, Token};
 use copyless_trace::{clock, FrameTimes, Recorder, Request, Scope};
-use futures_channel::mpsc;
+use futures_channel::{mpsc, oneshot};
 use futures_util::{SinkExt, StreamExt};
 
 use super::data;
@@ -38,6 +38,10 @@ const FRAME_QUEUE: usize = 16;
 /// The receive buffer small frames are read into, several at a time; a
 /// larger frame gets a buffer of its own, read into directly.
 const RECV_CHUNK: usize = 64 * 1024;
+
+/// What an idle connection's receive buffer keeps: a receive is always
+/// waiting, so this is memory every idle connection holds.
+const IDLE_RECV: usize = 4 * 1024;
 
 /// Frames sent with one system call at most.
 const SEND_BATCH: usize = 32;
@@ -107,6 +111,8 @@ async fn run(c: &Accepted, stream: TcpStream, conn: Connection, shared: &Shared)
     let mut deadline = Some(Instant::now() + limits.preauth_timeout);
     let mut next_tick: Option<Instant> = None;
     let mut env = SystemEnv;
+    // How to stop each intent under way, should the client cancel it.
+    let mut running: HashMap<Token, oneshot::Sender<()>> = HashMap::new();
     loop {
         let wake = match (deadline, next_tick) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -160,6 +166,7 @@ async fn run(c: &Accepted, stream: TcpStream, conn: Connection, shared: &Shared)
                 )
             }
             Some(Some(Event::Done(done))) => {
+                running.remove(&done.token);
                 let Some(conn) = conn.as_mut() else { break };
                 let out = catch_unwind(AssertUnwindSafe(|| {
                     conn.complete(done.token, done.completion, &mut env)
@@ -207,12 +214,21 @@ async fn run(c: &Accepted, stream: TcpStream, conn: Connection, shared: &Shared)
                 });
             }
         }
+        for token in &out.cancel {
+            if let Some(stop) = running.remove(token) {
+                let _ = stop.send(());
+            }
+        }
         for intent in out.intents {
             let done = done_tx.clone();
             let frame = frame.clone();
             let scope = scope.clone();
+            let (stop, stopped) = oneshot::channel();
+            running.insert(intent.token, stop);
             compio::runtime::spawn(async move {
-                let _ = done.unbounded_send(Event::Done(data::perform(intent, frame, scope).await));
+                let _ = done.unbounded_send(Event::Done(
+                    data::perform(intent, frame, scope, stopped).await,
+                ));
             })
             .detach();
         }
@@ -225,8 +241,9 @@ async fn run(c: &Accepted, stream: TcpStream, conn: Connection, shared: &Shared)
             authenticated.set(true);
             c.authenticated();
         }
-        if next_tick.is_none() {
-            next_tick = conn.timeout().map(|t| now + t);
+        if let Some(t) = conn.timeout() {
+            let at = now + t;
+            next_tick = Some(next_tick.map_or(at, |n| n.min(at)));
         }
     }
     drop(reader);
@@ -334,7 +351,7 @@ async fn read_frames(
     authenticated: Rc<Cell<bool>>,
     calls: Rc<Calls>,
 ) {
-    let mut buf: Vec<u8> = Vec::with_capacity(RECV_CHUNK);
+    let mut buf: Vec<u8> = Vec::with_capacity(IDLE_RECV);
     // When the bytes at the start of `buf` arrived.
     let mut first_byte = clock::now();
     'reading: loop {
@@ -388,16 +405,21 @@ async fn read_frames(
             break;
         }
         buf.drain(..used);
-        if buf.capacity() - buf.len() < RECV_CHUNK / 4 {
+        if buf.is_empty() && buf.capacity() > IDLE_RECV * 4 {
+            buf = Vec::with_capacity(IDLE_RECV);
+        } else if buf.capacity() - buf.len() < IDLE_RECV {
             buf.reserve(RECV_CHUNK);
         }
         let was_empty = buf.is_empty();
-        let BufResult(r, b) = stream.read(buf).await;
+        // Behind what is already there: a Vec given whole is read into
+        // from its start.
+        let have = buf.len();
+        let BufResult(r, b) = stream.read(buf.slice(have..)).await;
         calls.recv.set(calls.recv.get() + 1);
         if was_empty {
             first_byte = clock::now();
         }
-        buf = b;
+        buf = compio::buf::IntoInner::into_inner(b);
         match r {
             Ok(0) | Err(_) => break,
             Ok(_) => {}

@@ -11,7 +11,8 @@ use compio::driver::op::{ReadAt, Sync, WriteAt};
 use copyless_core::{Completion, DataFile, Intent, Op, Token, WriteData};
 use copyless_trace::{clock, Scope};
 use copyless_vfs::posix::data_error;
-use copyless_vfs::VfsResult;
+use copyless_vfs::{VfsError, VfsResult};
+use futures_channel::oneshot;
 
 /// A handle whose data is its descriptor (checked before it is made).
 #[derive(Clone)]
@@ -45,11 +46,44 @@ pub struct Done {
     pub ns: u64,
 }
 
-/// Performs `intent`; `frame` is the received frame it came from. Data
-/// moved on the ring is counted for the connection `scope` names, when
-/// tracing (the VFS counts what it moves itself).
-pub async fn perform(intent: Intent, frame: Rc<Vec<u8>>, scope: Option<Scope>) -> Done {
+/// Performs `intent`, or stops it when `stop` fires first (the ring
+/// cancels an operation under way); `frame` is the received frame it came
+/// from. Data moved on the ring is counted for the connection `scope`
+/// names, when tracing (the VFS counts what it moves itself).
+pub async fn perform(
+    intent: Intent,
+    frame: Rc<Vec<u8>>,
+    scope: Option<Scope>,
+    stop: oneshot::Receiver<()>,
+) -> Done {
     let start = clock::now();
+    let token = intent.token;
+    // Only what has no effect when cut short is stopped: a write the
+    // kernel may already have begun runs to its end, and its reply says
+    // what happened.
+    let stopped = match &intent.op {
+        Op::Read { .. } => Completion::Read(Vec::new(), Err(VfsError::Cancelled)),
+        Op::Flush => Completion::Flush(Err(VfsError::Cancelled)),
+        Op::Write { .. } => return carry_out(intent, frame, scope, start).await,
+    };
+    // A dropped sender (the connection ended) is no request to stop.
+    let stop = async {
+        if stop.await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let work = std::pin::pin!(carry_out(intent, frame, scope, start));
+    match futures_util::future::select(work, std::pin::pin!(stop)).await {
+        futures_util::future::Either::Left((done, _)) => done,
+        futures_util::future::Either::Right(((), _)) => Done {
+            token,
+            completion: stopped,
+            ns: clock::nanos(start, clock::now()),
+        },
+    }
+}
+
+async fn carry_out(intent: Intent, frame: Rc<Vec<u8>>, scope: Option<Scope>, start: u64) -> Done {
     let token = intent.token;
     if intent.file.data_fd().is_none() {
         return Done {
