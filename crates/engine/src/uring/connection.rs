@@ -24,6 +24,7 @@ use futures_channel::{mpsc, oneshot};
 use futures_util::{SinkExt, StreamExt};
 
 use super::data;
+use super::held::{Frame, Held};
 use super::Shared;
 use crate::env::SystemEnv;
 use crate::log_limit::RateLimit;
@@ -49,7 +50,7 @@ const SEND_BATCH: usize = 32;
 static INTERNAL_ERROR: RateLimit = RateLimit::new(Duration::from_secs(10));
 
 enum Event {
-    Frame(Vec<u8>, Arrival),
+    Frame(Frame, Arrival),
     /// The client closed the connection, or sent what is not a frame.
     Closed,
     Done(data::Done),
@@ -139,7 +140,7 @@ async fn run(c: &Accepted, stream: TcpStream, conn: Connection, shared: &Shared)
                 }
                 next_tick = conn.timeout().map(|t| now + t);
                 let out = conn.handle_timeout(&mut env);
-                (out, Rc::new(Vec::new()), Pending::default())
+                (out, Rc::new(Frame::empty()), Pending::default())
             }
             Some(None | Some(Event::Closed)) => break,
             Some(Some(Event::Frame(frame, arrival))) => {
@@ -179,7 +180,7 @@ async fn run(c: &Accepted, stream: TcpStream, conn: Connection, shared: &Shared)
                 pending.t.handled = clock::now();
                 (
                     out.unwrap_or_else(|_| internal_error(c)),
-                    Rc::new(Vec::new()),
+                    Rc::new(Frame::empty()),
                     pending,
                 )
             }
@@ -304,9 +305,9 @@ fn internal_error(c: &Accepted) -> Output {
 /// the core panicked on the pool.
 async fn handle(
     conn: &mut Option<Connection>,
-    frame: Vec<u8>,
+    frame: Frame,
     scope: Option<Scope>,
-) -> (Output, Rc<Vec<u8>>, u64) {
+) -> (Output, Rc<Frame>, u64) {
     let Some(mut c) = conn.take() else {
         return (Output::default(), Rc::new(frame), 0);
     };
@@ -337,7 +338,7 @@ async fn handle(
             *conn = Some(c);
             (out.unwrap_or_else(failed), Rc::new(frame), disk)
         }
-        Err(_) => (failed(), Rc::new(Vec::new()), 0),
+        Err(_) => (failed(), Rc::new(Frame::empty()), 0),
     }
 }
 
@@ -351,6 +352,10 @@ async fn read_frames(
     authenticated: Rc<Cell<bool>>,
     calls: Rc<Calls>,
 ) {
+    // Frames queued or under a write count against what the connection
+    // may hold; past it, nothing more is received until some are done.
+    let held = Held::default();
+    let hold_limit = 2 * max;
     let mut buf: Vec<u8> = Vec::with_capacity(IDLE_RECV);
     // When the bytes at the start of `buf` arrived.
     let mut first_byte = clock::now();
@@ -369,7 +374,7 @@ async fn read_frames(
             let body = used + 4..used + 4 + len;
             if body.end <= buf.len() {
                 // Receiving ends when the frame is in a buffer of its own.
-                let frame = buf[body.clone()].to_vec();
+                let frame = Frame::new(buf[body.clone()].to_vec(), &held);
                 let received = clock::now();
                 used = body.end;
                 let arrival = Arrival {
@@ -392,7 +397,7 @@ async fn read_frames(
                 let BufResult(r, slice) = stream.read_exact(frame.slice(have..len)).await;
                 calls.recv.set(calls.recv.get() + 1);
                 let received = clock::now();
-                frame = compio::buf::IntoInner::into_inner(slice);
+                let frame = Frame::new(compio::buf::IntoInner::into_inner(slice), &held);
                 let arrival = Arrival {
                     first_byte,
                     received,
@@ -405,6 +410,9 @@ async fn read_frames(
             break;
         }
         buf.drain(..used);
+        while held.bytes() > hold_limit {
+            compio::time::sleep(Duration::from_millis(1)).await;
+        }
         if buf.is_empty() && buf.capacity() > IDLE_RECV * 4 {
             buf = Vec::with_capacity(IDLE_RECV);
         } else if buf.capacity() - buf.len() < IDLE_RECV {

@@ -8,6 +8,7 @@ use std::rc::Rc;
 
 use compio::buf::{BufResult, IntoInner, IoBuf};
 use compio::driver::op::{ReadAt, Sync, WriteAt};
+use super::held::Frame;
 use copyless_core::{Completion, DataFile, Intent, Op, Token, WriteData};
 use copyless_trace::{clock, Scope};
 use copyless_vfs::posix::data_error;
@@ -26,7 +27,7 @@ impl AsFd for DataFd {
 
 /// The bytes of a write: part of the received frame, or the core's own.
 enum WriteBuf {
-    Frame(Rc<Vec<u8>>, std::ops::Range<usize>),
+    Frame(Rc<Frame>, std::ops::Range<usize>),
     Owned(Vec<u8>),
 }
 
@@ -52,7 +53,7 @@ pub struct Done {
 /// names, when tracing (the VFS counts what it moves itself).
 pub async fn perform(
     intent: Intent,
-    frame: Rc<Vec<u8>>,
+    frame: Rc<Frame>,
     scope: Option<Scope>,
     stop: oneshot::Receiver<()>,
 ) -> Done {
@@ -83,7 +84,7 @@ pub async fn perform(
     }
 }
 
-async fn carry_out(intent: Intent, frame: Rc<Vec<u8>>, scope: Option<Scope>, start: u64) -> Done {
+async fn carry_out(intent: Intent, frame: Rc<Frame>, scope: Option<Scope>, start: u64) -> Done {
     let token = intent.token;
     if intent.file.data_fd().is_none() {
         return Done {

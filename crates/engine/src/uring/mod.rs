@@ -5,6 +5,7 @@
 
 mod connection;
 mod data;
+mod held;
 
 use std::io;
 use std::sync::mpsc as std_mpsc;
