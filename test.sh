@@ -91,15 +91,15 @@ cargo build --release
 log "cargo test --workspace --release"
 cargo test --workspace --release
 
-log "integration tests (server: ${COPYLESS_TEST_SERVER:-copyless})"
-python3 -m pytest -v tests/
+# Every test runs on both engines: first on the one `engine = "auto"`
+# picks (io_uring where the kernel allows it), then on the threaded one.
+log "integration tests (server: ${COPYLESS_TEST_SERVER:-copyless}, engine auto)"
+COPYLESS_ENGINE=auto python3 -m pytest -v tests/
 
 if [ "${COPYLESS_TEST_SERVER:-copyless}" = copyless ]; then
-    log "smbtorture conformance (conformance/tier1.txt)"
-    ./conformance/run
+    log "smbtorture conformance (conformance/tier1.txt), engine auto"
+    COPYLESS_ENGINE=auto ./conformance/run
 
-    # The run above used the engine copyless picks by itself (io_uring
-    # where the kernel allows it); the fallback engine must pass it all too.
     log "integration tests and conformance again, engine threads"
     COPYLESS_ENGINE=threads python3 -m pytest -q tests/
     COPYLESS_ENGINE=threads ./conformance/run

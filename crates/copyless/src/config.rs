@@ -1260,7 +1260,7 @@ read_only = false
         let (_dir, config) =
             load_text("engine = \"threads\"\n[[share]]\nname = \"a\"\npath = \"/tmp\"\n");
         assert_eq!(config.engine, EngineKind::Threads);
-        assert_eq!(Config::builtin().engine, EngineKind::Auto);
+        assert_eq!(Config::builtin().engine, EngineKind::Threads);
         let m = error_at("\nengine = \"fast\"\n", 2);
         assert!(m.contains("\"auto\", \"io_uring\" or \"threads\""), "{m}");
         let mut a = args(None, &[], &[]);

@@ -49,9 +49,12 @@ pub struct EngineLimits {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum EngineKind {
     /// io_uring when the kernel allows it, else threads.
-    #[default]
     Auto,
     IoUring,
+    /// The default until the io_uring engine is faster for every workload
+    /// (docs/PERFORMANCE.md: it is not yet for one request at a time, nor
+    /// for work on metadata).
+    #[default]
     Threads,
 }
 

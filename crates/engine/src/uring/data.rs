@@ -6,9 +6,9 @@
 use std::os::fd::{AsFd, BorrowedFd};
 use std::rc::Rc;
 
+use super::held::Frame;
 use compio::buf::{BufResult, IntoInner, IoBuf};
 use compio::driver::op::{ReadAt, Sync, WriteAt};
-use super::held::Frame;
 use copyless_core::{Completion, DataFile, Intent, Op, Token, WriteData};
 use copyless_trace::{clock, Scope};
 use copyless_vfs::posix::data_error;
