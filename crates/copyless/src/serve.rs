@@ -125,6 +125,8 @@ pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, 
         }
         println!("copyless metrics on http://{local}/metrics");
     }
+    let stop = engine::StopSignal::install()
+        .map_err(|e| (format!("cannot catch SIGTERM and SIGINT: {e}"), 1))?;
     let mut listeners = Vec::new();
     for addr in &config.listen {
         let l =
@@ -146,7 +148,8 @@ pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, 
         preauth_timeout: Duration::from_secs(u64::from(config.limits.preauth_timeout_secs)),
     };
     contain_panic_messages();
-    engine::run(server, listeners, limits, tracer, config.engine).map_err(|e| (e.to_string(), 1))
+    engine::run(server, listeners, limits, tracer, config.engine, stop)
+        .map_err(|e| (e.to_string(), 1))
 }
 
 fn display_path(p: &Path) -> String {

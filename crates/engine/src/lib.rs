@@ -105,22 +105,33 @@ static START_FAILED: RateLimit = RateLimit::new(Duration::from_secs(10));
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
+/// SIGTERM and SIGINT, caught from the moment this is made: the server
+/// installs it before it announces its listeners, so that a signal sent as
+/// soon as they are announced stops it cleanly.
+pub struct StopSignal(UnixStream);
+
+impl StopSignal {
+    pub fn install() -> io::Result<StopSignal> {
+        let (stop_rx, stop_tx) = UnixStream::pair()?;
+        for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+            signal_hook::low_level::pipe::register(sig, stop_tx.try_clone()?)?;
+        }
+        Ok(StopSignal(stop_rx))
+    }
+}
+
 /// Serves with the engine `kind` asks for (saying which on standard
-/// error) until SIGTERM or SIGINT; then stops accepting, lets every
-/// connection finish the request it is running, closes their opens, and
-/// returns.
+/// error) until `stop`; then stops accepting, lets every connection finish
+/// the request it is running, closes their opens, and returns.
 pub fn run(
     server: Arc<Server>,
     listeners: Vec<TcpListener>,
     limits: EngineLimits,
     tracer: Arc<Tracer>,
     kind: EngineKind,
+    stop: StopSignal,
 ) -> io::Result<()> {
-    // Before anything slow: a signal from now on stops the server cleanly.
-    let (stop_rx, stop_tx) = UnixStream::pair()?;
-    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::low_level::pipe::register(sig, stop_tx.try_clone()?)?;
-    }
+    let stop_rx = stop.0;
     let uring = match kind {
         EngineKind::Threads => None,
         EngineKind::IoUring => Some(uring::Engine::new(&server, &limits, &tracer)?),

@@ -1,27 +1,32 @@
-//! One connection as a task on a worker's ring. Three parts run at once,
-//! so that receiving, disk I/O and sending of different requests overlap:
-//! a reader that frames what arrives, a writer that sends replies in
-//! order (several per system call when they queue up), and this task,
-//! which alone drives the protocol core: frames and intent completions go
-//! in, replies and intents come out. A frame that may touch file metadata
-//! is handled on the blocking pool, never on the ring's thread.
+//! One connection as one task on a worker's ring. The task keeps a
+//! receive, a send and every data intent of the connection under way at
+//! once, so that receiving, disk I/O and sending of different requests
+//! overlap, and all that one turn of the loop starts goes to the kernel
+//! with one `io_uring_enter`. It alone drives the protocol core: frames and
+//! intent completions go in, replies and intents come out. A frame that
+//! may touch file metadata is handled on the blocking pool, never on the
+//! ring's thread; meanwhile receives, sends and intents go on, and what
+//! the core must see waits for it.
 
-use std::cell::Cell;
+use std::collections::{HashMap, VecDeque};
+use std::future::{poll_fn, Future};
+use std::io;
 use std::net::Shutdown;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use compio::buf::{BufResult, IoBuf};
-use compio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use compio::buf::{BufResult, IntoInner, IoBuf};
+use compio::io::{AsyncRead, AsyncWriteExt};
 use compio::net::TcpStream;
-use std::collections::HashMap;
-
 use copyless_core::connection::RequestTrace;
 use copyless_core::{Connection, Output, Token};
 use copyless_trace::{clock, FrameTimes, Recorder, Request, Scope};
-use futures_channel::{mpsc, oneshot};
-use futures_util::{SinkExt, StreamExt};
+use futures_channel::oneshot;
+use futures_util::stream::FuturesUnordered;
+use futures_util::StreamExt;
 
 use super::data;
 use super::held::{Frame, Held};
@@ -32,9 +37,6 @@ use crate::Accepted;
 
 /// A client that takes no bytes of a reply for this long is gone.
 const SEND_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Frames received but not yet handled: the reader waits beyond this.
-const FRAME_QUEUE: usize = 16;
 
 /// The receive buffer small frames are read into, several at a time; a
 /// larger frame gets a buffer of its own, read into directly.
@@ -49,12 +51,14 @@ const SEND_BATCH: usize = 32;
 
 static INTERNAL_ERROR: RateLimit = RateLimit::new(Duration::from_secs(10));
 
-enum Event {
-    Frame(Frame, Arrival),
-    /// The client closed the connection, or sent what is not a frame.
-    Closed,
-    Done(data::Done),
-}
+type Local<T> = Pin<Box<dyn Future<Output = T>>>;
+
+/// What the pool hands back: the connection, the core's output (None when
+/// it panicked), the frame and the time its VFS calls took.
+type Handled = Box<(Connection, Option<Output>, Frame, u64)>;
+
+/// A receive under way: its result, the buffer, and which one it is.
+type Receive = Local<(io::Result<usize>, Vec<u8>, Target)>;
 
 /// When a frame's bytes came in, and when it was cut out of them.
 #[derive(Clone, Copy)]
@@ -64,11 +68,32 @@ struct Arrival {
     parsed: u64,
 }
 
-/// System calls made for the connection since tracing last looked.
+/// A frame's record while its replies wait for intents.
 #[derive(Default)]
-struct Calls {
-    recv: Cell<u64>,
-    send: Cell<u64>,
+struct Pending {
+    t: FrameTimes,
+    requests: Vec<RequestTrace>,
+}
+
+/// A reply to send, with the record of the frame it finishes.
+struct Outgoing {
+    frame: Option<Vec<u8>>,
+    record: Option<Pending>,
+}
+
+/// Which buffer a receive filled.
+enum Target {
+    Inbox,
+    /// A large frame's own buffer, to be filled to `big_len`.
+    Big,
+}
+
+enum Event {
+    Received(io::Result<usize>, Vec<u8>, Target),
+    Sent(bool),
+    Done(data::Done),
+    Handled(Option<Handled>),
+    Timer,
 }
 
 pub async fn serve(c: Accepted, shared: Shared) {
@@ -79,120 +104,411 @@ pub async fn serve(c: Accepted, shared: Shared) {
     });
     if let Ok((stream, local)) = stream {
         let conn = Connection::new(shared.server.clone(), c.peer, local);
-        run(&c, stream, conn, &shared).await;
+        Driver::new(&c, stream, conn, &shared).run().await;
     }
     let _ = c.stream.shutdown(Shutdown::Both);
     c.finished();
 }
 
-async fn run(c: &Accepted, stream: TcpStream, conn: Connection, shared: &Shared) {
-    let limits = &shared.limits;
-    let authenticated = Rc::new(Cell::new(false));
-    let calls = Rc::new(Calls::default());
-    let recorder = shared.tracer.connection(c.peer.ip());
-    let scope = recorder.as_ref().map(Recorder::scope);
-    // Frames whose replies wait for intents, by the token of the intent
-    // they wait for: each frame is recorded once, when its replies are
-    // sent.
-    let mut waiting: Option<HashMap<Token, Pending>> = recorder.as_ref().map(|_| HashMap::new());
-    let (frames_tx, frames_rx) = mpsc::channel(FRAME_QUEUE);
-    let (done_tx, done_rx) = mpsc::unbounded();
-    let (send_tx, send_rx) = mpsc::unbounded::<Outgoing>();
-    let reader = compio::runtime::spawn(read_frames(
-        stream.clone(),
-        frames_tx,
-        limits.max_preauth_message_size,
-        limits.max_message_size,
-        authenticated.clone(),
-        calls.clone(),
-    ));
-    let writer = compio::runtime::spawn(write_frames(stream, send_rx, calls, recorder));
-    let mut events = futures_util::stream::select(frames_rx, done_rx);
-    let mut conn = Some(conn);
-    let mut deadline = Some(Instant::now() + limits.preauth_timeout);
-    let mut next_tick: Option<Instant> = None;
-    let mut env = SystemEnv;
-    // How to stop each intent under way, should the client cancel it.
-    let mut running: HashMap<Token, oneshot::Sender<()>> = HashMap::new();
-    loop {
-        let wake = match (deadline, next_tick) {
+struct Driver<'a> {
+    c: &'a Accepted,
+    stream: TcpStream,
+    max_preauth: usize,
+    max: usize,
+    /// None while the core runs on the pool.
+    conn: Option<Connection>,
+    env: SystemEnv,
+    /// Bytes received and not yet framed (taken while a receive fills it).
+    inbox: Vec<u8>,
+    /// A large frame's own buffer while it fills, and its length.
+    big: Option<Vec<u8>>,
+    big_len: usize,
+    /// When the first bytes of the frame being received arrived.
+    first_byte: u64,
+    held: Held,
+    authenticated: bool,
+    /// Frames and completions for the core, each in arrival order.
+    frames: VecDeque<(Frame, Arrival)>,
+    dones: VecDeque<data::Done>,
+    outq: VecDeque<Outgoing>,
+    recv: Option<Receive>,
+    send: Option<Local<bool>>,
+    /// Records of the frames whose replies the send under way carries.
+    sending: Vec<Pending>,
+    intents: FuturesUnordered<Local<data::Done>>,
+    /// How to stop each intent under way, should the client cancel it.
+    stops: HashMap<Token, oneshot::Sender<()>>,
+    pool: Option<Local<Option<Handled>>>,
+    /// The times of the frame on the pool.
+    pending_frame: Option<FrameTimes>,
+    timer: Option<(Instant, Local<()>)>,
+    deadline: Option<Instant>,
+    next_tick: Option<Instant>,
+    /// No more receiving: the client closed its side, or sent what is not
+    /// a frame. What came before is still answered.
+    eof: bool,
+    /// No more handling either: the core said to close, or the client
+    /// takes no more replies. What is queued to send still goes.
+    closing: bool,
+    recorder: Option<Recorder>,
+    scope: Option<Scope>,
+    /// Frames whose replies wait, by the token of the intent they wait for.
+    waiting: HashMap<Token, Pending>,
+    recv_calls: u64,
+    send_calls: u64,
+}
+
+impl<'a> Driver<'a> {
+    fn new(c: &'a Accepted, stream: TcpStream, conn: Connection, shared: &Shared) -> Driver<'a> {
+        let recorder = shared.tracer.connection(c.peer.ip());
+        let scope = recorder.as_ref().map(Recorder::scope);
+        Driver {
+            c,
+            stream,
+            max_preauth: shared.limits.max_preauth_message_size,
+            max: shared.limits.max_message_size,
+            conn: Some(conn),
+            env: SystemEnv,
+            inbox: Vec::with_capacity(IDLE_RECV),
+            big: None,
+            big_len: 0,
+            first_byte: clock::now(),
+            held: Held::default(),
+            authenticated: false,
+            frames: VecDeque::new(),
+            dones: VecDeque::new(),
+            outq: VecDeque::new(),
+            recv: None,
+            send: None,
+            sending: Vec::new(),
+            intents: FuturesUnordered::new(),
+            stops: HashMap::new(),
+            pool: None,
+            pending_frame: None,
+            timer: None,
+            deadline: Some(Instant::now() + shared.limits.preauth_timeout),
+            next_tick: None,
+            eof: false,
+            closing: false,
+            recorder,
+            scope,
+            waiting: HashMap::new(),
+            recv_calls: 0,
+            send_calls: 0,
+        }
+    }
+
+    async fn run(mut self) {
+        loop {
+            self.drive_core();
+            let answered = self.frames.is_empty()
+                && self.dones.is_empty()
+                && self.intents.is_empty()
+                && self.pool.is_none();
+            let sent = self.send.is_none() && self.outq.is_empty();
+            if (self.closing || (self.eof && answered)) && sent && self.pool.is_none() {
+                break;
+            }
+            self.start_io();
+            let event = self.next_event().await;
+            let now = Instant::now();
+            if self.deadline.is_some_and(|d| now >= d) {
+                // Too slow to authenticate, however busy it kept us.
+                break;
+            }
+            match event {
+                Event::Received(r, buf, target) => self.received(r, buf, target),
+                Event::Sent(ok) => self.sent(ok),
+                Event::Done(done) => {
+                    self.stops.remove(&done.token);
+                    self.dones.push_back(done);
+                }
+                Event::Handled(Some(handled)) => {
+                    let (conn, out, frame, disk) = *handled;
+                    self.pool = None;
+                    self.conn = Some(conn);
+                    let out = out.unwrap_or_else(|| self.internal_error());
+                    let t = self.pending_frame.take().unwrap_or_default();
+                    self.frame_done(out, frame, t, disk);
+                }
+                Event::Handled(None) => {
+                    // The pool lost the connection (a panic outside the
+                    // core's guard): nothing more can be answered.
+                    self.pool = None;
+                    break;
+                }
+                Event::Timer => self.timer_due(now),
+            }
+        }
+        self.finish().await;
+    }
+
+    /// Feeds the core what waits for it while it is here: completions
+    /// first (they finish replies), then frames, until one goes to the
+    /// pool.
+    fn drive_core(&mut self) {
+        while self.conn.is_some() && !self.closing {
+            if let Some(done) = self.dones.pop_front() {
+                self.completion(done);
+            } else if let Some((frame, arrival)) = self.frames.pop_front() {
+                self.frame(frame, arrival);
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// Starts a receive and a send when none is under way and there is
+    /// reason to, and sets the timer.
+    fn start_io(&mut self) {
+        if self.recv.is_none() && !self.eof && !self.closing && self.held.bytes() <= 2 * self.max {
+            self.recv = Some(self.receive());
+        }
+        if self.send.is_none() && !self.outq.is_empty() {
+            let mut bufs = Vec::new();
+            while bufs.len() < 2 * SEND_BATCH {
+                let Some(o) = self.outq.pop_front() else {
+                    break;
+                };
+                if let Some(f) = o.frame {
+                    bufs.push(frame_head(f.len()).to_vec());
+                    bufs.push(f);
+                }
+                self.sending.extend(o.record);
+            }
+            if bufs.is_empty() {
+                self.record_sent();
+            } else {
+                let mut s = self.stream.clone();
+                self.send = Some(Box::pin(async move {
+                    let sent =
+                        compio::time::timeout(SEND_TIMEOUT, s.write_vectored_all(bufs)).await;
+                    matches!(sent, Ok(BufResult(Ok(()), _)))
+                }));
+            }
+        }
+        // While the core is on the pool its tick waits: the pool's return
+        // is an event of its own.
+        let tick = self.next_tick.filter(|_| self.conn.is_some());
+        let wake = match (self.deadline, tick) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let event = match wake {
-            Some(at) => {
+        match wake {
+            None => self.timer = None,
+            Some(at) if self.timer.as_ref().is_none_or(|(t, _)| *t != at) => {
                 let left = at.saturating_duration_since(Instant::now());
-                compio::time::timeout(left, events.next()).await.ok()
+                self.timer = Some((at, Box::pin(compio::time::sleep(left))));
             }
-            None => Some(events.next().await),
+            Some(_) => {}
+        }
+    }
+
+    /// The receive to start: into a large frame's own buffer while it
+    /// fills, else behind the bytes already in the inbox.
+    fn receive(&mut self) -> Receive {
+        let mut s = self.stream.clone();
+        if let Some(big) = self.big.take() {
+            let (have, len) = (big.len(), self.big_len);
+            return Box::pin(async move {
+                let BufResult(r, slice) = s.read(big.slice(have..len)).await;
+                (r, slice.into_inner(), Target::Big)
+            });
+        }
+        let mut buf = std::mem::take(&mut self.inbox);
+        if buf.is_empty() && buf.capacity() > IDLE_RECV * 4 {
+            buf = Vec::with_capacity(IDLE_RECV);
+        } else if buf.capacity() - buf.len() < IDLE_RECV {
+            buf.reserve(RECV_CHUNK);
+        }
+        Box::pin(async move {
+            // Behind what is already there: a Vec given whole is read into
+            // from its start.
+            let have = buf.len();
+            let BufResult(r, slice) = s.read(buf.slice(have..)).await;
+            (r, slice.into_inner(), Target::Inbox)
+        })
+    }
+
+    async fn next_event(&mut self) -> Event {
+        let Driver {
+            recv,
+            send,
+            intents,
+            pool,
+            timer,
+            ..
+        } = self;
+        poll_fn(|cx| {
+            if let Some(f) = recv.as_mut() {
+                if let Poll::Ready((r, buf, target)) = f.as_mut().poll(cx) {
+                    *recv = None;
+                    return Poll::Ready(Event::Received(r, buf, target));
+                }
+            }
+            if let Some(f) = send.as_mut() {
+                if let Poll::Ready(ok) = f.as_mut().poll(cx) {
+                    *send = None;
+                    return Poll::Ready(Event::Sent(ok));
+                }
+            }
+            if let Poll::Ready(Some(done)) = intents.poll_next_unpin(cx) {
+                return Poll::Ready(Event::Done(done));
+            }
+            if let Some(f) = pool.as_mut() {
+                if let Poll::Ready(handled) = f.as_mut().poll(cx) {
+                    return Poll::Ready(Event::Handled(handled));
+                }
+            }
+            if let Some((_, f)) = timer.as_mut() {
+                if f.as_mut().poll(cx).is_ready() {
+                    *timer = None;
+                    return Poll::Ready(Event::Timer);
+                }
+            }
+            Poll::Pending
+        })
+        .await
+    }
+
+    /// Takes back a receive's buffer and frames what arrived.
+    fn received(&mut self, r: io::Result<usize>, buf: Vec<u8>, target: Target) {
+        self.recv_calls += 1;
+        let n = match r {
+            Ok(n) if n > 0 => n,
+            _ => {
+                self.eof = true;
+                return;
+            }
         };
-        let now = Instant::now();
-        if deadline.is_some_and(|d| now >= d) {
-            // Too slow to authenticate, however busy it kept us.
+        match target {
+            Target::Big if buf.len() < self.big_len => self.big = Some(buf),
+            Target::Big => self.push_frame(buf, clock::now()),
+            Target::Inbox => {
+                if buf.len() == n {
+                    // The inbox was empty: these bytes start a frame.
+                    self.first_byte = clock::now();
+                }
+                self.inbox = buf;
+                self.cut_frames();
+            }
+        }
+    }
+
+    /// Copies each whole frame out of the inbox; a large frame that is not
+    /// whole yet moves to a buffer of its own, filled by the next receives.
+    fn cut_frames(&mut self) {
+        let mut used = 0;
+        while let Some(head) = self.inbox.get(used..used + 4) {
+            let len = u32::from_be_bytes([0, head[1], head[2], head[3]]) as usize;
+            let limit = if self.authenticated {
+                self.max
+            } else {
+                self.max_preauth
+            };
+            if head[0] != 0 || len == 0 || len > limit {
+                self.eof = true;
+                break;
+            }
+            let body = used + 4..used + 4 + len;
+            if body.end <= self.inbox.len() {
+                // Receiving ends when the frame is in a buffer of its own.
+                let frame = self.inbox[body.clone()].to_vec();
+                self.push_frame(frame, clock::now());
+                used = body.end;
+                continue;
+            }
+            if len > RECV_CHUNK / 2 {
+                let mut big = Vec::with_capacity(len);
+                big.extend_from_slice(&self.inbox[used + 4..]);
+                self.big = Some(big);
+                self.big_len = len;
+                used = self.inbox.len();
+            }
             break;
         }
-        let (mut out, frame, mut pending) = match event {
-            // The timer.
-            None => {
-                let Some(conn) = conn.as_mut() else { break };
-                if next_tick.is_none_or(|t| now < t) {
-                    continue;
-                }
-                next_tick = conn.timeout().map(|t| now + t);
-                let out = conn.handle_timeout(&mut env);
-                (out, Rc::new(Frame::empty()), Pending::default())
-            }
-            Some(None | Some(Event::Closed)) => break,
-            Some(Some(Event::Frame(frame, arrival))) => {
-                let dispatched = clock::now();
-                let bytes_in = frame.len() as u64 + 4;
-                let (out, frame, disk_ns) = handle(&mut conn, frame, scope.clone()).await;
-                let t = FrameTimes {
-                    first_byte: arrival.first_byte,
-                    received: arrival.received,
-                    parsed: arrival.parsed,
-                    dispatched,
-                    handled: clock::now(),
-                    bytes_in,
-                    disk_ns,
-                    ..FrameTimes::default()
-                };
-                (
-                    out,
-                    frame,
-                    Pending {
-                        t,
-                        requests: Vec::new(),
-                    },
-                )
-            }
-            Some(Some(Event::Done(done))) => {
-                running.remove(&done.token);
-                let Some(conn) = conn.as_mut() else { break };
-                let out = catch_unwind(AssertUnwindSafe(|| {
-                    conn.complete(done.token, done.completion, &mut env)
-                }));
-                let mut pending = waiting
-                    .as_mut()
-                    .and_then(|w| w.remove(&done.token))
-                    .unwrap_or_default();
-                pending.t.disk_ns += done.ns;
-                pending.t.handled = clock::now();
-                (
-                    out.unwrap_or_else(|_| internal_error(c)),
-                    Rc::new(Frame::empty()),
-                    pending,
-                )
-            }
+        self.inbox.drain(..used);
+    }
+
+    fn push_frame(&mut self, frame: Vec<u8>, received: u64) {
+        let arrival = Arrival {
+            first_byte: self.first_byte,
+            received,
+            parsed: clock::now(),
         };
+        self.frames
+            .push_back((Frame::new(frame, &self.held), arrival));
+    }
+
+    /// Runs the core on a frame: here when it can only lead to data
+    /// intents, else on the blocking pool.
+    fn frame(&mut self, frame: Frame, arrival: Arrival) {
+        let Some(mut conn) = self.conn.take() else {
+            return;
+        };
+        let t = FrameTimes {
+            first_byte: arrival.first_byte,
+            received: arrival.received,
+            parsed: arrival.parsed,
+            dispatched: clock::now(),
+            bytes_in: frame.len() as u64 + 4,
+            ..FrameTimes::default()
+        };
+        let scope = self.scope.clone();
+        if !Connection::may_block(&frame) {
+            let (out, disk) = run_core(&mut conn, &frame, scope.as_ref());
+            self.conn = Some(conn);
+            let out = out.unwrap_or_else(|| self.internal_error());
+            self.frame_done(out, frame, t, disk);
+            return;
+        }
+        self.pending_frame = Some(t);
+        let job = compio::runtime::spawn_blocking(move || {
+            let (out, disk) = run_core(&mut conn, &frame, scope.as_ref());
+            Box::new((conn, out, frame, disk))
+        });
+        self.pool = Some(Box::pin(async move { job.await.ok() }));
+    }
+
+    fn frame_done(&mut self, out: Output, frame: Frame, mut t: FrameTimes, disk: u64) {
+        t.handled = clock::now();
+        t.disk_ns = disk;
+        self.dispatch(
+            out,
+            Rc::new(frame),
+            Pending {
+                t,
+                requests: Vec::new(),
+            },
+        );
+    }
+
+    fn completion(&mut self, done: data::Done) {
+        let Some(conn) = self.conn.as_mut() else {
+            return;
+        };
+        let env = &mut self.env;
+        let out = catch_unwind(AssertUnwindSafe(|| {
+            conn.complete(done.token, done.completion, env)
+        }))
+        .ok();
+        let out = out.unwrap_or_else(|| self.internal_error());
+        let mut pending = self.waiting.remove(&done.token).unwrap_or_default();
+        pending.t.disk_ns += done.ns;
+        pending.t.handled = clock::now();
+        self.dispatch(out, Rc::new(Frame::empty()), pending);
+    }
+
+    /// Queues the replies, starts the intents, and notes what tracing
+    /// records once the replies are sent.
+    fn dispatch(&mut self, mut out: Output, frame: Rc<Frame>, mut pending: Pending) {
         pending.requests.append(&mut out.requests);
         pending.t.bytes_out += out.frames.iter().map(|f| f.len() as u64 + 4).sum::<u64>();
-        // What the writer records once the replies are out.
         let mut record = None;
-        if let Some(waiting) = waiting.as_mut() {
+        if self.recorder.is_some() {
             match out.intents.first() {
                 Some(i) => {
-                    waiting.insert(i.token, pending);
+                    self.waiting.insert(i.token, pending);
                 }
                 None if !pending.requests.is_empty() || pending.t.bytes_out > 0 => {
                     record = Some(pending);
@@ -200,281 +516,142 @@ async fn run(c: &Accepted, stream: TcpStream, conn: Connection, shared: &Shared)
                 None => {}
             }
         }
-        let last = out.frames.len().saturating_sub(1);
-        if out.frames.is_empty() && record.is_some() {
-            let _ = send_tx.unbounded_send(Outgoing {
-                frame: None,
-                record,
-            });
-        } else {
-            for (i, f) in out.frames.into_iter().enumerate() {
-                let record = if i == last { record.take() } else { None };
-                let _ = send_tx.unbounded_send(Outgoing {
-                    frame: Some(f),
+        if out.frames.is_empty() {
+            if record.is_some() {
+                self.outq.push_back(Outgoing {
+                    frame: None,
                     record,
+                });
+            }
+        } else {
+            let last = out.frames.len() - 1;
+            for (i, f) in out.frames.into_iter().enumerate() {
+                self.outq.push_back(Outgoing {
+                    frame: Some(f),
+                    record: if i == last { record.take() } else { None },
                 });
             }
         }
         for token in &out.cancel {
-            if let Some(stop) = running.remove(token) {
+            if let Some(stop) = self.stops.remove(token) {
                 let _ = stop.send(());
             }
         }
         for intent in out.intents {
-            let done = done_tx.clone();
-            let frame = frame.clone();
-            let scope = scope.clone();
             let (stop, stopped) = oneshot::channel();
-            running.insert(intent.token, stop);
-            compio::runtime::spawn(async move {
-                let _ = done.unbounded_send(Event::Done(
-                    data::perform(intent, frame, scope, stopped).await,
-                ));
-            })
-            .detach();
+            self.stops.insert(intent.token, stop);
+            self.intents.push(Box::pin(data::perform(
+                intent,
+                frame.clone(),
+                self.scope.clone(),
+                stopped,
+            )));
         }
         if out.disconnect {
-            break;
+            self.closing = true;
         }
-        let Some(conn) = conn.as_ref() else { break };
-        if deadline.is_some() && conn.has_valid_session() {
-            deadline = None;
-            authenticated.set(true);
-            c.authenticated();
-        }
-        if let Some(t) = conn.timeout() {
-            let at = now + t;
-            next_tick = Some(next_tick.map_or(at, |n| n.min(at)));
+        let now = Instant::now();
+        if let Some(conn) = self.conn.as_ref() {
+            if self.deadline.is_some() && conn.has_valid_session() {
+                self.deadline = None;
+                self.authenticated = true;
+                self.c.authenticated();
+            }
+            if let Some(t) = conn.timeout() {
+                let at = now + t;
+                self.next_tick = Some(self.next_tick.map_or(at, |n| n.min(at)));
+            }
         }
     }
-    drop(reader);
-    // The replies already made still go out.
-    drop(send_tx);
-    let _ = compio::time::timeout(SEND_TIMEOUT, writer).await;
-    if let Some(mut conn) = conn {
-        // Closing opens may remove files (delete on close): not on the
-        // ring's thread.
-        let closed = compio::runtime::spawn_blocking(move || {
-            let _ = catch_unwind(AssertUnwindSafe(|| conn.shutdown()));
+
+    fn sent(&mut self, ok: bool) {
+        self.send_calls += 1;
+        if !ok {
+            // The client takes no more: nothing else can reach it.
+            self.closing = true;
+            self.outq.clear();
+        }
+        self.record_sent();
+    }
+
+    /// Records the frames whose replies have gone out.
+    fn record_sent(&mut self) {
+        let Some(recorder) = self.recorder.as_mut() else {
+            self.sending.clear();
+            return;
+        };
+        let sent = clock::now();
+        for mut p in self.sending.drain(..) {
+            p.t.sent = sent;
+            p.t.recv_calls = std::mem::take(&mut self.recv_calls);
+            p.t.send_calls = std::mem::take(&mut self.send_calls);
+            recorder.frame(
+                &p.t,
+                p.requests.iter().map(|r| Request {
+                    command: r.command,
+                    message_id: r.message_id,
+                    status: r.status,
+                    share: r.share,
+                    user: r.user.as_deref(),
+                }),
+            );
+        }
+    }
+
+    fn timer_due(&mut self, now: Instant) {
+        if self.next_tick.is_none_or(|t| now < t) {
+            return;
+        }
+        let Some(conn) = self.conn.as_mut() else {
+            // On the pool: the tick waits for it.
+            return;
+        };
+        self.next_tick = conn.timeout().map(|t| now + t);
+        let out = conn.handle_timeout(&mut self.env);
+        self.dispatch(out, Rc::new(Frame::empty()), Pending::default());
+    }
+
+    fn internal_error(&self) -> Output {
+        INTERNAL_ERROR.log(|| {
+            format!(
+                "connection from {}: internal error, connection closed",
+                self.c.peer
+            )
         });
-        let _ = closed.await;
+        Output {
+            disconnect: true,
+            ..Output::default()
+        }
+    }
+
+    /// The connection is over: intents under way finish (a write is never
+    /// cut short), then the core closes the opens, on the pool (closing may
+    /// remove files).
+    async fn finish(mut self) {
+        self.recv = None;
+        let intents = std::mem::take(&mut self.intents);
+        let _ = compio::time::timeout(SEND_TIMEOUT, intents.collect::<Vec<_>>()).await;
+        if let Some(mut pool) = self.pool.take() {
+            if let Ok(Some(handled)) = compio::time::timeout(SEND_TIMEOUT, &mut pool).await {
+                self.conn = Some(handled.0);
+            }
+        }
+        if let Some(mut conn) = self.conn.take() {
+            let closed = compio::runtime::spawn_blocking(move || {
+                let _ = catch_unwind(AssertUnwindSafe(|| conn.shutdown()));
+            });
+            let _ = closed.await;
+        }
     }
 }
 
-/// A frame's record while its replies wait for intents.
-#[derive(Default)]
-struct Pending {
-    t: FrameTimes,
-    requests: Vec<RequestTrace>,
-}
-
-/// A reply for the writer, with the record of the frame it finishes.
-struct Outgoing {
-    frame: Option<Vec<u8>>,
-    record: Option<Pending>,
-}
-
-fn record(recorder: &mut Recorder, p: &Pending) {
-    recorder.frame(
-        &p.t,
-        p.requests.iter().map(|r| Request {
-            command: r.command,
-            message_id: r.message_id,
-            status: r.status,
-            share: r.share,
-            user: r.user.as_deref(),
-        }),
-    );
-}
-
-fn internal_error(c: &Accepted) -> Output {
-    INTERNAL_ERROR.log(|| {
-        format!(
-            "connection from {}: internal error, connection closed",
-            c.peer
-        )
-    });
-    Output {
-        disconnect: true,
-        ..Output::default()
-    }
-}
-
-/// Runs the core on a frame: on this thread when it can only lead to data
-/// intents, else on the blocking pool. `conn` is None afterwards only if
-/// the core panicked on the pool.
-async fn handle(
-    conn: &mut Option<Connection>,
-    frame: Frame,
-    scope: Option<Scope>,
-) -> (Output, Rc<Frame>, u64) {
-    let Some(mut c) = conn.take() else {
-        return (Output::default(), Rc::new(frame), 0);
-    };
-    let failed = || Output {
-        disconnect: true,
-        ..Output::default()
-    };
-    // Runs the core, its VFS calls counted for this connection.
-    let run = move |c: &mut Connection, frame: &[u8]| {
-        let mut go = || catch_unwind(AssertUnwindSafe(|| c.handle(frame, &mut SystemEnv))).ok();
-        match &scope {
-            Some(scope) => scope.run(go),
-            None => (go(), 0),
-        }
-    };
-    if !Connection::may_block(&frame) {
-        let (out, disk) = run(&mut c, &frame);
-        *conn = Some(c);
-        return (out.unwrap_or_else(failed), Rc::new(frame), disk);
-    }
-    let ran = compio::runtime::spawn_blocking(move || {
-        let (out, disk) = run(&mut c, &frame);
-        (c, out, frame, disk)
-    })
-    .await;
-    match ran {
-        Ok((c, out, frame, disk)) => {
-            *conn = Some(c);
-            (out.unwrap_or_else(failed), Rc::new(frame), disk)
-        }
-        Err(_) => (failed(), Rc::new(Frame::empty()), 0),
-    }
-}
-
-/// Frames what arrives: small frames several per receive, a large one
-/// straight into a buffer of its own. Ends with [`Event::Closed`].
-async fn read_frames(
-    mut stream: TcpStream,
-    mut frames: mpsc::Sender<Event>,
-    max_preauth: usize,
-    max: usize,
-    authenticated: Rc<Cell<bool>>,
-    calls: Rc<Calls>,
-) {
-    // Frames queued or under a write count against what the connection
-    // may hold; past it, nothing more is received until some are done.
-    let held = Held::default();
-    let hold_limit = 2 * max;
-    let mut buf: Vec<u8> = Vec::with_capacity(IDLE_RECV);
-    // When the bytes at the start of `buf` arrived.
-    let mut first_byte = clock::now();
-    'reading: loop {
-        let mut used = 0;
-        while let Some(head) = buf.get(used..used + 4) {
-            let len = u32::from_be_bytes([0, head[1], head[2], head[3]]) as usize;
-            let limit = if authenticated.get() {
-                max
-            } else {
-                max_preauth
-            };
-            if head[0] != 0 || len == 0 || len > limit {
-                break 'reading;
-            }
-            let body = used + 4..used + 4 + len;
-            if body.end <= buf.len() {
-                // Receiving ends when the frame is in a buffer of its own.
-                let frame = Frame::new(buf[body.clone()].to_vec(), &held);
-                let received = clock::now();
-                used = body.end;
-                let arrival = Arrival {
-                    first_byte,
-                    received,
-                    parsed: clock::now(),
-                };
-                if frames.send(Event::Frame(frame, arrival)).await.is_err() {
-                    return;
-                }
-                continue;
-            }
-            if len > RECV_CHUNK / 2 {
-                // Large: read the rest straight into the frame's buffer.
-                let mut frame = Vec::with_capacity(len);
-                frame.extend_from_slice(&buf[used + 4..]);
-                buf.clear();
-                used = 0;
-                let have = frame.len();
-                let BufResult(r, slice) = stream.read_exact(frame.slice(have..len)).await;
-                calls.recv.set(calls.recv.get() + 1);
-                let received = clock::now();
-                let frame = Frame::new(compio::buf::IntoInner::into_inner(slice), &held);
-                let arrival = Arrival {
-                    first_byte,
-                    received,
-                    parsed: clock::now(),
-                };
-                if r.is_err() || frames.send(Event::Frame(frame, arrival)).await.is_err() {
-                    break 'reading;
-                }
-            }
-            break;
-        }
-        buf.drain(..used);
-        while held.bytes() > hold_limit {
-            compio::time::sleep(Duration::from_millis(1)).await;
-        }
-        if buf.is_empty() && buf.capacity() > IDLE_RECV * 4 {
-            buf = Vec::with_capacity(IDLE_RECV);
-        } else if buf.capacity() - buf.len() < IDLE_RECV {
-            buf.reserve(RECV_CHUNK);
-        }
-        let was_empty = buf.is_empty();
-        // Behind what is already there: a Vec given whole is read into
-        // from its start.
-        let have = buf.len();
-        let BufResult(r, b) = stream.read(buf.slice(have..)).await;
-        calls.recv.set(calls.recv.get() + 1);
-        if was_empty {
-            first_byte = clock::now();
-        }
-        buf = compio::buf::IntoInner::into_inner(b);
-        match r {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-    }
-    let _ = frames.send(Event::Closed).await;
-}
-
-/// Sends replies in order, as many as are queued (up to a batch) with
-/// one system call, each behind its 4-byte length; then records the
-/// frames they finish.
-async fn write_frames(
-    mut stream: TcpStream,
-    mut replies: mpsc::UnboundedReceiver<Outgoing>,
-    calls: Rc<Calls>,
-    mut recorder: Option<Recorder>,
-) {
-    while let Some(first) = replies.next().await {
-        let mut bufs = Vec::with_capacity(2 * SEND_BATCH);
-        let mut records = Vec::new();
-        let mut next = Some(first);
-        while let Some(o) = next.take() {
-            if let Some(f) = o.frame {
-                bufs.push(frame_head(f.len()).to_vec());
-                bufs.push(f);
-            }
-            records.extend(o.record);
-            if bufs.len() < 2 * SEND_BATCH {
-                next = replies.try_recv().ok();
-            }
-        }
-        if !bufs.is_empty() {
-            let sent = compio::time::timeout(SEND_TIMEOUT, stream.write_vectored_all(bufs)).await;
-            calls.send.set(calls.send.get() + 1);
-            if !matches!(sent, Ok(BufResult(Ok(()), _))) {
-                return;
-            }
-        }
-        if let Some(recorder) = recorder.as_mut() {
-            let sent = clock::now();
-            for mut p in records {
-                p.t.sent = sent;
-                p.t.recv_calls = calls.recv.take();
-                p.t.send_calls = calls.send.take();
-                record(recorder, &p);
-            }
-        }
+/// Runs the core on a frame, its VFS calls counted for the connection;
+/// None when the core panicked.
+fn run_core(conn: &mut Connection, frame: &[u8], scope: Option<&Scope>) -> (Option<Output>, u64) {
+    let mut go = || catch_unwind(AssertUnwindSafe(|| conn.handle(frame, &mut SystemEnv))).ok();
+    match scope {
+        Some(scope) => scope.run(go),
+        None => (go(), 0),
     }
 }
 
