@@ -445,6 +445,28 @@ mod tests {
     }
 
     #[test]
+    fn a_scope_counts_for_its_connection_on_any_thread() {
+        let tracer = Tracer::new(vec!["data".into()], true);
+        let rec = tracer.connection(ip()).unwrap();
+        let scope = rec.scope();
+        let (on_pool, disk) = std::thread::spawn(move || {
+            add_disk_ns(7);
+            let r = scope.run(|| {
+                add_disk_ns(40);
+                with_slot(&tracer, |slot| slot.count(Syscall::Stat, 1));
+                "done"
+            });
+            // What was outside the scope stays outside it.
+            (r, take_disk_ns())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(on_pool, ("done", 40));
+        assert_eq!(disk, 7);
+        assert_eq!(rec.slot.copy().syscalls[Syscall::Stat.index()], 1);
+    }
+
+    #[test]
     fn frames_feed_every_view() {
         let tracer = Tracer::new(vec!["data".into()], true);
         let mut rec = tracer.connection(ip()).unwrap();
