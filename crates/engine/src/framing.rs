@@ -43,6 +43,32 @@ fn invalid(message: &'static str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, message)
 }
 
+/// The body length a frame's 4-byte head announces, checked: a session
+/// message, not empty, not above `max`.
+pub fn announced(head: [u8; 4], max: usize) -> io::Result<usize> {
+    if head[0] != 0 {
+        return Err(invalid("not a session message"));
+    }
+    let len = u32::from_be_bytes([0, head[1], head[2], head[3]]) as usize;
+    if len == 0 {
+        return Err(invalid("empty message"));
+    }
+    if len > max {
+        return Err(invalid("message too large"));
+    }
+    Ok(len)
+}
+
+/// The head of a frame of `len` bytes; an error when 24 bits cannot say
+/// it, never a wrapped length.
+pub fn head(len: usize) -> io::Result<[u8; 4]> {
+    if len > MAX_FRAME {
+        return Err(invalid("reply larger than a frame can carry"));
+    }
+    let len = len as u32;
+    Ok([0, (len >> 16) as u8, (len >> 8) as u8, len as u8])
+}
+
 impl FrameReader {
     /// Reads until a frame is complete or `r` has nothing more. `max` is
     /// the largest body accepted; a larger announcement is an error before
@@ -63,17 +89,7 @@ impl FrameReader {
                     if self.head_len < 4 {
                         continue;
                     }
-                    if self.head[0] != 0 {
-                        return Err(invalid("not a session message"));
-                    }
-                    let len = u32::from_be_bytes([0, self.head[1], self.head[2], self.head[3]]);
-                    let len = len as usize;
-                    if len == 0 {
-                        return Err(invalid("empty message"));
-                    }
-                    if len > max {
-                        return Err(invalid("message too large"));
-                    }
+                    let len = announced(self.head, max)?;
                     self.want = Some(len);
                     self.filled = 0;
                     len
@@ -138,11 +154,7 @@ fn waiting(e: &io::Error) -> bool {
 /// the socket allows. A message the length field cannot express is an
 /// error, never a wrapped length.
 pub fn write_frame(w: &mut impl Write, msg: &[u8]) -> io::Result<()> {
-    if msg.len() > MAX_FRAME {
-        return Err(invalid("reply larger than a frame can carry"));
-    }
-    let len = msg.len() as u32;
-    let head = [0, (len >> 16) as u8, (len >> 8) as u8, len as u8];
+    let head = head(msg.len())?;
     let mut parts = [IoSlice::new(&head), IoSlice::new(msg)];
     let mut slices: &mut [IoSlice<'_>] = &mut parts;
     while !slices.is_empty() {

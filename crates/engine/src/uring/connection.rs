@@ -32,6 +32,7 @@ use super::data;
 use super::held::{Frame, Held};
 use super::Shared;
 use crate::env::SystemEnv;
+use crate::framing;
 use crate::log_limit::RateLimit;
 use crate::Accepted;
 
@@ -271,8 +272,11 @@ impl<'a> Driver<'a> {
                     break;
                 };
                 if let Some(f) = o.frame {
-                    bufs.push(frame_head(f.len()).to_vec());
-                    bufs.push(f);
+                    // The core never makes a frame its head cannot announce.
+                    if let Ok(head) = framing::head(f.len()) {
+                        bufs.push(head.to_vec());
+                        bufs.push(f);
+                    }
                 }
                 self.sending.extend(o.record);
             }
@@ -399,17 +403,16 @@ impl<'a> Driver<'a> {
     /// whole yet moves to a buffer of its own, filled by the next receives.
     fn cut_frames(&mut self) {
         let mut used = 0;
-        while let Some(head) = self.inbox.get(used..used + 4) {
-            let len = u32::from_be_bytes([0, head[1], head[2], head[3]]) as usize;
-            let limit = if self.authenticated {
-                self.max
-            } else {
-                self.max_preauth
-            };
-            if head[0] != 0 || len == 0 || len > limit {
+        let limit = if self.authenticated {
+            self.max
+        } else {
+            self.max_preauth
+        };
+        while let Some(&head) = self.inbox.get(used..used + 4).and_then(|h| h.first_chunk()) {
+            let Ok(len) = framing::announced(head, limit) else {
                 self.eof = true;
                 break;
-            }
+            };
             let body = used + 4..used + 4 + len;
             if body.end <= self.inbox.len() {
                 // Receiving ends when the frame is in a buffer of its own.
@@ -653,11 +656,4 @@ fn run_core(conn: &mut Connection, frame: &[u8], scope: Option<&Scope>) -> (Opti
         Some(scope) => scope.run(go),
         None => (go(), 0),
     }
-}
-
-/// The Direct TCP transport's length prefix (MS-SMB2 2.1); the core never
-/// makes a frame its 24 bits cannot express.
-fn frame_head(len: usize) -> [u8; 4] {
-    let len = len as u32;
-    [0, (len >> 16) as u8, (len >> 8) as u8, len as u8]
 }
