@@ -10,8 +10,11 @@ import uuid
 import pytest
 import smbclient
 from smbprotocol.connection import Connection
-from smbprotocol.exceptions import BadNetworkName, LogonFailure
+import smbprotocol.session
+from smbprotocol.exceptions import BadNetworkName, LogonFailure, SharingViolation, UserSessionDeleted
 from smbprotocol.header import NtStatus
+from smbprotocol.open import (CreateDisposition, CreateOptions, FileAttributes,
+                              FilePipePrinterAccessMask, ImpersonationLevel, Open)
 from smbprotocol.session import Session
 from smbprotocol.tree import TreeConnect
 
@@ -134,3 +137,67 @@ def test_unknown_share_raises_bad_network_name(server):
         tree.disconnect()
     finally:
         connection.disconnect()
+
+
+def _open_exclusive(tree, name):
+    """Opens `name` for reading and writing, sharing it with no other open."""
+    f = Open(tree, name)
+    f.create(ImpersonationLevel.Impersonation,
+             FilePipePrinterAccessMask.GENERIC_READ | FilePipePrinterAccessMask.GENERIC_WRITE,
+             FileAttributes.FILE_ATTRIBUTE_NORMAL, 0, CreateDisposition.FILE_OPEN,
+             CreateOptions.FILE_NON_DIRECTORY_FILE)
+    return f
+
+
+def test_a_reconnect_naming_the_previous_session_ends_it_and_frees_its_opens(server, monkeypatch):
+    # A client whose connection seems lost reconnects on a new one and
+    # names its old session (PreviousSessionId), as Windows does: the old
+    # session ends on the old connection, and its open no longer blocks
+    # the file, while the old connection itself may still be up.
+    make_share_file(server, "doc.txt", b"kept\n")
+    share = f"\\\\{server.host}\\{server.share}"
+    old = Connection(uuid.uuid4(), server.host, server.port, require_signing=True)
+    new = Connection(uuid.uuid4(), server.host, server.port, require_signing=True)
+    old.connect(timeout=30)
+    new.connect(timeout=30)
+    try:
+        # Unencrypted, so that a late request on it gets a status: a sealed
+        # request for a session that is gone ends its connection instead
+        # (MS-SMB2 3.3.5.2.1.1).
+        old_session = Session(old, server.user, server.password, require_encryption=False,
+                              auth_protocol="ntlm")
+        old_session.connect()
+        old_tree = TreeConnect(old_session, share)
+        old_tree.connect()
+        held = _open_exclusive(old_tree, "doc.txt")
+
+        plain = Session(new, server.user, server.password, auth_protocol="ntlm")
+        plain.connect()
+        plain_tree = TreeConnect(plain, share)
+        plain_tree.connect()
+        with pytest.raises(SharingViolation):
+            _open_exclusive(plain_tree, "doc.txt")
+
+        class NamingPrevious(smbprotocol.session.SMB2SessionSetupRequest):
+            def __init__(self):
+                super().__init__()
+                self["previous_session_id"] = old_session.session_id
+
+        monkeypatch.setattr(smbprotocol.session, "SMB2SessionSetupRequest", NamingPrevious)
+        again = Session(new, server.user, server.password, auth_protocol="ntlm")
+        again.connect()
+        monkeypatch.undo()
+        tree = TreeConnect(again, share)
+        tree.connect()
+        reopened = _open_exclusive(tree, "doc.txt")
+        assert reopened.read(0, 5) == b"kept\n", "the reopened file reads wrong"
+        reopened.close()
+
+        with pytest.raises(UserSessionDeleted):
+            held.read(0, 5)
+        # The other session on the new connection was not named and stays.
+        plain_tree.disconnect()
+    finally:
+        new.disconnect()
+        # Without logging off: the old session is gone.
+        old.disconnect(False)

@@ -21,6 +21,7 @@ use copyless_proto::{smb1, Writer, HEADER_LEN};
 use crate::credits::CreditWindow;
 use crate::env::Env;
 use crate::intent::{Intent, Token};
+use crate::post::{ConnectionId, Kind, Letter, Message};
 use crate::server::Server;
 use crate::session::Session;
 use crate::tree::TreeKind;
@@ -50,6 +51,9 @@ pub struct Output {
     /// if it can (completing them with `VfsError::Cancelled`), and
     /// completes them as usual if it cannot.
     pub cancel: Vec<Token>,
+    /// Letters for other connections, to be handed to them before
+    /// anything they receive after this output's frames are sent.
+    pub messages: Vec<Message>,
     /// Close the connection after sending the frames.
     pub disconnect: bool,
     /// One entry per request handled, in order, for the engine's tracing.
@@ -182,6 +186,7 @@ pub(crate) struct Compound {
 
 pub struct Connection {
     pub(crate) server: Arc<Server>,
+    id: ConnectionId,
     pub(crate) client_addr: SocketAddr,
     pub(crate) local_addr: SocketAddr,
     /// 0 until NEGOTIATE picked a dialect; 0x02FF after an SMB1 upgrade.
@@ -214,12 +219,15 @@ pub struct Connection {
     pub(crate) last_async_id: u64,
     /// Tokens cancelled while handling, for the output.
     pub(crate) cancelled: Vec<Token>,
+    /// Letters for other connections, for the output.
+    pub(crate) outbox: Vec<Message>,
 }
 
 impl Connection {
     pub fn new(server: Arc<Server>, client_addr: SocketAddr, local_addr: SocketAddr) -> Self {
         let max_credits = server.config.max_credits;
         Connection {
+            id: server.next_id(),
             server,
             client_addr,
             local_addr,
@@ -242,7 +250,13 @@ impl Connection {
             next_token: 0,
             last_async_id: 0,
             cancelled: Vec::new(),
+            outbox: Vec::new(),
         }
+    }
+
+    /// The name other connections' letters use (see [`Message`]).
+    pub fn id(&self) -> ConnectionId {
+        self.id
     }
 
     fn trim_logged_off(&mut self) {
@@ -280,7 +294,27 @@ impl Connection {
         } else {
             self.handle_plain(msg, env)
         };
+        self.collect(&mut out);
+        out
+    }
+
+    /// Moves what handling left for the engine into the output.
+    pub(crate) fn collect(&mut self, out: &mut Output) {
         out.cancel.append(&mut self.cancelled);
+        out.messages.append(&mut self.outbox);
+    }
+
+    /// Does what another connection's letter asks.
+    pub fn receive(&mut self, letter: Letter, _env: &mut dyn Env) -> Output {
+        match letter.0 {
+            Kind::EndSession { session_id } => {
+                if self.sessions.get(&session_id).is_some_and(|s| s.is_valid()) {
+                    self.remove_session(session_id);
+                }
+            }
+        }
+        let mut out = Output::default();
+        self.collect(&mut out);
         out
     }
 
@@ -327,6 +361,7 @@ impl Connection {
         self.end_sessions_of_removed_users();
         let mut out = Output::default();
         self.send_interim_responses(env, &mut out);
+        self.collect(&mut out);
         out
     }
 
@@ -917,6 +952,7 @@ impl Output {
         self.frames.extend(other.frames);
         self.intents.extend(other.intents);
         self.cancel.extend(other.cancel);
+        self.messages.extend(other.messages);
         self.disconnect |= other.disconnect;
         self.requests.extend(other.requests);
     }

@@ -8,6 +8,7 @@ use copyless_auth::Credentials;
 use copyless_vfs::Vfs;
 
 use crate::file_table::FileTable;
+use crate::post::SessionTable;
 use crate::quota::OpenQuota;
 
 #[derive(Debug, Clone)]
@@ -56,6 +57,8 @@ pub struct Server {
     pub shares: Vec<Arc<Share>>,
     pub credentials: Arc<dyn Credentials>,
     pub open_quota: Arc<OpenQuota>,
+    /// Authenticated sessions and the connections that hold them.
+    pub sessions: SessionTable,
     files: Mutex<FileTable>,
     next_id: AtomicU64,
 }
@@ -71,6 +74,7 @@ impl Server {
             config,
             shares: shares.into_iter().map(Arc::new).collect(),
             credentials,
+            sessions: SessionTable::default(),
             files: Mutex::new(FileTable::default()),
             next_id: AtomicU64::new(1),
         })

@@ -14,6 +14,7 @@ use copyless_proto::Writer;
 use crate::connection::{Connection, Reply, Req};
 use crate::env::Env;
 use crate::open::Open;
+use crate::post::{Kind, Letter, Message};
 use crate::tree::Tree;
 
 pub enum AuthState {
@@ -198,6 +199,16 @@ impl Connection {
                     return Err(status::ACCESS_DENIED);
                 }
                 session.state = AuthState::Valid;
+                if !was_valid && !auth.anonymous && !auth.guest {
+                    self.server.sessions.insert(sid, self.id(), &auth.user);
+                }
+                if ss.previous_session_id != 0 && ss.previous_session_id != sid {
+                    self.end_previous_session(ss.previous_session_id, &auth.user);
+                }
+                let session = self
+                    .sessions
+                    .get_mut(&sid)
+                    .ok_or(status::USER_SESSION_DELETED)?;
                 if session.encrypt_data {
                     flags |= messages::SESSION_FLAG_ENCRYPT_DATA;
                 }
@@ -229,6 +240,7 @@ impl Connection {
             }
             s.trees.clear();
             s.state = AuthState::LoggedOff;
+            server.sessions.remove(req.session_id);
         }
         if !self.logged_off.contains(&req.session_id) {
             self.logged_off.push(req.session_id);
@@ -237,8 +249,30 @@ impl Connection {
         Ok(status::SUCCESS)
     }
 
+    /// The client reconnected and names the session it had before
+    /// (MS-SMB2 3.3.5.5.3): when the same user holds it, it ends, on this
+    /// connection now or on its own by a letter, so that its opens no
+    /// longer stand in the way of the new session's. Another user's
+    /// session is left alone.
+    fn end_previous_session(&mut self, previous: u64, user: &str) {
+        let Some(owner) = self.server.sessions.take_if_user(previous, user) else {
+            return;
+        };
+        if owner == self.id() {
+            self.remove_session(previous);
+        } else {
+            self.outbox.push(Message {
+                to: owner,
+                letter: Letter(Kind::EndSession {
+                    session_id: previous,
+                }),
+            });
+        }
+    }
+
     /// Closes everything a session holds and forgets it.
     pub(crate) fn remove_session(&mut self, sid: u64) {
+        self.server.sessions.remove(sid);
         self.logged_off.retain(|id| *id != sid);
         if let Some(mut s) = self.sessions.remove(&sid) {
             for (_, open) in s.opens.drain() {

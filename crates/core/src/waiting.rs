@@ -359,7 +359,7 @@ impl Connection {
         } else {
             self.drive(chain, &rest, None, env, &mut out);
         }
-        out.cancel.append(&mut self.cancelled);
+        self.collect(&mut out);
         out
     }
 

@@ -15,6 +15,7 @@ mod admission;
 mod env;
 mod framing;
 pub mod log_limit;
+mod post;
 mod threads;
 mod uring;
 

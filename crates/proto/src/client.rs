@@ -152,10 +152,13 @@ impl<'a> NegotiateReply<'a> {
 
 // ---- SESSION_SETUP ----
 
+/// `previous_session_id` names the session this client had before it
+/// reconnected (0: none).
 pub fn write_session_setup_request(
     w: &mut Writer,
     security_mode: u8,
     capabilities: u32,
+    previous_session_id: u64,
     token: &[u8],
 ) -> Result<()> {
     let off = u16_len(HEADER_LEN + 24)?;
@@ -166,7 +169,7 @@ pub fn write_session_setup_request(
         .u32(0)
         .u16(off)
         .u16(u16_len(token.len())?)
-        .u64(0)
+        .u64(previous_session_id)
         .bytes(token);
     Ok(())
 }

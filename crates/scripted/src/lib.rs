@@ -11,7 +11,9 @@ use std::sync::{Arc, Mutex};
 
 use copyless_auth::{ClientIdentity, Credentials, Initiator, InitiatorRandom, InitiatorStep};
 use copyless_core::encryption::SessionCiphers;
-use copyless_core::{Completion, Connection, Env, Output, Server, ServerConfig, Share, Token};
+use copyless_core::{
+    Completion, Connection, Env, Letter, Message, Output, Server, ServerConfig, Share, Token,
+};
 use copyless_crypto::session_keys::signing_key;
 use copyless_crypto::{CipherId, PreauthHash, SigningAlgorithm, SigningKey};
 use copyless_proto::client::{
@@ -197,6 +199,9 @@ pub struct Client {
     pub credits: u64,
     /// The connection was closed by the server.
     pub closed: bool,
+    /// Letters the server addressed to other connections, for the test to
+    /// deliver (see [`Client::receive`]).
+    pub posted: Vec<Message>,
 }
 
 const CIPHER: CipherId = CipherId::Aes128Gcm;
@@ -217,6 +222,7 @@ impl Client {
             crypt: None,
             credits: 1,
             closed: false,
+            posted: Vec::new(),
         }
     }
 
@@ -279,6 +285,17 @@ impl Client {
 
     /// Authenticates a new session; Err carries the failing status.
     pub fn session_setup(&mut self, user: &str, password: &str) -> Result<(), u32> {
+        self.session_setup_after(user, password, 0)
+    }
+
+    /// As [`Client::session_setup`], naming `previous` as the session the
+    /// client had before it reconnected.
+    pub fn session_setup_after(
+        &mut self,
+        user: &str,
+        password: &str,
+        previous: u64,
+    ) -> Result<(), u32> {
         let identity = ClientIdentity {
             user: user.into(),
             domain: String::new(),
@@ -299,7 +316,7 @@ impl Client {
         let mut preauth = self.preauth.clone();
         loop {
             let frame = self.frame(vec![Request::new(command::SESSION_SETUP, 1, |w| {
-                wire::write_session_setup_request(w, 2, 0, &token).unwrap()
+                wire::write_session_setup_request(w, 2, 0, previous, &token).unwrap()
             })]);
             preauth.update(&frame);
             let r = self.handle_frame(&frame).remove(0);
@@ -467,6 +484,13 @@ impl Client {
         self.conn.complete(token, done, &mut self.env)
     }
 
+    /// Hands the core a letter from another connection, as the engine
+    /// does, and returns what it sent this client.
+    pub fn receive(&mut self, letter: Letter) -> Vec<Reply> {
+        let out = self.conn.receive(letter, &mut self.env);
+        self.take(out)
+    }
+
     /// Lets time pass for the core, as the engine's timer does.
     pub fn tick(&mut self) -> Vec<Reply> {
         let out = self.conn.handle_timeout(&mut self.env);
@@ -477,6 +501,7 @@ impl Client {
     /// them; `out` must have no intents left.
     pub fn take(&mut self, out: Output) -> Vec<Reply> {
         assert!(out.intents.is_empty(), "intents left: {:?}", out.intents);
+        self.posted.extend(out.messages);
         if out.disconnect {
             self.closed = true;
         }

@@ -221,7 +221,7 @@ fn session_setup(
     let is_311 = conn.dialect == neg::DIALECT_311;
     let (final_reply, session_flags) = loop {
         let mut msg = Msg::new(command::SESSION_SETUP);
-        wire::write_session_setup_request(&mut msg.buf, security_mode, 0, &token)?;
+        wire::write_session_setup_request(&mut msg.buf, security_mode, 0, 0, &token)?;
         conn.sent_log = Some(Vec::new());
         let reply = conn.call(msg)?;
         for m in conn.sent_log.take().unwrap_or_default() {

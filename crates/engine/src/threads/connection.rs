@@ -1,9 +1,11 @@
 //! One connection on its own thread: frames in, replies out, the
 //! pre-authentication deadline, and the core's timer.
 //!
-//! The socket stays blocking; a receive timeout wakes the thread when the
-//! core or the deadline needs it, so an idle connection costs no system
-//! calls beyond one wake-up per timer.
+//! The socket stays blocking. Between frames the thread waits in `poll`
+//! on the socket and its inbox's bell, with a timeout for the core's timer
+//! and the deadline, so an idle connection costs no system calls beyond
+//! one wake-up per timer or letter; within a frame, a receive timeout
+//! keeps a client that stops half-way from holding the thread.
 
 use std::io::{self, Write};
 use std::net::{Shutdown, TcpStream};
@@ -13,11 +15,13 @@ use std::time::{Duration, Instant};
 
 use copyless_core::{Connection, Output, Server};
 use copyless_trace::{clock, FrameTimes, Recorder, Request, Tracer};
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
 
 use super::timing::{self, CountingWriter, TimedReader};
 use crate::env::SystemEnv;
 use crate::framing::{write_frame, FrameReader, Progress};
 use crate::log_limit::RateLimit;
+use crate::post::{Inbox, PostOffice};
 use crate::EngineLimits;
 
 /// A client that takes no bytes of a reply for this long is gone.
@@ -32,6 +36,7 @@ pub fn serve(
     stream: &TcpStream,
     limits: &EngineLimits,
     tracer: &Arc<Tracer>,
+    post: &Arc<PostOffice>,
     on_authenticated: impl FnOnce(),
 ) {
     let accepted = Instant::now();
@@ -43,10 +48,15 @@ pub fn serve(
     // every filesystem call of the connection is counted for it.
     let mut recorder = tracer.connection(peer.ip());
     let mut conn = Connection::new(server, peer, local);
+    let Ok(inbox) = post.open(conn.id(), true) else {
+        return;
+    };
     let result = catch_unwind(AssertUnwindSafe(|| {
         let mut run = Run {
             stream,
             limits,
+            post,
+            inbox,
             deadline: Some(accepted + limits.preauth_timeout),
             on_authenticated: Some(on_authenticated),
             timeout: None,
@@ -64,6 +74,8 @@ pub fn serve(
 struct Run<'a, F> {
     stream: &'a TcpStream,
     limits: &'a EngineLimits,
+    post: &'a PostOffice,
+    inbox: Inbox,
     /// Until a session authenticates: when the connection is closed.
     deadline: Option<Instant>,
     on_authenticated: Option<F>,
@@ -93,9 +105,31 @@ impl<F: FnOnce()> Run<'_, F> {
             } else {
                 self.limits.max_message_size
             };
-            let progress = match frames.fill(&mut reader, max) {
-                Ok(p) => p,
-                Err(_) => return,
+            let (letters, readable) = if frames.in_frame() {
+                (false, true)
+            } else {
+                reader.calls += 1;
+                match self.wait() {
+                    Ok(ready) => ready,
+                    Err(_) => return,
+                }
+            };
+            if letters {
+                for letter in self.inbox.take() {
+                    let out = conn.receive(letter, &mut env);
+                    let out = conn.perform_intents(out, &[], &mut env);
+                    if !send(&mut writer, self.post, out) {
+                        return;
+                    }
+                }
+            }
+            let progress = if readable {
+                match frames.fill(&mut reader, max) {
+                    Ok(p) => p,
+                    Err(_) => return,
+                }
+            } else {
+                Progress::Waiting
             };
             let now = Instant::now();
             if self.deadline.is_some_and(|d| now >= d) {
@@ -106,7 +140,7 @@ impl<F: FnOnce()> Run<'_, F> {
                 Progress::Closed => return,
                 Progress::Waiting => {
                     if next_tick.is_some_and(|t| now >= t) {
-                        if !send(&mut writer, &conn.handle_timeout(&mut env)) {
+                        if !send(&mut writer, self.post, conn.handle_timeout(&mut env)) {
                             return;
                         }
                         next_tick = conn.timeout().map(|t| now + t);
@@ -120,7 +154,7 @@ impl<F: FnOnce()> Run<'_, F> {
                             let frame = frames.frame();
                             let out = conn.handle(frame, &mut env);
                             let out = conn.perform_intents(out, frame, &mut env);
-                            send(&mut writer, &out)
+                            send(&mut writer, self.post, out)
                         }
                         Some(recorder) => handle_traced(
                             conn,
@@ -128,6 +162,7 @@ impl<F: FnOnce()> Run<'_, F> {
                             &mut env,
                             &reader,
                             &mut writer,
+                            self.post,
                             recorder,
                         ),
                     };
@@ -148,6 +183,28 @@ impl<F: FnOnce()> Run<'_, F> {
                 }
             }
         }
+    }
+
+    /// Waits between frames for the client or a letter, until the socket
+    /// timeout set by [`Run::set_timeout`]: whether letters came, and
+    /// whether the socket has bytes (or news of its end).
+    fn wait(&mut self) -> io::Result<(bool, bool)> {
+        let Some(bell) = self.inbox.bell() else {
+            return Ok((false, true));
+        };
+        let timeout = self.timeout.and_then(|t| Timespec::try_from(t).ok());
+        let mut fds = [
+            PollFd::new(self.stream, PollFlags::IN),
+            PollFd::from_borrowed_fd(bell, PollFlags::IN),
+        ];
+        loop {
+            match poll(&mut fds, timeout.as_ref()) {
+                Ok(_) => break,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok((!fds[1].revents().is_empty(), !fds[0].revents().is_empty()))
     }
 
     /// Sets the socket's receive timeout so that the thread wakes for the
@@ -181,6 +238,7 @@ fn handle_traced(
     env: &mut SystemEnv,
     reader: &TimedReader<&TcpStream>,
     writer: &mut CountingWriter<&TcpStream>,
+    post: &PostOffice,
     recorder: &mut Recorder,
 ) -> bool {
     let mut t = FrameTimes {
@@ -194,17 +252,18 @@ fn handle_traced(
     // queued.
     t.dispatched = t.parsed;
     let out = conn.handle(buf, env);
-    let out = conn.perform_intents(out, buf, env);
+    let mut out = conn.perform_intents(out, buf, env);
     t.handled = clock::now();
-    let sent = send(writer, &out);
+    t.bytes_out = out.frames.iter().map(|f| f.len() as u64 + 4).sum();
+    let requests = std::mem::take(&mut out.requests);
+    let sent = send(writer, post, out);
     t.sent = clock::now();
     t.bytes_in = buf.len() as u64 + 4;
-    t.bytes_out = out.frames.iter().map(|f| f.len() as u64 + 4).sum();
     t.recv_calls = reader.calls;
     t.send_calls = writer.calls;
     recorder.frame(
         &t,
-        out.requests.iter().map(|r| Request {
+        requests.iter().map(|r| Request {
             command: r.command,
             message_id: r.message_id,
             status: r.status,
@@ -215,9 +274,12 @@ fn handle_traced(
     sent
 }
 
-/// Writes the replies; false when the connection is finished (a write
-/// failed or timed out, or the core asked to disconnect).
-fn send<W: Write>(writer: &mut CountingWriter<W>, out: &Output) -> bool {
+/// Posts the letters, then writes the replies (a client that acts on a
+/// reply finds the letters delivered); false when the connection is
+/// finished (a write failed or timed out, or the core asked to
+/// disconnect).
+fn send<W: Write>(writer: &mut CountingWriter<W>, post: &PostOffice, out: Output) -> bool {
+    post.send(out.messages);
     for f in &out.frames {
         if write_frame(writer, f).is_err() {
             return false;

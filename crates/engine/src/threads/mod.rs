@@ -12,12 +12,14 @@ use std::thread::JoinHandle;
 use copyless_core::Server;
 use copyless_trace::Tracer;
 
+use crate::post::PostOffice;
 use crate::{Accepted, EngineLimits, Serve};
 
 pub struct Engine {
     server: Arc<Server>,
     limits: EngineLimits,
     tracer: Arc<Tracer>,
+    post: Arc<PostOffice>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -27,6 +29,7 @@ impl Engine {
             server,
             limits,
             tracer,
+            post: Arc::default(),
             threads: Vec::new(),
         }
     }
@@ -38,10 +41,13 @@ impl Serve for Engine {
         let server = self.server.clone();
         let limits = self.limits.clone();
         let tracer = self.tracer.clone();
+        let post = self.post.clone();
         let t = std::thread::Builder::new()
             .name(format!("conn-{}", c.id))
             .spawn(move || {
-                connection::serve(server, &c.stream, &limits, &tracer, || c.authenticated());
+                connection::serve(server, &c.stream, &limits, &tracer, &post, || {
+                    c.authenticated()
+                });
                 c.finished();
             })?;
         self.threads.push(t);

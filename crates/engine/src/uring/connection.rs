@@ -22,7 +22,7 @@ use compio::buf::{BufResult, IntoInner, IoBuf};
 use compio::io::{AsyncRead, AsyncWriteExt};
 use compio::net::TcpStream;
 use copyless_core::connection::RequestTrace;
-use copyless_core::{Connection, Output, Token};
+use copyless_core::{Connection, Letter, Output, Token};
 use copyless_trace::{clock, FrameTimes, Recorder, Request, Scope};
 use futures_channel::oneshot;
 use futures_util::stream::FuturesUnordered;
@@ -34,6 +34,7 @@ use super::Shared;
 use crate::env::SystemEnv;
 use crate::framing;
 use crate::log_limit::RateLimit;
+use crate::post::{Inbox, PostOffice};
 use crate::Accepted;
 
 /// A client that takes no bytes of a reply for this long is gone.
@@ -89,7 +90,14 @@ enum Target {
     Big,
 }
 
+/// What the core is handed to run, here or on the pool.
+enum Work {
+    Frame(Frame),
+    Letter(Letter),
+}
+
 enum Event {
+    Letter(Letter),
     Received(io::Result<usize>, Vec<u8>, Target),
     Sent(bool),
     Done(data::Done),
@@ -105,7 +113,9 @@ pub async fn serve(c: Accepted, shared: Shared) {
     });
     if let Ok((stream, local)) = stream {
         let conn = Connection::new(shared.server.clone(), c.peer, local);
-        Driver::new(&c, stream, conn, &shared).run().await;
+        if let Ok(inbox) = shared.post.open(conn.id(), false) {
+            Driver::new(&c, stream, conn, inbox, &shared).run().await;
+        }
     }
     let _ = c.stream.shutdown(Shutdown::Both);
     c.finished();
@@ -128,7 +138,11 @@ struct Driver<'a> {
     first_byte: u64,
     held: Held,
     authenticated: bool,
-    /// Frames and completions for the core, each in arrival order.
+    mail: Inbox,
+    post: std::sync::Arc<PostOffice>,
+    /// Letters, frames and completions for the core, each in arrival
+    /// order.
+    letters: VecDeque<Letter>,
     frames: VecDeque<(Frame, Arrival)>,
     dones: VecDeque<data::Done>,
     outq: VecDeque<Outgoing>,
@@ -160,7 +174,13 @@ struct Driver<'a> {
 }
 
 impl<'a> Driver<'a> {
-    fn new(c: &'a Accepted, stream: TcpStream, conn: Connection, shared: &Shared) -> Driver<'a> {
+    fn new(
+        c: &'a Accepted,
+        stream: TcpStream,
+        conn: Connection,
+        mail: Inbox,
+        shared: &Shared,
+    ) -> Driver<'a> {
         let recorder = shared.tracer.connection(c.peer.ip());
         let scope = recorder.as_ref().map(Recorder::scope);
         Driver {
@@ -176,6 +196,9 @@ impl<'a> Driver<'a> {
             first_byte: clock::now(),
             held: Held::default(),
             authenticated: false,
+            mail,
+            post: shared.post.clone(),
+            letters: VecDeque::new(),
             frames: VecDeque::new(),
             dones: VecDeque::new(),
             outq: VecDeque::new(),
@@ -218,6 +241,7 @@ impl<'a> Driver<'a> {
                 break;
             }
             match event {
+                Event::Letter(letter) => self.letters.push_back(letter),
                 Event::Received(r, buf, target) => self.received(r, buf, target),
                 Event::Sent(ok) => self.sent(ok),
                 Event::Done(done) => {
@@ -244,12 +268,18 @@ impl<'a> Driver<'a> {
         self.finish().await;
     }
 
-    /// Feeds the core what waits for it while it is here: completions
-    /// first (they finish replies), then frames, until one goes to the
-    /// pool.
+    /// Feeds the core what waits for it while it is here: letters first
+    /// (they came before any frame received after them), then completions
+    /// (they finish replies), then frames, until one goes to the pool.
     fn drive_core(&mut self) {
         while self.conn.is_some() && !self.closing {
-            if let Some(done) = self.dones.pop_front() {
+            if let Some(letter) = self.letters.pop_front() {
+                let t = FrameTimes {
+                    dispatched: clock::now(),
+                    ..FrameTimes::default()
+                };
+                self.work(Work::Letter(letter), t);
+            } else if let Some(done) = self.dones.pop_front() {
                 self.completion(done);
             } else if let Some((frame, arrival)) = self.frames.pop_front() {
                 self.frame(frame, arrival);
@@ -336,6 +366,7 @@ impl<'a> Driver<'a> {
 
     async fn next_event(&mut self) -> Event {
         let Driver {
+            mail,
             recv,
             send,
             intents,
@@ -344,6 +375,11 @@ impl<'a> Driver<'a> {
             ..
         } = self;
         poll_fn(|cx| {
+            // First: a letter posted before a frame arrived is handled
+            // before it.
+            if let Poll::Ready(Some(letter)) = mail.letters.poll_next_unpin(cx) {
+                return Poll::Ready(Event::Letter(letter));
+            }
             if let Some(f) = recv.as_mut() {
                 if let Poll::Ready((r, buf, target)) = f.as_mut().poll(cx) {
                     *recv = None;
@@ -443,12 +479,7 @@ impl<'a> Driver<'a> {
             .push_back((Frame::new(frame, &self.held), arrival));
     }
 
-    /// Runs the core on a frame: here when it can only lead to data
-    /// intents, else on the blocking pool.
     fn frame(&mut self, frame: Frame, arrival: Arrival) {
-        let Some(mut conn) = self.conn.take() else {
-            return;
-        };
         let t = FrameTimes {
             first_byte: arrival.first_byte,
             received: arrival.received,
@@ -457,9 +488,22 @@ impl<'a> Driver<'a> {
             bytes_in: frame.len() as u64 + 4,
             ..FrameTimes::default()
         };
+        self.work(Work::Frame(frame), t);
+    }
+
+    /// Runs the core on a frame or a letter: here when it can only lead
+    /// to data intents and replies, else on the blocking pool.
+    fn work(&mut self, work: Work, t: FrameTimes) {
+        let Some(mut conn) = self.conn.take() else {
+            return;
+        };
         let scope = self.scope.clone();
-        if !Connection::may_block(&frame) {
-            let (out, disk) = run_core(&mut conn, &frame, scope.as_ref());
+        let may_block = match &work {
+            Work::Frame(frame) => Connection::may_block(frame),
+            Work::Letter(letter) => letter.may_block(),
+        };
+        if !may_block {
+            let (out, frame, disk) = run_core(&mut conn, work, scope.as_ref());
             self.conn = Some(conn);
             let out = out.unwrap_or_else(|| self.internal_error());
             self.frame_done(out, frame, t, disk);
@@ -467,7 +511,7 @@ impl<'a> Driver<'a> {
         }
         self.pending_frame = Some(t);
         let job = compio::runtime::spawn_blocking(move || {
-            let (out, disk) = run_core(&mut conn, &frame, scope.as_ref());
+            let (out, frame, disk) = run_core(&mut conn, work, scope.as_ref());
             Box::new((conn, out, frame, disk))
         });
         self.pool = Some(Box::pin(async move { job.await.ok() }));
@@ -505,6 +549,9 @@ impl<'a> Driver<'a> {
     /// Queues the replies, starts the intents, and notes what tracing
     /// records once the replies are sent.
     fn dispatch(&mut self, mut out: Output, frame: Rc<Frame>, mut pending: Pending) {
+        // Before the replies go: a client acting on them finds the
+        // letters delivered.
+        self.post.send(std::mem::take(&mut out.messages));
         pending.requests.append(&mut out.requests);
         pending.t.bytes_out += out.frames.iter().map(|f| f.len() as u64 + 4).sum::<u64>();
         let mut record = None;
@@ -648,12 +695,28 @@ impl<'a> Driver<'a> {
     }
 }
 
-/// Runs the core on a frame, its VFS calls counted for the connection;
-/// None when the core panicked.
-fn run_core(conn: &mut Connection, frame: &[u8], scope: Option<&Scope>) -> (Option<Output>, u64) {
-    let mut go = || catch_unwind(AssertUnwindSafe(|| conn.handle(frame, &mut SystemEnv))).ok();
-    match scope {
+/// Runs the core on a frame or a letter, its VFS calls counted for the
+/// connection: the output (None when the core panicked), the frame the
+/// output's intents may point into, and the time the VFS calls took.
+fn run_core(
+    conn: &mut Connection,
+    work: Work,
+    scope: Option<&Scope>,
+) -> (Option<Output>, Frame, u64) {
+    let (frame, letter) = match work {
+        Work::Frame(frame) => (frame, None),
+        Work::Letter(letter) => (Frame::empty(), Some(letter)),
+    };
+    let go = || {
+        catch_unwind(AssertUnwindSafe(|| match letter {
+            Some(letter) => conn.receive(letter, &mut SystemEnv),
+            None => conn.handle(&frame, &mut SystemEnv),
+        }))
+        .ok()
+    };
+    let (out, disk) = match scope {
         Some(scope) => scope.run(go),
         None => (go(), 0),
-    }
+    };
+    (out, frame, disk)
 }

@@ -18,6 +18,7 @@ use copyless_trace::Tracer;
 use futures_channel::mpsc;
 use futures_util::StreamExt;
 
+use crate::post::PostOffice;
 use crate::{Accepted, EngineLimits, Serve};
 
 /// Entries of each ring's submission queue.
@@ -39,6 +40,7 @@ pub(crate) struct Shared {
     pub server: Arc<Server>,
     pub limits: EngineLimits,
     pub tracer: Arc<Tracer>,
+    pub post: Arc<PostOffice>,
 }
 
 fn runtime() -> io::Result<compio::runtime::Runtime> {
@@ -60,6 +62,7 @@ impl Engine {
             server: server.clone(),
             limits: limits.clone(),
             tracer: tracer.clone(),
+            post: Arc::default(),
         };
         let n = std::thread::available_parallelism().map_or(1, |n| n.get());
         let mut workers = Vec::with_capacity(n);

@@ -1,0 +1,99 @@
+//! Messages between connections: what one connection's request makes
+//! another connection do (end a session now; later, oplock and lease
+//! breaks and notify completions). The core only addresses them; the
+//! engine carries each to the connection named and hands it to
+//! [`Connection::receive`](crate::Connection::receive) there, before any
+//! frame that connection receives after the message was sent.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// Names a connection for the life of the process (see
+/// [`Connection::id`](crate::Connection::id)).
+pub type ConnectionId = u64;
+
+/// A letter for the connection `to`.
+#[derive(Debug)]
+pub struct Message {
+    pub to: ConnectionId,
+    pub letter: Letter,
+}
+
+/// What a connection is asked to do. Opaque to the engine, which only
+/// asks whether handling it may block.
+#[derive(Debug)]
+pub struct Letter(pub(crate) Kind);
+
+#[derive(Debug)]
+pub(crate) enum Kind {
+    /// The session's user authenticated again on another connection and
+    /// named it as its previous session (MS-SMB2 3.3.5.5.3): it ends, its
+    /// opens closed, as if the connection that held it had dropped.
+    EndSession { session_id: u64 },
+}
+
+impl Letter {
+    /// Whether handling it may call the filesystem (closing opens can
+    /// delete files), so that an engine keeps it off the thread that
+    /// serves sockets.
+    pub fn may_block(&self) -> bool {
+        match self.0 {
+            Kind::EndSession { .. } => true,
+        }
+    }
+}
+
+/// Every authenticated session of the server and the connection that
+/// holds it (MS-SMB2 GlobalSessionTable), for what one connection must
+/// reach in another.
+#[derive(Default)]
+pub struct SessionTable {
+    sessions: Mutex<HashMap<u64, Owner>>,
+}
+
+struct Owner {
+    connection: ConnectionId,
+    user: String,
+}
+
+impl SessionTable {
+    pub(crate) fn insert(&self, session_id: u64, connection: ConnectionId, user: &str) {
+        self.lock().insert(
+            session_id,
+            Owner {
+                connection,
+                user: user.to_owned(),
+            },
+        );
+    }
+
+    pub(crate) fn remove(&self, session_id: u64) {
+        self.lock().remove(&session_id);
+    }
+
+    /// Takes the session out of the table when `user` holds it, and says
+    /// which connection must end it; None (and nothing taken) for another
+    /// user's session or one that is gone.
+    pub(crate) fn take_if_user(&self, session_id: u64, user: &str) -> Option<ConnectionId> {
+        let mut sessions = self.lock();
+        let owner = sessions.get(&session_id)?;
+        if !owner.user.eq_ignore_ascii_case(user) {
+            return None;
+        }
+        sessions.remove(&session_id).map(|o| o.connection)
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Held only for short updates; a poisoned lock (a panic in another
+    /// connection) does not stop the others.
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Owner>> {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
