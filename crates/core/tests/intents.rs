@@ -1,7 +1,8 @@
 //! Data I/O leaves the core as intents, and a reply waits for its intent's
 //! completion: the test plays the engine, choosing what each intent
 //! yields and when, so the core is seen to build replies from completions
-//! alone. Signatures and sealing are checked by the scripted client.
+//! alone. Signatures and sealing are checked by the scripted client. The
+//! share lives in memory, except where a test needs a real descriptor.
 
 use std::sync::Arc;
 
@@ -11,13 +12,13 @@ use copyless_proto::header::{Header, FLAG_ASYNC_COMMAND};
 use copyless_proto::messages::FileId;
 use copyless_proto::{command, status};
 use copyless_scripted::{create_request, read_request, Client, Dialect, Request, Users};
+use copyless_vfs::memory::MemoryVfs;
 use copyless_vfs::VfsError;
 
-fn login(dir: &std::path::Path, dialect: Dialect) -> Client {
+fn users() -> Arc<Users> {
     let users = Arc::new(Users::default());
     users.add("alice", "pw");
-    let server = copyless_scripted::server(dir, copyless_scripted::config(), users);
-    Client::login_with(server, dialect, "alice", "pw")
+    users
 }
 
 fn write_request(id: FileId, offset: u64, data: &[u8]) -> Request {
@@ -60,10 +61,21 @@ fn finish(c: &mut Client, token: u64, done: Completion) -> Vec<copyless_scripted
     c.take(out)
 }
 
-fn setup(dialect: Dialect) -> (tempfile::TempDir, Client, FileId) {
+/// A client that opened "f", which holds "on disk", on a share in memory.
+fn setup(dialect: Dialect) -> (Arc<MemoryVfs>, Client, FileId) {
+    let (server, vfs) = copyless_scripted::memory_server(copyless_scripted::config(), users());
+    copyless_scripted::put_file(&*vfs, "f", b"on disk");
+    let mut c = Client::login_with(server, dialect, "alice", "pw");
+    let id = c.create("f", false).unwrap();
+    (vfs, c, id)
+}
+
+/// As [`setup`], on a real directory.
+fn setup_on_disk(dialect: Dialect) -> (tempfile::TempDir, Client, FileId) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("f"), b"on disk").unwrap();
-    let mut c = login(dir.path(), dialect);
+    let server = copyless_scripted::server(dir.path(), copyless_scripted::config(), users());
+    let mut c = Client::login_with(server, dialect, "alice", "pw");
     let id = c.create("f", false).unwrap();
     (dir, c, id)
 }
@@ -71,7 +83,7 @@ fn setup(dialect: Dialect) -> (tempfile::TempDir, Client, FileId) {
 #[test]
 fn a_read_reply_carries_what_the_engine_read() {
     for dialect in [Dialect::Smb210, Dialect::Smb311] {
-        let (_dir, mut c, id) = setup(dialect);
+        let (_dir, mut c, id) = setup_on_disk(dialect);
         let frame = c.frame(vec![read_request(id, 3, 100, 1)]);
         let mut out = c.handle_raw(&frame);
         let intent = only_intent(&mut out);
@@ -95,7 +107,7 @@ fn a_read_reply_carries_what_the_engine_read() {
 
 #[test]
 fn replies_go_out_in_the_order_intents_complete() {
-    let (_dir, mut c, id) = setup(Dialect::Smb210);
+    let (_share, mut c, id) = setup(Dialect::Smb210);
     let first = c.frame(vec![read_request(id, 0, 2, 1)]);
     let second = c.frame(vec![read_request(id, 2, 2, 1)]);
     let a = only_intent(&mut c.handle_raw(&first));
@@ -116,7 +128,7 @@ fn replies_go_out_in_the_order_intents_complete() {
 #[test]
 fn a_compound_waits_at_its_read_and_goes_on_after() {
     for dialect in [Dialect::Smb210, Dialect::Smb311] {
-        let (_dir, mut c, _) = setup(dialect);
+        let (_share, mut c, _) = setup(dialect);
         let frame = c.frame(vec![
             create_request("f", false),
             related(read_request(FileId::RELATED, 0, 7, 1)),
@@ -138,7 +150,7 @@ fn a_compound_waits_at_its_read_and_goes_on_after() {
 
 #[test]
 fn an_encrypted_read_waits_and_its_reply_is_sealed() {
-    let (_dir, mut c, id) = setup(Dialect::Smb311);
+    let (_share, mut c, id) = setup(Dialect::Smb311);
     let frame = c.frame(vec![read_request(id, 0, 5, 1)]);
     let sealed = c.seal(&frame).unwrap();
     let intent = only_intent(&mut c.handle_raw(&sealed));
@@ -151,7 +163,7 @@ fn an_encrypted_read_waits_and_its_reply_is_sealed() {
 
 #[test]
 fn a_short_or_failed_read_gets_the_status_windows_sends() {
-    let (_dir, mut c, id) = setup(Dialect::Smb210);
+    let (_share, mut c, id) = setup(Dialect::Smb210);
     // Nothing at all: end of file.
     let frame = c.frame(vec![read_request(id, 100, 10, 1)]);
     let (token, done) = read_done(only_intent(&mut c.handle_raw(&frame)), b"");
@@ -169,7 +181,7 @@ fn a_short_or_failed_read_gets_the_status_windows_sends() {
 
 #[test]
 fn a_write_names_its_payload_where_it_arrived() {
-    let (dir, mut c, id) = setup(Dialect::Smb210);
+    let (vfs, mut c, id) = setup(Dialect::Smb210);
     let frame = c.frame(vec![write_request(id, 4, b"payload")]);
     let intent = only_intent(&mut c.handle_raw(&frame));
     let Op::Write { offset, data, sync } = &intent.op else {
@@ -198,12 +210,12 @@ fn a_write_names_its_payload_where_it_arrived() {
     let replies = finish(&mut c, token, done);
     assert_eq!(replies.len(), 2);
     assert!(replies.iter().all(|r| r.status() == status::SUCCESS));
-    assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"on dpayload");
+    assert_eq!(copyless_scripted::file_contents(&*vfs, "f"), b"on dpayload");
 }
 
 #[test]
 fn closing_a_file_while_its_read_runs_leaves_the_read_whole() {
-    let (_dir, mut c, id) = setup(Dialect::Smb210);
+    let (_share, mut c, id) = setup(Dialect::Smb210);
     let frame = c.frame(vec![read_request(id, 0, 7, 1)]);
     let intent = only_intent(&mut c.handle_raw(&frame));
     assert_eq!(c.close(id), status::SUCCESS);
@@ -238,7 +250,7 @@ fn cancel_frame(c: &Client, message_id: u64, async_id: Option<u64>) -> Vec<u8> {
 #[test]
 fn a_slow_intent_gets_an_interim_response_then_an_async_final_one() {
     for dialect in [Dialect::Smb210, Dialect::Smb311] {
-        let (_dir, mut c, id) = setup(dialect);
+        let (_share, mut c, id) = setup(dialect);
         let frame = c.frame(vec![read_request(id, 0, 7, 1)]);
         let intent = only_intent(&mut c.handle_raw(&frame));
         assert!(c.tick().is_empty(), "no interim response at once");
@@ -262,7 +274,7 @@ fn a_slow_intent_gets_an_interim_response_then_an_async_final_one() {
 
 #[test]
 fn a_sealed_request_gets_a_sealed_interim_response() {
-    let (_dir, mut c, id) = setup(Dialect::Smb311);
+    let (_share, mut c, id) = setup(Dialect::Smb311);
     let frame = c.frame(vec![read_request(id, 0, 7, 1)]);
     let sealed = c.seal(&frame).unwrap();
     let intent = only_intent(&mut c.handle_raw(&sealed));
@@ -276,7 +288,7 @@ fn a_sealed_request_gets_a_sealed_interim_response() {
 
 #[test]
 fn cancel_asks_the_engine_to_stop_and_the_reply_says_cancelled() {
-    let (_dir, mut c, id) = setup(Dialect::Smb210);
+    let (_share, mut c, id) = setup(Dialect::Smb210);
     let frame = c.frame(vec![read_request(id, 0, 7, 1)]);
     let intent = only_intent(&mut c.handle_raw(&frame));
     let async_id = wait_long(&mut c)[0].header.async_id;
@@ -295,7 +307,7 @@ fn cancel_asks_the_engine_to_stop_and_the_reply_says_cancelled() {
 
 #[test]
 fn cancel_by_message_id_and_an_intent_that_could_not_be_stopped() {
-    let (_dir, mut c, id) = setup(Dialect::Smb210);
+    let (_share, mut c, id) = setup(Dialect::Smb210);
     let frame = c.frame(vec![write_request(id, 0, b"kept")]);
     let mid = c.next_mid - 1;
     let intent = only_intent(&mut c.handle_raw(&frame));

@@ -25,7 +25,9 @@ use copyless_proto::messages::FileId;
 use copyless_proto::negotiate::{self as neg, DIALECT_210, DIALECT_311};
 use copyless_proto::transform::Sealed;
 use copyless_proto::{status, Writer, HEADER_LEN};
+use copyless_vfs::memory::MemoryVfs;
 use copyless_vfs::posix::PosixVfs;
+use copyless_vfs::{Disposition, Kind, OpenRequest, Vfs};
 
 pub const NOW: u64 = 133_000_000_000_000_000;
 
@@ -128,13 +130,68 @@ pub fn config() -> ServerConfig {
 }
 
 pub fn server(dir: &Path, config: ServerConfig, users: Arc<Users>) -> Arc<Server> {
+    let vfs = Arc::new(PosixVfs::new(dir).unwrap());
+    server_over(vfs, &dir.display().to_string(), config, users)
+}
+
+/// A server whose share lives in memory: no disk, and the same run gives
+/// the same times and file ids. The VFS is handed back too, for a test to
+/// put files in place or look at what the client left.
+pub fn memory_server(config: ServerConfig, users: Arc<Users>) -> (Arc<Server>, Arc<MemoryVfs>) {
+    let vfs = Arc::new(MemoryVfs::new());
+    (server_over(vfs.clone(), "memory", config, users), vfs)
+}
+
+/// A server with one share, "share", over `vfs`; `path` is what the server
+/// says the share's local path is.
+pub fn server_over(
+    vfs: Arc<dyn Vfs>,
+    path: &str,
+    config: ServerConfig,
+    users: Arc<Users>,
+) -> Arc<Server> {
     let share = Share {
         name: "share".into(),
-        vfs: Arc::new(PosixVfs::new(dir).unwrap()),
+        vfs,
         read_only: false,
-        path: dir.display().to_string(),
+        path: path.into(),
     };
     Server::new(config, vec![share], users)
+}
+
+/// Puts a file with `data` at `path` in a share, replacing one there.
+pub fn put_file(vfs: &dyn Vfs, path: &str, data: &[u8]) {
+    let opened = vfs
+        .open(&OpenRequest {
+            path,
+            disposition: Disposition::OverwriteIf,
+            kind: Kind::NonDirectory,
+            read: false,
+            write: true,
+            attributes: 0,
+            allocation_size: 0,
+        })
+        .unwrap_or_else(|e| panic!("put {path}: {e}"));
+    vfs.write(&opened.handle, 0, data).unwrap();
+}
+
+/// The data of the file at `path` in a share.
+pub fn file_contents(vfs: &dyn Vfs, path: &str) -> Vec<u8> {
+    let opened = vfs
+        .open(&OpenRequest {
+            path,
+            disposition: Disposition::Open,
+            kind: Kind::NonDirectory,
+            read: true,
+            write: false,
+            attributes: 0,
+            allocation_size: 0,
+        })
+        .unwrap_or_else(|e| panic!("read {path}: {e}"));
+    let mut data = vec![0; opened.stat.size as usize];
+    let n = vfs.read(&opened.handle, 0, &mut data).unwrap();
+    data.truncate(n);
+    data
 }
 
 /// One request to send: the command, its body (after the header), and

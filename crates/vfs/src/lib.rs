@@ -9,8 +9,10 @@
 //! stored with the case the client gave when created.
 
 use std::fmt;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
+pub mod memory;
+mod names;
 pub mod posix;
 
 /// FILE_ATTRIBUTE_* bits (MS-FSCC 2.6) the VFS stores and reports.
@@ -137,11 +139,55 @@ pub struct OpenRequest<'a> {
 /// An open object. Closing is dropping.
 #[derive(Debug)]
 pub struct FileHandle {
-    pub fd: OwnedFd,
+    object: Object,
     pub is_dir: bool,
     /// The alternate data stream this handle is open on (its stored name),
     /// None for the object's main data.
     pub stream: Option<Box<str>>,
+}
+
+/// What a handle holds on to: a descriptor, or a node of a
+/// [`memory::MemoryVfs`]. Each backend refuses the other's handles.
+#[derive(Debug)]
+enum Object {
+    Fd(OwnedFd),
+    Memory(memory::NodeRef),
+}
+
+impl FileHandle {
+    /// A handle on an open descriptor, for backends whose objects are
+    /// kernel files.
+    pub fn from_fd(fd: OwnedFd, is_dir: bool, stream: Option<Box<str>>) -> FileHandle {
+        FileHandle {
+            object: Object::Fd(fd),
+            is_dir,
+            stream,
+        }
+    }
+
+    fn from_memory(node: memory::NodeRef, is_dir: bool, stream: Option<Box<str>>) -> FileHandle {
+        FileHandle {
+            object: Object::Memory(node),
+            is_dir,
+            stream,
+        }
+    }
+
+    /// The descriptor the handle holds; None when its object is not a
+    /// kernel file.
+    pub fn fd(&self) -> Option<BorrowedFd<'_>> {
+        match &self.object {
+            Object::Fd(fd) => Some(fd.as_fd()),
+            Object::Memory(_) => None,
+        }
+    }
+
+    fn memory(&self) -> Option<&memory::NodeRef> {
+        match &self.object {
+            Object::Memory(node) => Some(node),
+            Object::Fd(_) => None,
+        }
+    }
 }
 
 #[derive(Debug)]

@@ -10,7 +10,6 @@
 mod case_cache;
 mod errno;
 mod meta;
-mod names;
 mod ntacl;
 mod streams;
 mod sys;
@@ -26,6 +25,7 @@ use rustix::fs::{
 };
 use rustix::io::{pread, pwrite, Errno};
 
+use crate::names::{fold, join, split};
 use crate::{
     attr, CreateAction, Disposition, FileHandle, FileStat, FsStat, Kind, OpenRequest, Opened,
     SetTimes, Vfs, VfsError, VfsResult,
@@ -33,7 +33,6 @@ use crate::{
 use case_cache::{CaseCache, Lookup};
 use errno::{io_err, path_err};
 use meta::{MetaStore, Stored, Target};
-use names::{fold, join, split};
 use ntacl::AclStore;
 use sys::{file_key, file_type, filetime, has_btime, lstat_at, open_beneath, stamp, statx_fd};
 
@@ -279,11 +278,7 @@ impl PosixVfs {
         let fd = self.open_dir("").map_err(|e| path_err(e, true))?;
         let stat = self.stat_fd(fd.as_fd())?;
         Ok(Opened {
-            handle: FileHandle {
-                fd,
-                is_dir: true,
-                stream: None,
-            },
+            handle: FileHandle::from_fd(fd, true, None),
             action: CreateAction::Opened,
             stat,
             path: String::new(),
@@ -356,14 +351,7 @@ impl PosixVfs {
         }
         let stored = self.meta.read(&Target::Fd(fd.as_fd()), file_key(&stx));
         let stat = self.change_times.apply(&stx, build_stat(&stx, stored));
-        Ok((
-            FileHandle {
-                fd,
-                is_dir,
-                stream: None,
-            },
-            stat,
-        ))
+        Ok((FileHandle::from_fd(fd, is_dir, None), stat))
     }
 
     /// Creates `name` in `dir`; Collision if anything has that exact name.
@@ -413,14 +401,7 @@ impl PosixVfs {
             self.stat_fd(fd.as_fd())
         };
         match setup() {
-            Ok(stat) => Ok((
-                FileHandle {
-                    fd,
-                    is_dir,
-                    stream: None,
-                },
-                stat,
-            )),
+            Ok(stat) => Ok((FileHandle::from_fd(fd, is_dir, None), stat)),
             Err(e) => {
                 // Leave no half-made object behind.
                 let flags = if is_dir {
@@ -609,6 +590,12 @@ fn timespec(t: Option<u64>) -> Timespec {
     }
 }
 
+/// The descriptor of a handle this backend opened. A handle of another
+/// backend is refused as a descriptor that is not open would be.
+fn fd_of(h: &FileHandle) -> VfsResult<BorrowedFd<'_>> {
+    h.fd().ok_or_else(|| VfsError::Io(Errno::BADF.into()))
+}
+
 /// Maps the error of a read, write or sync an engine made itself on a
 /// handle's [`Vfs::data_fd`], as the backend maps its own.
 pub fn data_error(e: std::io::Error) -> VfsError {
@@ -695,9 +682,10 @@ impl Vfs for PosixVfs {
     }
 
     fn stat(&self, h: &FileHandle) -> VfsResult<FileStat> {
-        let mut st = self.stat_fd(h.fd.as_fd())?;
+        let fd = fd_of(h)?;
+        let mut st = self.stat_fd(fd)?;
         if let Some(name) = &h.stream {
-            let len = streams::get(h.fd.as_fd(), name)?.len() as u64;
+            let len = streams::get(fd, name)?.len() as u64;
             st.size = len;
             st.alloc_size = len.div_ceil(4096) * 4096;
             st.is_dir = false;
@@ -710,12 +698,16 @@ impl Vfs for PosixVfs {
     }
 
     fn data_fd<'h>(&self, h: &'h FileHandle) -> Option<BorrowedFd<'h>> {
-        h.stream.is_none().then(|| h.fd.as_fd())
+        if h.stream.is_some() {
+            return None;
+        }
+        h.fd()
     }
 
     fn read(&self, h: &FileHandle, offset: u64, buf: &mut [u8]) -> VfsResult<usize> {
+        let fd = fd_of(h)?;
         if let Some(name) = &h.stream {
-            let data = streams::get(h.fd.as_fd(), name)?;
+            let data = streams::get(fd, name)?;
             let start = usize::try_from(offset)
                 .unwrap_or(usize::MAX)
                 .min(data.len());
@@ -728,7 +720,7 @@ impl Vfs for PosixVfs {
             let at = offset
                 .checked_add(done as u64)
                 .ok_or(VfsError::Io(Errno::INVAL.into()))?;
-            match pread(&h.fd, rest, at) {
+            match pread(fd, rest, at) {
                 Ok(0) => break,
                 Ok(n) => done += n,
                 Err(Errno::INTR) => {}
@@ -739,25 +731,26 @@ impl Vfs for PosixVfs {
     }
 
     fn write(&self, h: &FileHandle, offset: u64, data: &[u8]) -> VfsResult<()> {
+        let fd = fd_of(h)?;
         if let Some(name) = &h.stream {
             let end = offset
                 .checked_add(data.len() as u64)
                 .filter(|&e| e <= streams::MAX_LEN as u64)
                 .ok_or(VfsError::DiskFull)? as usize;
             let _guard = self.stream_lock.lock().unwrap_or_else(|e| e.into_inner());
-            let mut value = streams::get(h.fd.as_fd(), name)?;
+            let mut value = streams::get(fd, name)?;
             if value.len() < end {
                 value.resize(end, 0);
             }
             value[offset as usize..end].copy_from_slice(data);
-            return streams::put(h.fd.as_fd(), name, &value);
+            return streams::put(fd, name, &value);
         }
         let mut done = 0;
         while let Some(rest) = data.get(done..).filter(|r| !r.is_empty()) {
             let at = offset
                 .checked_add(done as u64)
                 .ok_or(VfsError::Io(Errno::INVAL.into()))?;
-            match pwrite(&h.fd, rest, at) {
+            match pwrite(fd, rest, at) {
                 Ok(0) => return Err(VfsError::Io(Errno::IO.into())),
                 Ok(n) => done += n,
                 Err(Errno::INTR) => {}
@@ -768,41 +761,41 @@ impl Vfs for PosixVfs {
     }
 
     fn flush(&self, h: &FileHandle) -> VfsResult<()> {
-        let r = if h.is_dir {
-            fsync(&h.fd)
-        } else {
-            fdatasync(&h.fd)
-        };
+        let fd = fd_of(h)?;
+        let r = if h.is_dir { fsync(fd) } else { fdatasync(fd) };
         r.map_err(io_err)
     }
 
     fn set_len(&self, h: &FileHandle, len: u64) -> VfsResult<()> {
+        let fd = fd_of(h)?;
         if let Some(name) = &h.stream {
             if len > streams::MAX_LEN as u64 {
                 return Err(VfsError::DiskFull);
             }
             let _guard = self.stream_lock.lock().unwrap_or_else(|e| e.into_inner());
-            let mut value = streams::get(h.fd.as_fd(), name)?;
+            let mut value = streams::get(fd, name)?;
             value.resize(len as usize, 0);
-            return streams::put(h.fd.as_fd(), name, &value);
+            return streams::put(fd, name, &value);
         }
-        ftruncate(&h.fd, len).map_err(io_err)
+        ftruncate(fd, len).map_err(io_err)
     }
 
     fn set_allocation(&self, h: &FileHandle, len: u64) -> VfsResult<()> {
+        let fd = fd_of(h)?;
         if h.stream.is_some() {
             return Ok(());
         }
-        let stx = statx_fd(h.fd.as_fd()).map_err(io_err)?;
+        let stx = statx_fd(fd).map_err(io_err)?;
         if len > stx.stx_blocks.saturating_mul(512) {
-            preallocate(h.fd.as_fd(), len)?;
+            preallocate(fd, len)?;
         }
         Ok(())
     }
 
     fn set_times(&self, h: &FileHandle, times: &SetTimes) -> VfsResult<()> {
+        let fd = fd_of(h)?;
         if let Some(ct) = time_to_set(times.creation_time) {
-            self.meta.set_btime(h.fd.as_fd(), ct)?;
+            self.meta.set_btime(fd, ct)?;
         }
         let atime = time_to_set(times.last_access_time);
         let mtime = time_to_set(times.last_write_time);
@@ -811,23 +804,22 @@ impl Vfs for PosixVfs {
                 last_access: timespec(atime),
                 last_modification: timespec(mtime),
             };
-            futimens(&h.fd, &ts).map_err(io_err)?;
+            futimens(fd, &ts).map_err(io_err)?;
         }
         // Last, so the ctime it is pinned to includes the changes above.
         if let Some(ct) = time_to_set(times.change_time) {
-            let stx = statx_fd(h.fd.as_fd()).map_err(io_err)?;
+            let stx = statx_fd(fd).map_err(io_err)?;
             self.change_times.set(&stx, ct);
         }
         Ok(())
     }
 
     fn set_attributes(&self, h: &FileHandle, attributes: u32) -> VfsResult<()> {
-        self.meta
-            .set_attrs(h.fd.as_fd(), attributes & attr::SETTABLE)
+        self.meta.set_attrs(fd_of(h)?, attributes & attr::SETTABLE)
     }
 
     fn list_names(&self, h: &FileHandle) -> VfsResult<Vec<String>> {
-        let fd = h.fd.as_fd();
+        let fd = fd_of(h)?;
         // Stamp before listing: a change during the listing then shows as a
         // stale cache entry instead of being missed.
         let generation = self.cache.generation();
@@ -843,11 +835,11 @@ impl Vfs for PosixVfs {
     }
 
     fn entry(&self, dir: &FileHandle, name: &str) -> VfsResult<Option<FileStat>> {
-        self.entry_stat(dir.fd.as_fd(), name)
+        self.entry_stat(fd_of(dir)?, name)
     }
 
     fn is_empty_dir(&self, h: &FileHandle) -> VfsResult<bool> {
-        for entry in Dir::read_from(h.fd.as_fd()).map_err(io_err)? {
+        for entry in Dir::read_from(fd_of(h)?).map_err(io_err)? {
             let entry = entry.map_err(io_err)?;
             if listed_name(entry.file_name().to_bytes()).is_some() {
                 return Ok(false);
@@ -957,11 +949,11 @@ impl Vfs for PosixVfs {
     }
 
     fn security(&self, h: &FileHandle) -> VfsResult<Option<Vec<u8>>> {
-        self.acls.get(h.fd.as_fd())
+        self.acls.get(fd_of(h)?)
     }
 
     fn set_security(&self, h: &FileHandle, sd: &[u8]) -> VfsResult<()> {
-        self.acls.set(self.root.as_fd(), h.fd.as_fd(), sd)
+        self.acls.set(self.root.as_fd(), fd_of(h)?, sd)
     }
 
     fn dir_security(&self, path: &str) -> VfsResult<Option<Vec<u8>>> {
@@ -978,7 +970,7 @@ impl Vfs for PosixVfs {
         name: &str,
         disposition: Disposition,
     ) -> VfsResult<(FileHandle, CreateAction)> {
-        let fd = base.fd.as_fd();
+        let fd = fd_of(base)?;
         let _guard = self.stream_lock.lock().unwrap_or_else(|e| e.into_inner());
         let (real, action) = match (streams::find(fd, name)?, disposition) {
             (Some(_), Disposition::Create) => return Err(VfsError::Collision),
@@ -1000,23 +992,16 @@ impl Vfs for PosixVfs {
             }
         };
         let fd = rustix::io::fcntl_dupfd_cloexec(fd, 0).map_err(io_err)?;
-        Ok((
-            FileHandle {
-                fd,
-                is_dir: false,
-                stream: Some(real.into()),
-            },
-            action,
-        ))
+        Ok((FileHandle::from_fd(fd, false, Some(real.into())), action))
     }
 
     fn streams(&self, h: &FileHandle) -> VfsResult<Vec<(String, u64)>> {
-        streams::list(h.fd.as_fd())
+        streams::list(fd_of(h)?)
     }
 
     fn delete_stream(&self, h: &FileHandle) -> VfsResult<()> {
         match &h.stream {
-            Some(name) => streams::remove(h.fd.as_fd(), name),
+            Some(name) => streams::remove(fd_of(h)?, name),
             None => Err(VfsError::IsADirectory),
         }
     }

@@ -12,7 +12,7 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
-use super::names::fold;
+use crate::names::fold;
 
 /// (st_dev, st_ino) of a directory.
 pub type DirKey = (u64, u64);

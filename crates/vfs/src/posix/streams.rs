@@ -15,7 +15,7 @@ use rustix::fs::{fgetxattr, fgetxattr_query, flistxattr, fremovexattr, fsetxattr
 use rustix::io::Errno;
 
 use super::errno::io_err;
-use super::names::fold;
+use crate::names::fold;
 use crate::{VfsError, VfsResult};
 
 const PREFIX: &str = "user.copyless.stream.";
