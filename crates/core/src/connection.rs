@@ -54,6 +54,12 @@ pub struct Output {
     /// Letters for other connections, to be handed to them before
     /// anything they receive after this output's frames are sent.
     pub messages: Vec<Message>,
+    /// The last frame is a READ reply whose data the engine moved aside
+    /// (a [`crate::Completion::ReadAside`]): this many bytes of it follow
+    /// the frame on the wire, and the frame's transport length counts
+    /// them. Only [`Connection::complete`] sets it, and then `frames`
+    /// holds that one frame.
+    pub aside: Option<usize>,
     /// Close the connection after sending the frames.
     pub disconnect: bool,
     /// One entry per request handled, in order, for the engine's tracing.
@@ -673,6 +679,27 @@ impl Connection {
     /// Builds a request's reply around the body in `w` (after a header's
     /// room), or an error reply; records what the compound's next request
     /// inherits.
+    /// The session whose key signs an unsealed reply: its own session's
+    /// when that signs (required, or the request came signed, or the
+    /// command asks), else that of the compound's previous reply.
+    pub(crate) fn signer(&self, hdr: &Header, reply: &Reply, previous: Option<u64>) -> Option<u64> {
+        let own = self
+            .sessions
+            .get(&reply.session_id)
+            .filter(|s| s.signing.is_some())
+            .map(|s| {
+                (
+                    s.signing_required || hdr.flags & FLAG_SIGNED != 0 || reply.sign,
+                    s.id,
+                )
+            });
+        match own {
+            Some((true, sid)) => Some(sid),
+            Some((false, _)) => None,
+            None => previous,
+        }
+    }
+
     pub(crate) fn finish_one(
         &mut self,
         begun: &mut Begun,
@@ -709,21 +736,7 @@ impl Connection {
             flags |= hdr.flags & copyless_proto::header::FLAG_PRIORITY_MASK;
         }
         if chain.sealed.is_none() {
-            let own = self
-                .sessions
-                .get(&reply.session_id)
-                .filter(|s| s.signing.is_some())
-                .map(|s| {
-                    (
-                        s.signing_required || hdr.flags & FLAG_SIGNED != 0 || reply.sign,
-                        s.id,
-                    )
-                });
-            reply.sign_sid = match own {
-                Some((true, sid)) => Some(sid),
-                Some((false, _)) => None,
-                None => compound.sign_sid,
-            };
+            reply.sign_sid = self.signer(hdr, reply, compound.sign_sid);
             if reply.sign_sid.is_some() {
                 flags |= FLAG_SIGNED;
             }
@@ -947,7 +960,8 @@ impl Output {
         }
     }
 
-    /// Adds what a later step produced.
+    /// Adds what a later step produced. `aside` is not carried: only
+    /// [`Connection::complete`] sets it, on an output that stands alone.
     pub fn append(&mut self, other: Output) {
         self.frames.extend(other.frames);
         self.intents.extend(other.intents);

@@ -79,10 +79,16 @@ pub enum Op {
     /// only at end of file. `buf` already holds the reply's header room;
     /// the data lands right behind it, where the reply carries it, so it
     /// is never copied again.
+    ///
+    /// When `bare`, the reply goes out as it is: neither signed nor
+    /// sealed, alone in its frame. The engine may then leave the data out
+    /// of `buf`, move it aside (a pipe) and send it straight after the
+    /// reply, completing with [`Completion::ReadAside`].
     Read {
         offset: u64,
         len: usize,
         buf: Vec<u8>,
+        bare: bool,
     },
     /// Write all of `data` at `offset`; then, when `sync`, make it durable.
     Write {
@@ -107,6 +113,11 @@ pub enum Completion {
     /// The read's buffer, with the data appended (whatever was read before
     /// an error is ignored).
     Read(Vec<u8>, VfsResult<()>),
+    /// A bare read whose data the engine moved aside: the buffer as it
+    /// was given, and how many bytes (fewer than asked only at end of
+    /// file). When the reply carries them, the output says so
+    /// ([`crate::Output::aside`]).
+    ReadAside(Vec<u8>, VfsResult<usize>),
     Write(VfsResult<()>),
     Flush(VfsResult<()>),
 }
@@ -122,6 +133,7 @@ impl Intent {
                 offset,
                 len,
                 mut buf,
+                ..
             } => {
                 let start = buf.len();
                 buf.resize(start + len, 0);

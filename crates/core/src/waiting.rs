@@ -118,6 +118,12 @@ impl Connection {
             } => {
                 // The read appends its data behind the room for the
                 // reply's head: the compound's frame is the buffer.
+                let bare = start == 0
+                    && rest.is_empty()
+                    && chain.sealed.is_none()
+                    && self
+                        .signer(&begun.hdr, &begun.reply, chain.compound.sign_sid)
+                        .is_none();
                 let prefix = chain.out.clone();
                 chain.out.resize(start + READ_HEAD, 0);
                 let buf = mem::take(&mut chain.out);
@@ -126,6 +132,7 @@ impl Connection {
                         offset,
                         len: len as usize,
                         buf,
+                        bare,
                     },
                     Finish::Read {
                         start,
@@ -283,6 +290,8 @@ impl Connection {
         let mut w = Writer::with_capacity(READ_HEAD);
         w.zeros(HEADER_LEN);
         let mut in_place = None;
+        let mut aside = false;
+        let mut aside_len = None;
         let result: Result<NtStatus, NtStatus> = match (finish, done) {
             (
                 Finish::Read {
@@ -293,27 +302,51 @@ impl Connection {
                     offset,
                     volatile,
                 },
-                Completion::Read(buf, r),
+                done @ (Completion::Read(..) | Completion::ReadAside(..)),
             ) => {
-                let lost = buf.len() < start + READ_HEAD;
-                chain.out = if lost { prefix } else { buf };
-                let n = chain.out.len().saturating_sub(start + READ_HEAD);
-                let result = match r {
-                    Err(e) => Err(vfs_status(&e)),
-                    Ok(()) if lost => Err(status::INTERNAL_ERROR),
-                    Ok(()) if (n == 0 && len > 0) || n < minimum as usize => {
-                        Err(status::END_OF_FILE)
+                let read = match done {
+                    Completion::Read(buf, r) => {
+                        let lost = buf.len() < start + READ_HEAD;
+                        chain.out = if lost { prefix } else { buf };
+                        let n = chain.out.len().saturating_sub(start + READ_HEAD);
+                        match r {
+                            Err(e) => Err(vfs_status(&e)),
+                            Ok(()) if lost => Err(status::INTERNAL_ERROR),
+                            Ok(()) => Ok(n),
+                        }
                     }
-                    Ok(()) => Ok(status::SUCCESS),
+                    // Only a bare read goes aside: its reply opens its
+                    // frame, and the buffer holds the room for its head.
+                    Completion::ReadAside(buf, r) if start == 0 && buf.len() == READ_HEAD => {
+                        chain.out = buf;
+                        aside = true;
+                        r.map_err(|e| vfs_status(&e))
+                    }
+                    _ => {
+                        out.disconnect = true;
+                        return out;
+                    }
                 };
-                if result.is_ok() {
-                    self.set_position(sid, volatile, offset + n as u64);
-                    messages::write_read_response_head(&mut w, n as u32);
-                    in_place = Some(start);
-                } else {
-                    chain.out.truncate(start);
+                let read = read.and_then(|n| {
+                    if (n == 0 && len > 0) || n < minimum as usize {
+                        Err(status::END_OF_FILE)
+                    } else {
+                        Ok(n)
+                    }
+                });
+                match read {
+                    Ok(n) => {
+                        self.set_position(sid, volatile, offset + n as u64);
+                        messages::write_read_response_head(&mut w, n as u32);
+                        in_place = Some(start);
+                        aside_len = aside.then_some(n);
+                        Ok(status::SUCCESS)
+                    }
+                    Err(s) => {
+                        chain.out.truncate(start);
+                        Err(s)
+                    }
                 }
-                result
             }
             (
                 Finish::Write {
@@ -339,6 +372,12 @@ impl Connection {
             }
         };
         let bytes = self.finish_one(&mut begun, result, w, &mut chain);
+        if aside_len.is_some() && begun.reply.sign_sid.is_some() {
+            // The data is not here to sign: an engine that moved aside a
+            // read not sent bare.
+            out.disconnect = true;
+            return out;
+        }
         out.requests
             .push(self.request_trace(&begun.hdr, Some((&bytes, &begun.reply))));
         let start = match in_place {
@@ -356,6 +395,7 @@ impl Connection {
         if begun.reply.disconnect || rest.is_empty() {
             chain.disconnect |= begun.reply.disconnect;
             self.finish_chain(chain, env, &mut out);
+            out.aside = aside_len;
         } else {
             self.drive(chain, &rest, None, env, &mut out);
         }

@@ -319,3 +319,112 @@ fn cancel_by_message_id_and_an_intent_that_could_not_be_stopped() {
     let reply = finish(&mut c, token, done).remove(0);
     assert_eq!(reply.status(), status::SUCCESS, "it ran to the end");
 }
+
+/// As [`setup`], for a client that signs nothing on a server that does
+/// not require it.
+fn setup_unsigned() -> (Arc<MemoryVfs>, Client, FileId) {
+    let config = copyless_core::ServerConfig {
+        signing_required: false,
+        ..copyless_scripted::config()
+    };
+    let (server, vfs) = copyless_scripted::memory_server(config, users());
+    copyless_scripted::put_file(&*vfs, "f", b"on disk");
+    let mut c = Client::connect(server);
+    c.unsigned = true;
+    c.negotiate();
+    c.session_setup("alice", "pw").unwrap();
+    assert_eq!(c.tree_connect("share"), status::SUCCESS);
+    let id = c.create("f", false).unwrap();
+    (vfs, c, id)
+}
+
+/// A read's intent, taken apart: its buffer and whether it is bare.
+fn read_parts(intent: &mut Intent) -> (Vec<u8>, bool) {
+    let Op::Read { buf, bare, .. } = &mut intent.op else {
+        panic!("not a read: {:?}", intent.op);
+    };
+    (std::mem::take(buf), *bare)
+}
+
+#[test]
+fn an_unsigned_read_alone_in_its_frame_may_send_its_data_from_aside() {
+    let (_share, mut c, id) = setup_unsigned();
+    let frame = c.frame(vec![read_request(id, 0, 100, 1)]);
+    let mut intent = only_intent(&mut c.handle_raw(&frame));
+    let (buf, bare) = read_parts(&mut intent);
+    assert!(
+        bare,
+        "nothing signs or seals this reply, and nothing shares its frame"
+    );
+    let out = c.complete(intent.token, Completion::ReadAside(buf, Ok(7)));
+    assert_eq!(
+        out.aside,
+        Some(7),
+        "the reply carries the 7 bytes set aside"
+    );
+    assert_eq!(out.frames.len(), 1);
+    let reply = &out.frames[0];
+    assert_eq!(reply.len(), 80, "the header and READ's fixed part, no data");
+    let hdr = Header::parse(reply).unwrap();
+    assert_eq!(hdr.status, status::SUCCESS);
+    assert!(!hdr.is_signed());
+    // DataOffset 0x50, DataLength 7: the data follows the frame.
+    assert_eq!(reply[64 + 2], 0x50);
+    assert_eq!(&reply[64 + 4..64 + 8], &7u32.to_le_bytes());
+}
+
+#[test]
+fn a_read_from_aside_short_of_what_was_asked_ends_as_a_read_would() {
+    let (_share, mut c, id) = setup_unsigned();
+    let frame = c.frame(vec![read_request(id, 100, 10, 1)]);
+    let mut intent = only_intent(&mut c.handle_raw(&frame));
+    let (buf, _) = read_parts(&mut intent);
+    let out = c.complete(intent.token, Completion::ReadAside(buf, Ok(0)));
+    assert_eq!(out.aside, None, "nothing set aside goes out");
+    assert_eq!(c.take(out)[0].status(), status::END_OF_FILE);
+
+    let frame = c.frame(vec![read_request(id, 0, 10, 1)]);
+    let mut intent = only_intent(&mut c.handle_raw(&frame));
+    let (buf, _) = read_parts(&mut intent);
+    let out = c.complete(
+        intent.token,
+        Completion::ReadAside(buf, Err(VfsError::AccessDenied)),
+    );
+    assert_eq!(out.aside, None);
+    assert_eq!(c.take(out)[0].status(), status::ACCESS_DENIED);
+}
+
+#[test]
+fn signed_sealed_or_compound_reads_are_never_bare() {
+    // Signed.
+    let (_share, mut c, id) = setup(Dialect::Smb210);
+    let frame = c.frame(vec![read_request(id, 0, 5, 1)]);
+    assert!(!read_parts(&mut only_intent(&mut c.handle_raw(&frame))).1);
+    // Sealed.
+    let (_share, mut c, id) = setup(Dialect::Smb311);
+    let frame = c.frame(vec![read_request(id, 0, 5, 1)]);
+    let sealed = c.seal(&frame).unwrap();
+    assert!(!read_parts(&mut only_intent(&mut c.handle_raw(&sealed))).1);
+    // In a compound, before another request and after one.
+    let (_share, mut c, id) = setup_unsigned();
+    let frame = c.frame(vec![read_request(id, 0, 5, 1), read_request(id, 0, 5, 1)]);
+    assert!(!read_parts(&mut only_intent(&mut c.handle_raw(&frame))).1);
+    let frame = c.frame(vec![flush_request(id), read_request(id, 0, 5, 1)]);
+    let mut out = c.handle_raw(&frame);
+    let flush = only_intent(&mut out);
+    let mut out = c.complete(flush.token, Completion::Flush(Ok(())));
+    assert!(!read_parts(&mut only_intent(&mut out)).1);
+}
+
+#[test]
+fn a_read_set_aside_that_was_not_bare_ends_the_connection() {
+    // The data is not there to sign: an engine bug, and no reply is sent
+    // that could not be checked.
+    let (_share, mut c, id) = setup(Dialect::Smb210);
+    let frame = c.frame(vec![read_request(id, 0, 5, 1)]);
+    let mut intent = only_intent(&mut c.handle_raw(&frame));
+    let (buf, _) = read_parts(&mut intent);
+    let out = c.complete(intent.token, Completion::ReadAside(buf, Ok(5)));
+    assert!(out.disconnect);
+    assert!(out.frames.is_empty());
+}

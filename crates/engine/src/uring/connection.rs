@@ -22,12 +22,13 @@ use compio::buf::{BufResult, IntoInner, IoBuf};
 use compio::io::{AsyncRead, AsyncWriteExt};
 use compio::net::TcpStream;
 use copyless_core::connection::RequestTrace;
-use copyless_core::{Connection, Letter, Output, Token};
+use copyless_core::{Connection, Letter, Op, Output, Token};
 use copyless_trace::{clock, FrameTimes, Recorder, Request, Scope};
 use futures_channel::oneshot;
 use futures_util::stream::FuturesUnordered;
 use futures_util::StreamExt;
 
+use super::aside::Pipe;
 use super::data;
 use super::held::{Frame, Held};
 use super::Shared;
@@ -81,6 +82,9 @@ struct Pending {
 struct Outgoing {
     frame: Option<Vec<u8>>,
     record: Option<Pending>,
+    /// Data that follows the frame on the wire from a pipe (a read sent
+    /// from aside), and its length.
+    tail: Option<(Pipe, usize)>,
 }
 
 /// Which buffer a receive filled.
@@ -108,6 +112,9 @@ enum Event {
 pub async fn serve(c: Accepted, shared: Shared) {
     let stream = c.stream.try_clone().and_then(|s| {
         s.set_nodelay(true)?;
+        // For reads sent from aside (see `aside`); the ring's own
+        // operations do not mind.
+        s.set_nonblocking(true)?;
         let local = s.local_addr()?;
         Ok((TcpStream::from_std(s)?, local))
     });
@@ -297,15 +304,19 @@ impl<'a> Driver<'a> {
         }
         if self.send.is_none() && !self.outq.is_empty() {
             let mut bufs = Vec::new();
-            while bufs.len() < 2 * SEND_BATCH {
+            let mut tail = None;
+            // A frame with a tail ends the batch: the tail goes next.
+            while bufs.len() < 2 * SEND_BATCH && tail.is_none() {
                 let Some(o) = self.outq.pop_front() else {
                     break;
                 };
                 if let Some(f) = o.frame {
+                    let tail_len = o.tail.as_ref().map_or(0, |(_, n)| *n);
                     // The core never makes a frame its head cannot announce.
-                    if let Ok(head) = framing::head(f.len()) {
+                    if let Ok(head) = framing::head(f.len() + tail_len) {
                         bufs.push(head.to_vec());
                         bufs.push(f);
+                        tail = o.tail;
                     }
                 }
                 self.sending.extend(o.record);
@@ -314,10 +325,18 @@ impl<'a> Driver<'a> {
                 self.record_sent();
             } else {
                 let mut s = self.stream.clone();
+                let socket = self.c.stream.clone();
                 self.send = Some(Box::pin(async move {
-                    let sent =
-                        compio::time::timeout(SEND_TIMEOUT, s.write_vectored_all(bufs)).await;
-                    matches!(sent, Ok(BufResult(Ok(()), _)))
+                    let send = async {
+                        let BufResult(r, _) = s.write_vectored_all(bufs).await;
+                        r?;
+                        if let Some((pipe, n)) = tail {
+                            pipe.drain(&socket, n).await?;
+                            pipe.give_back();
+                        }
+                        io::Result::Ok(())
+                    };
+                    matches!(compio::time::timeout(SEND_TIMEOUT, send).await, Ok(Ok(())))
                 }));
             }
         }
@@ -380,16 +399,18 @@ impl<'a> Driver<'a> {
             if let Poll::Ready(Some(letter)) = mail.letters.poll_next_unpin(cx) {
                 return Poll::Ready(Event::Letter(letter));
             }
-            if let Some(f) = recv.as_mut() {
-                if let Poll::Ready((r, buf, target)) = f.as_mut().poll(cx) {
-                    *recv = None;
-                    return Poll::Ready(Event::Received(r, buf, target));
-                }
-            }
+            // A send that ended before a frame arrived is seen first: the
+            // frame then finds nothing of this connection on its way out.
             if let Some(f) = send.as_mut() {
                 if let Poll::Ready(ok) = f.as_mut().poll(cx) {
                     *send = None;
                     return Poll::Ready(Event::Sent(ok));
+                }
+            }
+            if let Some(f) = recv.as_mut() {
+                if let Poll::Ready((r, buf, target)) = f.as_mut().poll(cx) {
+                    *recv = None;
+                    return Poll::Ready(Event::Received(r, buf, target));
                 }
             }
             if let Poll::Ready(Some(done)) = intents.poll_next_unpin(cx) {
@@ -539,21 +560,44 @@ impl<'a> Driver<'a> {
             conn.complete(done.token, done.completion, env)
         }))
         .ok();
-        let out = out.unwrap_or_else(|| self.internal_error());
+        let mut out = out.unwrap_or_else(|| self.internal_error());
+        // The reply carries the pipe's data, or the pipe goes with what
+        // it holds.
+        let tail = match (out.aside, done.aside) {
+            (Some(n), Some(pipe)) => Some((pipe, n)),
+            (Some(_), None) => {
+                out = self.internal_error();
+                None
+            }
+            (None, _) => None,
+        };
         let mut pending = self.waiting.remove(&done.token).unwrap_or_default();
         pending.t.disk_ns += done.ns;
         pending.t.handled = clock::now();
-        self.dispatch(out, Rc::new(Frame::empty()), pending);
+        self.dispatch_with_tail(out, Rc::new(Frame::empty()), pending, tail);
     }
 
     /// Queues the replies, starts the intents, and notes what tracing
     /// records once the replies are sent.
-    fn dispatch(&mut self, mut out: Output, frame: Rc<Frame>, mut pending: Pending) {
+    fn dispatch(&mut self, out: Output, frame: Rc<Frame>, pending: Pending) {
+        self.dispatch_with_tail(out, frame, pending, None);
+    }
+
+    /// As [`Driver::dispatch`], with data from a pipe to send behind the
+    /// output's last frame.
+    fn dispatch_with_tail(
+        &mut self,
+        mut out: Output,
+        frame: Rc<Frame>,
+        mut pending: Pending,
+        mut tail: Option<(Pipe, usize)>,
+    ) {
         // Before the replies go: a client acting on them finds the
         // letters delivered.
         self.post.send(std::mem::take(&mut out.messages));
         pending.requests.append(&mut out.requests);
         pending.t.bytes_out += out.frames.iter().map(|f| f.len() as u64 + 4).sum::<u64>();
+        pending.t.bytes_out += tail.as_ref().map_or(0, |(_, n)| *n as u64);
         let mut record = None;
         if self.recorder.is_some() {
             match out.intents.first() {
@@ -571,6 +615,7 @@ impl<'a> Driver<'a> {
                 self.outq.push_back(Outgoing {
                     frame: None,
                     record,
+                    tail: None,
                 });
             }
         } else {
@@ -579,6 +624,7 @@ impl<'a> Driver<'a> {
                 self.outq.push_back(Outgoing {
                     frame: Some(f),
                     record: if i == last { record.take() } else { None },
+                    tail: if i == last { tail.take() } else { None },
                 });
             }
         }
@@ -587,7 +633,14 @@ impl<'a> Driver<'a> {
                 let _ = stop.send(());
             }
         }
-        for intent in out.intents {
+        for mut intent in out.intents {
+            // A read sent from aside holds up the replies behind it while
+            // a kernel thread splices it into the socket: worth it only
+            // when nothing else of this connection waits to go.
+            let alone = self.intents.is_empty() && self.outq.is_empty() && self.send.is_none();
+            if let Op::Read { bare, .. } = &mut intent.op {
+                *bare &= alone;
+            }
             let (stop, stopped) = oneshot::channel();
             self.stops.insert(intent.token, stop);
             self.intents.push(Box::pin(data::perform(

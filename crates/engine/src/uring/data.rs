@@ -3,9 +3,11 @@
 //! fdatasync. Handles whose data only the VFS can reach (alternate data
 //! streams) go to the blocking pool instead.
 
+use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::rc::Rc;
 
+use super::aside::{self, Pipe};
 use super::held::Frame;
 use compio::buf::{BufResult, IntoInner, IoBuf};
 use compio::driver::op::{ReadAt, Sync, WriteAt};
@@ -45,6 +47,8 @@ pub struct Done {
     pub token: Token,
     pub completion: Completion,
     pub ns: u64,
+    /// The pipe holding a read's data, for a [`Completion::ReadAside`].
+    pub aside: Option<Pipe>,
 }
 
 /// Performs `intent`, or stops it when `stop` fires first (the ring
@@ -80,6 +84,7 @@ pub async fn perform(
             token,
             completion: stopped,
             ns: clock::nanos(start, clock::now()),
+            aside: None,
         },
     }
 }
@@ -91,15 +96,52 @@ async fn carry_out(intent: Intent, frame: Rc<Frame>, scope: Option<Scope>, start
             token,
             completion: through_vfs(intent, &frame, scope).await,
             ns: clock::nanos(start, clock::now()),
+            aside: None,
         };
     }
     let fd = DataFd(intent.file);
+    let mut aside = None;
     let (completion, moved) = match intent.op {
-        Op::Read { offset, len, buf } => {
-            let before = buf.len();
-            let (buf, r) = read(&fd, offset, len, buf).await;
-            let n = buf.len() - before;
-            (Completion::Read(buf, r), Some((false, n)))
+        Op::Read {
+            offset,
+            len,
+            buf,
+            bare,
+        } => {
+            let pipe = (bare && aside::fits(offset, len))
+                .then(Pipe::take)
+                .flatten();
+            let filled = match pipe {
+                Some(pipe) => {
+                    let r = pipe.fill(&fd, offset, len).await;
+                    match r {
+                        Ok(0) => pipe.give_back(),
+                        Ok(_) => aside = Some(pipe),
+                        // What a failed splice left in the pipe goes with
+                        // it.
+                        Err(_) => drop(pipe),
+                    }
+                    Some(r)
+                }
+                None => None,
+            };
+            match filled {
+                Some(r)
+                    if !r
+                        .as_ref()
+                        .is_err_and(|e| e.kind() == io::ErrorKind::WouldBlock) =>
+                {
+                    let n = *r.as_ref().unwrap_or(&0);
+                    let r = r.map_err(data_error);
+                    (Completion::ReadAside(buf, r), Some((false, n)))
+                }
+                _ => {
+                    let before = buf.len();
+                    let (buf, r) = read(&fd, offset, len, buf).await;
+                    let n = buf.len() - before;
+                    (Completion::Read(buf, r), Some((false, n)))
+                }
+            }
         }
         Op::Write { offset, data, sync } => {
             let n = data.len();
@@ -124,6 +166,7 @@ async fn carry_out(intent: Intent, frame: Rc<Frame>, scope: Option<Scope>, start
         token,
         completion,
         ns,
+        aside,
     }
 }
 

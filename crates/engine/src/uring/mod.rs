@@ -3,6 +3,7 @@
 //! each is a task on its worker (see `connection`). Every operation a
 //! loop turn starts goes to the kernel with one `io_uring_enter`.
 
+mod aside;
 mod connection;
 mod data;
 mod held;
