@@ -35,6 +35,14 @@ install_system_packages() {
         command -v curl >/dev/null 2>&1 || packages+=(curl ca-certificates)
     fi
     command -v cc >/dev/null 2>&1 || packages+=(build-essential)
+    # The slow filesystem of tests/slowfs.py (fusepy loads libfuse 2).
+    if ! ldconfig -p | grep -q 'libfuse\.so\.2'; then
+        if apt-cache show libfuse2t64 >/dev/null 2>&1; then
+            packages+=(libfuse2t64)
+        else
+            packages+=(libfuse2)
+        fi
+    fi
     if [ "${#packages[@]}" -gt 0 ]; then
         log "installing ${packages[*]}"
         as_root apt-get update -q
@@ -55,13 +63,13 @@ install_rust() {
 }
 
 install_python_packages() {
-    if python3 -c 'import smbprotocol, smbclient, pytest, prometheus_client' >/dev/null 2>&1; then
+    if python3 -c 'import smbprotocol, smbclient, pytest, prometheus_client, fuse' >/dev/null 2>&1; then
         return
     fi
-    log "installing smbprotocol, pytest and prometheus-client"
+    log "installing smbprotocol, pytest, prometheus-client and fusepy"
     # Debian marks its system Python as externally managed (PEP 668).
-    python3 -m pip install -q smbprotocol pytest prometheus-client ||
-        python3 -m pip install -q --break-system-packages smbprotocol pytest prometheus-client
+    python3 -m pip install -q smbprotocol pytest prometheus-client fusepy ||
+        python3 -m pip install -q --break-system-packages smbprotocol pytest prometheus-client fusepy
 }
 
 install_cargo_fuzz() {

@@ -159,11 +159,13 @@ _startup_timeouts: list[str] = []
 
 
 def _start_copyless(base: Path, *, extra_users=(), preexec_fn=None,
-                    extra_config: str = "") -> RunningServer:
+                    extra_config: str = "", prepare_share=None) -> RunningServer:
     """Starts copyless on a fresh share with TEST_USER and each (name,
     password) of `extra_users`; `preexec_fn` runs in the server's process
     before exec (e.g. to set its resource limits); `extra_config` is added
-    to its config file (whole tables, such as a [limits] section)."""
+    to its config file (whole tables, such as a [limits] section);
+    `prepare_share` is called with the share's empty directory before the
+    server starts (e.g. to mount a filesystem there)."""
     if _startup_timeouts:
         pytest.fail(
             "not started: an earlier start of copyless in this session timed out:\n"
@@ -181,6 +183,8 @@ def _start_copyless(base: Path, *, extra_users=(), preexec_fn=None,
     share = base / "share"
     state.mkdir()
     share.mkdir()
+    if prepare_share is not None:
+        prepare_share(share)
 
     for name, password in ((TEST_USER, TEST_PASSWORD), *extra_users):
         user_add = subprocess.run(

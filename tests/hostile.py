@@ -352,6 +352,7 @@ class Reply(NamedTuple):
     session_id: int
     body: bytes  # the bytes after the header, up to the next reply
     size: int  # header and body of this reply
+    async_id: int = 0  # of an asynchronous reply (FLAG_ASYNC)
 
 
 def _u16(b, o):
@@ -391,8 +392,9 @@ def parse_replies(payload: bytes, keep_bodies: bool = True) -> list[Reply]:
             end = len(payload)
         body = payload[offset + HEADER_LEN:end]
         _check_body(where, command, status, body)
+        async_id = struct.unpack_from("<Q", payload, offset + 32)[0] if flags & FLAG_ASYNC else 0
         replies.append(Reply(command, status, flags, credits, message_id, tree_id, session_id,
-                             bytes(body) if keep_bodies else b"", end - offset))
+                             bytes(body) if keep_bodies else b"", end - offset, async_id))
         if not next_command:
             return replies
         offset = end

@@ -144,6 +144,9 @@ pub struct FileHandle {
     /// The alternate data stream this handle is open on (its stored name),
     /// None for the object's main data.
     pub stream: Option<Box<str>>,
+    /// An engine may read and write the descriptor itself, asynchronously
+    /// (see [`Vfs::data_fd`]).
+    direct: bool,
 }
 
 /// What a handle holds on to: a descriptor, or a node of a
@@ -162,7 +165,20 @@ impl FileHandle {
             object: Object::Fd(fd),
             is_dir,
             stream,
+            direct: false,
         }
+    }
+
+    /// Says whether an engine may do this handle's data I/O on its
+    /// descriptor itself (false unless said).
+    pub fn direct(mut self, direct: bool) -> FileHandle {
+        self.direct = direct;
+        self
+    }
+
+    /// Whether an engine may do this handle's data I/O on its descriptor.
+    pub fn is_direct(&self) -> bool {
+        self.direct
     }
 
     fn from_memory(node: memory::NodeRef, is_dir: bool, stream: Option<Box<str>>) -> FileHandle {
@@ -170,6 +186,7 @@ impl FileHandle {
             object: Object::Memory(node),
             is_dir,
             stream,
+            direct: false,
         }
     }
 
@@ -237,8 +254,11 @@ pub trait Vfs: Send + Sync {
     /// Writes all of `data` at `offset`.
     fn write(&self, h: &FileHandle, offset: u64, data: &[u8]) -> VfsResult<()>;
     /// The descriptor whose plain contents (pread, pwrite, fdatasync) are
-    /// the handle's data, for engines that do data I/O themselves; None
-    /// when only [`Vfs::read`] and [`Vfs::write`] can reach it.
+    /// the handle's data, for engines that do data I/O themselves,
+    /// asynchronously; None when only [`Vfs::read`] and [`Vfs::write`]
+    /// can reach it, or when they are the safer way (a filesystem whose
+    /// reads may wait on something else than a disk, such as a FUSE
+    /// daemon, can block an io_uring submission itself).
     fn data_fd<'h>(&self, _h: &'h FileHandle) -> Option<BorrowedFd<'h>> {
         None
     }

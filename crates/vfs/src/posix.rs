@@ -45,6 +45,9 @@ const MAX_CACHED_NAMES: usize = 1 << 20;
 
 pub struct PosixVfs {
     root: OwnedFd,
+    /// The device of the share's root, when its filesystem is one whose
+    /// data an engine may read and write itself (see [`direct_data`]).
+    direct_dev: Option<u64>,
     cache: CaseCache,
     meta: MetaStore,
     acls: AclStore,
@@ -140,8 +143,10 @@ impl PosixVfs {
             Mode::empty(),
         )?;
         let acls = AclStore::new(fd.as_fd());
+        let direct_dev = direct_data(fd.as_fd())?.then_some(file_key(&statx_fd(fd.as_fd())?).0);
         Ok(PosixVfs {
             acls,
+            direct_dev,
             root: fd,
             cache: CaseCache::new(MAX_CACHED_DIRS, MAX_CACHED_NAMES),
             meta: MetaStore::new(),
@@ -351,7 +356,8 @@ impl PosixVfs {
         }
         let stored = self.meta.read(&Target::Fd(fd.as_fd()), file_key(&stx));
         let stat = self.change_times.apply(&stx, build_stat(&stx, stored));
-        Ok((FileHandle::from_fd(fd, is_dir, None), stat))
+        let direct = self.direct_dev == Some(stat.dev);
+        Ok((FileHandle::from_fd(fd, is_dir, None).direct(direct), stat))
     }
 
     /// Creates `name` in `dir`; Collision if anything has that exact name.
@@ -401,7 +407,10 @@ impl PosixVfs {
             self.stat_fd(fd.as_fd())
         };
         match setup() {
-            Ok(stat) => Ok((FileHandle::from_fd(fd, is_dir, None), stat)),
+            Ok(stat) => {
+                let direct = self.direct_dev == Some(stat.dev);
+                Ok((FileHandle::from_fd(fd, is_dir, None).direct(direct), stat))
+            }
             Err(e) => {
                 // Leave no half-made object behind.
                 let flags = if is_dir {
@@ -698,7 +707,7 @@ impl Vfs for PosixVfs {
     }
 
     fn data_fd<'h>(&self, h: &'h FileHandle) -> Option<BorrowedFd<'h>> {
-        if h.stream.is_some() {
+        if h.stream.is_some() || !h.is_direct() {
             return None;
         }
         h.fd()
@@ -1047,3 +1056,20 @@ fn rename_noreplace(
 
 #[cfg(test)]
 mod tests;
+
+/// Whether an engine may read and write files of the filesystem holding
+/// `root` itself, asynchronously (io_uring): local filesystems whose reads
+/// wait on nothing but their disk. Others go through the VFS on a thread
+/// that may block: on FUSE, io_uring was seen to wait for the daemon's
+/// answer inside the submission, stopping every connection of its ring;
+/// network filesystems may hang for as long as their server does. A file
+/// on another filesystem mounted inside the share is not on the root's
+/// device, and takes that way too.
+fn direct_data(root: BorrowedFd<'_>) -> std::io::Result<bool> {
+    const EXT4: i64 = 0xEF53;
+    const XFS: i64 = 0x5846_5342;
+    const BTRFS: i64 = 0x9123_683E;
+    const TMPFS: i64 = 0x0102_1994;
+    let fs = rustix::fs::fstatfs(root)?;
+    Ok(matches!(fs.f_type as i64, EXT4 | XFS | BTRFS | TMPFS))
+}
