@@ -15,7 +15,7 @@ use copyless_proto::header::{
 };
 use copyless_proto::messages::{self, FileId};
 use copyless_proto::status::{self, NtStatus};
-use copyless_proto::transform::Sealed;
+use copyless_proto::transform::{Sealed, TRANSFORM_HEADER_LEN};
 use copyless_proto::{smb1, Writer, HEADER_LEN};
 
 use crate::credits::CreditWindow;
@@ -304,6 +304,21 @@ impl Connection {
         out
     }
 
+    /// As [`Connection::handle`], for an engine that may change the frame:
+    /// a sealed one is decrypted where it lies, so that what its requests
+    /// carry (a WRITE's payload) is used from the engine's buffer, never
+    /// copied. The engine keeps the frame, decrypted, until every intent
+    /// it led to has completed.
+    pub fn handle_in_place(&mut self, msg: &mut [u8], env: &mut dyn Env) -> Output {
+        if !msg.starts_with(&copyless_proto::header::TRANSFORM_PROTOCOL_ID) {
+            return self.handle(msg, env);
+        }
+        self.end_sessions_of_removed_users();
+        let mut out = self.handle_sealed(msg, true, env);
+        self.collect(&mut out);
+        out
+    }
+
     /// Moves what handling left for the engine into the output.
     pub(crate) fn collect(&mut self, out: &mut Output) {
         out.cancel.append(&mut self.cancelled);
@@ -397,6 +412,14 @@ impl Connection {
     /// the reply with the same session's key. Anything that does not
     /// decrypt ends the connection (MS-SMB2 3.3.5.2.1.1).
     fn handle_encrypted(&mut self, msg: &[u8], env: &mut dyn Env) -> Output {
+        // The bytes are not ours to change: decrypted in a copy.
+        self.handle_sealed(&mut msg.to_vec(), false, env)
+    }
+
+    /// Decrypts `msg` in place and handles what it holds; `in_frame` when
+    /// `msg` is the engine's frame (its requests may then name ranges of
+    /// it).
+    fn handle_sealed(&mut self, msg: &mut [u8], in_frame: bool, env: &mut dyn Env) -> Output {
         let Ok(sealed) = Sealed::parse(msg) else {
             return Output::close(Vec::new());
         };
@@ -404,11 +427,18 @@ impl Connection {
         let Some(ciphers) = self.sessions.get(&sid).and_then(|s| s.ciphers.as_ref()) else {
             return Output::close(Vec::new());
         };
-        let Some(body) = ciphers.open(&sealed) else {
+        if !ciphers.open_in_place(msg) {
             return Output::close(Vec::new());
-        };
+        }
+        let at = in_frame.then_some(TRANSFORM_HEADER_LEN);
         let mut out = Output::default();
-        self.drive(Chain::new(Some(sid)), &body, None, env, &mut out);
+        self.drive(
+            Chain::new(Some(sid)),
+            &msg[TRANSFORM_HEADER_LEN..],
+            at,
+            env,
+            &mut out,
+        );
         out
     }
 

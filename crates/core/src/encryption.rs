@@ -84,11 +84,27 @@ impl SessionCiphers {
     /// does not decrypt.
     pub fn open(&self, sealed: &Sealed<'_>) -> Option<Vec<u8>> {
         let mut body = sealed.body.to_vec();
-        let n = self.decrypt.nonce_len();
-        let h = &sealed.header;
-        self.decrypt
-            .decrypt(&h.nonce[..n], sealed.aad, &mut body, &h.signature)
+        self.decrypt_body(&sealed.header, sealed.aad, &mut body)
             .then_some(body)
+    }
+
+    /// Decrypts a received transformed message where it lies: the
+    /// plaintext takes the place of the ciphertext, after the transform
+    /// header. False when it is no transformed message or does not
+    /// decrypt; its bytes are then of no use.
+    pub fn open_in_place(&self, frame: &mut [u8]) -> bool {
+        let Ok(sealed) = Sealed::parse(frame) else {
+            return false;
+        };
+        let header = sealed.header;
+        let mut aad = [0u8; 32];
+        aad.copy_from_slice(sealed.aad);
+        self.decrypt_body(&header, &aad, &mut frame[TRANSFORM_HEADER_LEN..])
+    }
+
+    fn decrypt_body(&self, h: &TransformHeader, aad: &[u8], body: &mut [u8]) -> bool {
+        let n = self.decrypt.nonce_len();
+        self.decrypt.decrypt(&h.nonce[..n], aad, body, &h.signature)
     }
 }
 

@@ -214,6 +214,46 @@ fn a_write_names_its_payload_where_it_arrived() {
 }
 
 #[test]
+fn a_sealed_write_is_decrypted_where_it_arrived_and_written_from_there() {
+    let (vfs, mut c, id) = setup(Dialect::Smb311);
+    let frame = c.frame(vec![write_request(id, 2, b"sealed payload")]);
+    let mut sealed = c.seal(&frame).unwrap();
+    let mut out = c.conn.handle_in_place(&mut sealed, &mut c.env);
+    let intent = only_intent(&mut out);
+    let Op::Write { data, .. } = &intent.op else {
+        panic!("not a write: {:?}", intent.op);
+    };
+    assert!(
+        matches!(data, WriteData::Frame(_)),
+        "the payload is named where it lies in the engine's frame, not copied"
+    );
+    assert_eq!(data.bytes(&sealed), b"sealed payload");
+    let (token, done) = intent.perform(&sealed);
+    let replies = finish(&mut c, token, done);
+    assert_eq!(replies[0].status(), status::SUCCESS);
+    assert_eq!(
+        copyless_scripted::file_contents(&*vfs, "f"),
+        b"onsealed payload"
+    );
+
+    // Without the frame to change, the core decrypts a copy of its own.
+    let frame = c.frame(vec![write_request(id, 0, b"copied")]);
+    let sealed = c.seal(&frame).unwrap();
+    let intent = only_intent(&mut c.handle_raw(&sealed));
+    let Op::Write { data, .. } = &intent.op else {
+        panic!("not a write: {:?}", intent.op);
+    };
+    assert!(matches!(data, WriteData::Owned(_)));
+    // A frame that does not decrypt ends the connection, in place too.
+    let frame = c.frame(vec![write_request(id, 0, b"tampered")]);
+    let mut sealed = c.seal(&frame).unwrap();
+    let last = sealed.len() - 1;
+    sealed[last] ^= 1;
+    let out = c.conn.handle_in_place(&mut sealed, &mut c.env);
+    assert!(out.disconnect && out.frames.is_empty() && out.intents.is_empty());
+}
+
+#[test]
 fn closing_a_file_while_its_read_runs_leaves_the_read_whole() {
     let (_share, mut c, id) = setup(Dialect::Smb210);
     let frame = c.frame(vec![read_request(id, 0, 7, 1)]);

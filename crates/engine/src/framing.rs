@@ -115,9 +115,10 @@ impl FrameReader {
         }
     }
 
-    /// The frame [`FrameReader::fill`] completed.
-    pub fn frame(&self) -> &[u8] {
-        &self.body[..self.filled]
+    /// The frame [`FrameReader::fill`] completed. It may be changed: a
+    /// sealed frame is decrypted where it lies.
+    pub fn frame_mut(&mut self) -> &mut [u8] {
+        &mut self.body[..self.filled]
     }
 
     /// Forgets the completed frame; the next `fill` starts a new one.
@@ -220,7 +221,7 @@ mod tests {
         loop {
             match reader.fill(&mut r, 1 << 20).unwrap() {
                 Progress::Frame => {
-                    got.push(reader.frame().to_vec());
+                    got.push(reader.frame_mut().to_vec());
                     reader.next();
                 }
                 Progress::Waiting => waits += 1,

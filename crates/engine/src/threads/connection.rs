@@ -151,14 +151,14 @@ impl<F: FnOnce()> Run<'_, F> {
                     writer.calls = 0;
                     let sent = match recorder.as_deref_mut() {
                         None => {
-                            let frame = frames.frame();
-                            let out = conn.handle(frame, &mut env);
+                            let frame = frames.frame_mut();
+                            let out = conn.handle_in_place(frame, &mut env);
                             let out = conn.perform_intents(out, frame, &mut env);
                             send(&mut writer, self.post, out)
                         }
                         Some(recorder) => handle_traced(
                             conn,
-                            frames.frame(),
+                            frames.frame_mut(),
                             &mut env,
                             &reader,
                             &mut writer,
@@ -234,7 +234,7 @@ impl<F: FnOnce()> Run<'_, F> {
 /// clock at each phase boundary.
 fn handle_traced(
     conn: &mut Connection,
-    buf: &[u8],
+    buf: &mut [u8],
     env: &mut SystemEnv,
     reader: &TimedReader<&TcpStream>,
     writer: &mut CountingWriter<&TcpStream>,
@@ -251,7 +251,7 @@ fn handle_traced(
     // The threaded engine runs a frame as soon as it is parsed: nothing is
     // queued.
     t.dispatched = t.parsed;
-    let out = conn.handle(buf, env);
+    let out = conn.handle_in_place(buf, env);
     let mut out = conn.perform_intents(out, buf, env);
     t.handled = clock::now();
     t.bytes_out = out.frames.iter().map(|f| f.len() as u64 + 4).sum();

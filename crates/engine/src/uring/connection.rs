@@ -756,14 +756,14 @@ fn run_core(
     work: Work,
     scope: Option<&Scope>,
 ) -> (Option<Output>, Frame, u64) {
-    let (frame, letter) = match work {
+    let (mut frame, letter) = match work {
         Work::Frame(frame) => (frame, None),
         Work::Letter(letter) => (Frame::empty(), Some(letter)),
     };
     let go = || {
         catch_unwind(AssertUnwindSafe(|| match letter {
             Some(letter) => conn.receive(letter, &mut SystemEnv),
-            None => conn.handle(&frame, &mut SystemEnv),
+            None => conn.handle_in_place(&mut frame, &mut SystemEnv),
         }))
         .ok()
     };

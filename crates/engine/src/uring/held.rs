@@ -3,7 +3,7 @@
 //! reader stops receiving when a client makes its connection hold more
 //! than its share of memory.
 
-use std::ops::Deref;
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -52,6 +52,13 @@ impl Deref for Frame {
 
     fn deref(&self) -> &[u8] {
         &self.bytes
+    }
+}
+
+/// A sealed frame is decrypted where it lies.
+impl DerefMut for Frame {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.bytes
     }
 }
 
