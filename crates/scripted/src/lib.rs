@@ -524,14 +524,16 @@ impl Client {
         }
     }
 
-    /// Hands the core a frame as it is and returns the replies, checked:
+    /// Hands the core a copy of a frame, which it may decrypt in place as
+    /// it does the engines' frames, and returns the replies, checked:
     /// every frame fits the transport, every message parses, and every
     /// signed reply on this client's session carries a valid signature.
     /// Intents are performed at once, through the share's VFS, as the
     /// threaded engine performs them.
     pub fn handle_frame(&mut self, frame: &[u8]) -> Vec<Reply> {
-        let out = self.conn.handle(frame, &mut self.env);
-        let out = self.conn.perform_intents(out, frame, &mut self.env);
+        let mut frame = frame.to_vec();
+        let out = self.conn.handle_in_place(&mut frame, &mut self.env);
+        let out = self.conn.perform_intents(out, &frame, &mut self.env);
         self.take(out)
     }
 
