@@ -9,27 +9,9 @@ use copyless_core::ServerConfig;
 use copyless_proto::client as wire;
 use copyless_proto::messages::{FileId, QD_RESTART_SCANS};
 use copyless_proto::{command, status};
-use copyless_scripted::{Client, Request, Users};
+use copyless_scripted::{names_in, Client, Request, Users};
 
 const FILE_NAMES_INFORMATION: u8 = 12;
-
-fn names_of(buf: &[u8]) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut at = 0;
-    loop {
-        let next = u32::from_le_bytes(buf[at..at + 4].try_into().unwrap()) as usize;
-        let len = u32::from_le_bytes(buf[at + 8..at + 12].try_into().unwrap()) as usize;
-        let units: Vec<u16> = buf[at + 12..at + 12 + len]
-            .chunks(2)
-            .map(|c| u16::from_le_bytes([c[0], c[1]]))
-            .collect();
-        out.push(String::from_utf16(&units).unwrap());
-        if next == 0 {
-            return out;
-        }
-        at += next;
-    }
-}
 
 /// One QUERY_DIRECTORY: the names it returned, or its status.
 fn query(c: &mut Client, id: FileId, flags: u8, len: u32) -> Result<Vec<String>, u32> {
@@ -37,7 +19,7 @@ fn query(c: &mut Client, id: FileId, flags: u8, len: u32) -> Result<Vec<String>,
         wire::write_query_directory_request(w, FILE_NAMES_INFORMATION, flags, id, "*", len).unwrap()
     }));
     match r.status() {
-        status::SUCCESS => Ok(names_of(wire::buffer_response_data(&r.msg).unwrap())),
+        status::SUCCESS => Ok(names_in(wire::buffer_response_data(&r.msg).unwrap())),
         s => Err(s),
     }
 }
@@ -139,7 +121,7 @@ fn a_pattern_for_one_name_finds_it() {
     }));
     assert_eq!(r.status(), status::SUCCESS);
     assert_eq!(
-        names_of(wire::buffer_response_data(&r.msg).unwrap()),
+        names_in(wire::buffer_response_data(&r.msg).unwrap()),
         ["f17"]
     );
 }

@@ -5,10 +5,12 @@
 
 use std::sync::Arc;
 
-use copyless_proto::client::{self as wire, CreateParams};
+use copyless_proto::client as wire;
 use copyless_proto::messages::FileId;
 use copyless_proto::{command, status};
-use copyless_scripted::{file_contents, put_file, read_request, Client, Request, Users};
+use copyless_scripted::{
+    create_request_with, file_contents, names_in, put_file, read_request, Client, Request, Users,
+};
 use copyless_vfs::memory::MemoryVfs;
 use copyless_vfs::{Vfs, VfsError};
 
@@ -26,26 +28,14 @@ fn login() -> (Arc<MemoryVfs>, Client) {
 
 /// CREATE with DELETE access (which the scripted client's own lacks).
 fn open_for_delete(c: &mut Client, name: &str, options: u32) -> Result<FileId, u32> {
-    let r = c.call(Request::new(command::CREATE, 1, |w| {
-        wire::write_create_request(
-            w,
-            &CreateParams {
-                oplock_level: 0,
-                desired_access: wire::ACCESS_DELETE | 0x0012_019f,
-                file_attributes: 0,
-                share_access: 7,
-                disposition: 1, // FILE_OPEN
-                options,
-                name,
-                contexts: &[],
-            },
-        )
-        .unwrap()
-    }));
-    match r.status() {
-        status::SUCCESS => Ok(wire::CreateReply::parse(&r.msg).unwrap().file_id),
-        s => Err(s),
-    }
+    // FILE_OPEN, sharing read, write and delete.
+    c.open(create_request_with(
+        name,
+        wire::ACCESS_DELETE | 0x0012_019f,
+        7,
+        1,
+        options,
+    ))
 }
 
 fn write(c: &mut Client, id: FileId, offset: u64, data: &[u8]) -> u32 {
@@ -89,22 +79,7 @@ fn list(c: &mut Client, dir: &str) -> Vec<String> {
         wire::write_query_directory_request(w, FILE_NAMES_INFORMATION, 0, id, "*", 65536).unwrap()
     }));
     assert_eq!(r.status(), status::SUCCESS, "QUERY_DIRECTORY");
-    let buf = wire::buffer_response_data(&r.msg).unwrap();
-    let mut names = Vec::new();
-    let mut at = 0;
-    loop {
-        let next = u32::from_le_bytes(buf[at..at + 4].try_into().unwrap()) as usize;
-        let len = u32::from_le_bytes(buf[at + 8..at + 12].try_into().unwrap()) as usize;
-        let units: Vec<u16> = buf[at + 12..at + 12 + len]
-            .chunks(2)
-            .map(|u| u16::from_le_bytes([u[0], u[1]]))
-            .collect();
-        names.push(String::from_utf16(&units).unwrap());
-        if next == 0 {
-            break;
-        }
-        at += next;
-    }
+    let names = names_in(wire::buffer_response_data(&r.msg).unwrap());
     assert_eq!(c.close(id), status::SUCCESS);
     names
 }

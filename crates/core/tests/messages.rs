@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
-use copyless_proto::client::{self as wire, CreateParams};
+use copyless_proto::client as wire;
 use copyless_proto::command;
 use copyless_proto::messages::FileId;
 use copyless_proto::status;
-use copyless_scripted::{read_request, Client, Request, Users};
+use copyless_scripted::{create_request_with, read_request, Client, Request, Users};
 
 const SHARING_VIOLATION: u32 = 0xC000_0043;
 
@@ -23,26 +23,8 @@ fn setup() -> (tempfile::TempDir, Arc<copyless_core::Server>) {
 
 /// Opens `name` for reading and writing, sharing nothing with other opens.
 fn open_exclusive(c: &mut Client, name: &str) -> Result<FileId, u32> {
-    let r = c.call(Request::new(command::CREATE, 1, |w| {
-        wire::write_create_request(
-            w,
-            &CreateParams {
-                oplock_level: 0,
-                desired_access: 0x0012_019f,
-                file_attributes: 0,
-                share_access: 0,
-                disposition: 3,
-                options: 0x40,
-                name,
-                contexts: &[],
-            },
-        )
-        .unwrap()
-    }));
-    match r.status() {
-        status::SUCCESS => Ok(wire::CreateReply::parse(&r.msg).unwrap().file_id),
-        s => Err(s),
-    }
+    // FILE_OPEN_IF, a non-directory.
+    c.open(create_request_with(name, 0x0012_019f, 0, 3, 0x40))
 }
 
 /// A second connection of the same client, logged in as `user`, naming

@@ -597,7 +597,12 @@ impl Client {
     }
 
     pub fn create(&mut self, name: &str, directory: bool) -> Result<FileId, u32> {
-        let r = self.call(create_request(name, directory));
+        self.open(create_request(name, directory))
+    }
+
+    /// Sends a CREATE: the file id it opened, or its status.
+    pub fn open(&mut self, create: Request) -> Result<FileId, u32> {
+        let r = self.call(create);
         match r.status() {
             status::SUCCESS => Ok(wire::CreateReply::parse(&r.msg).unwrap().file_id),
             s => Err(s),
@@ -614,22 +619,57 @@ impl Client {
 
 /// CREATE for read and write, opening or creating `name`.
 pub fn create_request(name: &str, directory: bool) -> Request {
+    let options = if directory { 1 } else { 0x40 };
+    // FILE_OPEN_IF, sharing read, write and delete.
+    create_request_with(name, 0x0012_019f, 7, 3, options)
+}
+
+/// CREATE of `name` with the access mask, share access, disposition and
+/// create options given (MS-SMB2 2.2.13).
+pub fn create_request_with(
+    name: &str,
+    desired_access: u32,
+    share_access: u32,
+    disposition: u32,
+    options: u32,
+) -> Request {
     Request::new(command::CREATE, 1, |w| {
         wire::write_create_request(
             w,
             &CreateParams {
                 oplock_level: 0,
-                desired_access: 0x0012_019f,
+                desired_access,
                 file_attributes: 0,
-                share_access: 7,
-                disposition: 3, // FILE_OPEN_IF
-                options: if directory { 1 } else { 0x40 },
+                share_access,
+                disposition,
+                options,
                 name,
                 contexts: &[],
             },
         )
         .unwrap()
     })
+}
+
+/// The names in a FILE_NAMES_INFORMATION listing (a QUERY_DIRECTORY
+/// reply's buffer), in order.
+pub fn names_in(buf: &[u8]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + 12 <= buf.len() {
+        let next = u32::from_le_bytes(buf[at..at + 4].try_into().unwrap()) as usize;
+        let len = u32::from_le_bytes(buf[at + 8..at + 12].try_into().unwrap()) as usize;
+        let units: Vec<u16> = buf[at + 12..at + 12 + len]
+            .chunks(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .collect();
+        out.push(String::from_utf16(&units).unwrap());
+        if next == 0 {
+            break;
+        }
+        at += next;
+    }
+    out
 }
 
 pub fn read_request(id: FileId, offset: u64, length: u32, charge: u16) -> Request {

@@ -241,6 +241,21 @@ pub struct FsStat {
     pub max_name_len: u32,
 }
 
+/// The share's root exists and is a directory: it can only be opened as
+/// it is, never created, replaced or opened as a file.
+fn root_may_open(req: &OpenRequest<'_>) -> VfsResult<()> {
+    match req.disposition {
+        Disposition::Create => Err(VfsError::Collision),
+        Disposition::Overwrite | Disposition::OverwriteIf | Disposition::Supersede => {
+            Err(VfsError::IsADirectory)
+        }
+        Disposition::Open | Disposition::OpenIf if req.kind == Kind::NonDirectory => {
+            Err(VfsError::IsADirectory)
+        }
+        Disposition::Open | Disposition::OpenIf => Ok(()),
+    }
+}
+
 pub trait Vfs: Send + Sync {
     /// Looks up `req.path` case-insensitively, opens or creates it.
     fn open(&self, req: &OpenRequest<'_>) -> VfsResult<Opened>;

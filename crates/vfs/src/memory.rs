@@ -290,16 +290,7 @@ impl MemoryVfs {
     }
 
     fn open_root(&self, st: &mut State, req: &OpenRequest<'_>) -> VfsResult<Opened> {
-        match req.disposition {
-            Disposition::Create => return Err(VfsError::Collision),
-            Disposition::Overwrite | Disposition::OverwriteIf | Disposition::Supersede => {
-                return Err(VfsError::IsADirectory)
-            }
-            Disposition::Open | Disposition::OpenIf => {}
-        }
-        if req.kind == Kind::NonDirectory {
-            return Err(VfsError::IsADirectory);
-        }
+        crate::root_may_open(req)?;
         Ok(Opened {
             handle: self.handle(st, ROOT, false, None)?,
             action: CreateAction::Opened,

@@ -270,16 +270,7 @@ impl PosixVfs {
     }
 
     fn open_root(&self, req: &OpenRequest<'_>) -> VfsResult<Opened> {
-        match req.disposition {
-            Disposition::Create => return Err(VfsError::Collision),
-            Disposition::Overwrite | Disposition::OverwriteIf | Disposition::Supersede => {
-                return Err(VfsError::IsADirectory)
-            }
-            Disposition::Open | Disposition::OpenIf => {}
-        }
-        if req.kind == Kind::NonDirectory {
-            return Err(VfsError::IsADirectory);
-        }
+        crate::root_may_open(req)?;
         let fd = self.open_dir("").map_err(|e| path_err(e, true))?;
         let stat = self.stat_fd(fd.as_fd())?;
         Ok(Opened {
