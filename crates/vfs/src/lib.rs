@@ -171,13 +171,13 @@ impl FileHandle {
 
     /// Says whether an engine may do this handle's data I/O on its
     /// descriptor itself (false unless said).
-    pub fn direct(mut self, direct: bool) -> FileHandle {
+    pub(crate) fn direct(mut self, direct: bool) -> FileHandle {
         self.direct = direct;
         self
     }
 
     /// Whether an engine may do this handle's data I/O on its descriptor.
-    pub fn is_direct(&self) -> bool {
+    pub(crate) fn is_direct(&self) -> bool {
         self.direct
     }
 
