@@ -19,7 +19,8 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use compio::buf::{BufResult, IntoInner, IoBuf};
-use compio::io::{AsyncRead, AsyncWriteExt};
+use compio::driver::BufferRef;
+use compio::io::{AsyncRead, AsyncReadManaged, AsyncWriteExt};
 use compio::net::TcpStream;
 use copyless_core::connection::RequestTrace;
 use copyless_core::{Connection, Letter, Op, Output, Token};
@@ -41,12 +42,13 @@ use crate::Accepted;
 /// A client that takes no bytes of a reply for this long is gone.
 const SEND_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The receive buffer small frames are read into, several at a time; a
-/// larger frame gets a buffer of its own, read into directly.
-const RECV_CHUNK: usize = 64 * 1024;
+/// What one receive takes at most when it starts a frame: several small
+/// frames at a time, or the start of a large one. A larger frame gets a
+/// buffer of its own, read into directly.
+pub(super) const RECV_CHUNK: usize = 64 * 1024;
 
-/// What an idle connection's receive buffer keeps: a receive is always
-/// waiting, so this is memory every idle connection holds.
+/// A receive buffer that starts a frame without the pool: an idle
+/// connection then holds this much.
 const IDLE_RECV: usize = 4 * 1024;
 
 /// Frames sent with one system call at most.
@@ -60,8 +62,8 @@ type Local<T> = Pin<Box<dyn Future<Output = T>>>;
 /// it panicked), the frame and the time its VFS calls took.
 type Handled = Box<(Connection, Option<Output>, Frame, u64)>;
 
-/// A receive under way: its result, the buffer, and which one it is.
-type Receive = Local<(io::Result<usize>, Vec<u8>, Target)>;
+/// A receive under way.
+type Receive = Local<Got>;
 
 /// When a frame's bytes came in, and when it was cut out of them.
 #[derive(Clone, Copy)]
@@ -87,11 +89,15 @@ struct Outgoing {
     tail: Option<(Pipe, usize)>,
 }
 
-/// Which buffer a receive filled.
-enum Target {
-    Inbox,
+/// What a receive brought, and into which buffer.
+enum Got {
+    /// A buffer the kernel took from the ring's pool when the bytes
+    /// arrived: between frames a connection holds no receive buffer.
+    Pooled(io::Result<Option<BufferRef>>),
+    /// The inbox, behind the start of a frame already there.
+    Inbox(io::Result<usize>, Vec<u8>),
     /// A large frame's own buffer, to be filled to `big_len`.
-    Big,
+    Big(io::Result<usize>, Vec<u8>),
 }
 
 /// What the core is handed to run, here or on the pool.
@@ -102,7 +108,7 @@ enum Work {
 
 enum Event {
     Letter(Letter),
-    Received(io::Result<usize>, Vec<u8>, Target),
+    Received(Got),
     Sent(bool),
     Done(data::Done),
     Handled(Option<Handled>),
@@ -136,8 +142,15 @@ struct Driver<'a> {
     /// None while the core runs on the pool.
     conn: Option<Connection>,
     env: SystemEnv,
-    /// Bytes received and not yet framed (taken while a receive fills it).
+    /// The start of a frame, received and not yet whole (taken while a
+    /// receive fills it); empty between frames.
     inbox: Vec<u8>,
+    /// Receives between frames take a buffer from the ring's pool; false
+    /// when the ring has none.
+    pooled: bool,
+    /// The pool had no buffer for the last receive: the next one reads
+    /// into the inbox instead.
+    pool_dry: bool,
     /// A large frame's own buffer while it fills, and its length.
     big: Option<Vec<u8>>,
     big_len: usize,
@@ -197,7 +210,9 @@ impl<'a> Driver<'a> {
             max: shared.limits.max_message_size,
             conn: Some(conn),
             env: SystemEnv,
-            inbox: Vec::with_capacity(IDLE_RECV),
+            inbox: Vec::new(),
+            pooled: shared.pooled_receives,
+            pool_dry: false,
             big: None,
             big_len: 0,
             first_byte: clock::now(),
@@ -249,7 +264,7 @@ impl<'a> Driver<'a> {
             }
             match event {
                 Event::Letter(letter) => self.letters.push_back(letter),
-                Event::Received(r, buf, target) => self.received(r, buf, target),
+                Event::Received(got) => self.received(got),
                 Event::Sent(ok) => self.sent(ok),
                 Event::Done(done) => {
                     self.stops.remove(&done.token);
@@ -358,20 +373,26 @@ impl<'a> Driver<'a> {
     }
 
     /// The receive to start: into a large frame's own buffer while it
-    /// fills, else behind the bytes already in the inbox.
+    /// fills, behind the start of a frame in the inbox, else into a
+    /// buffer from the ring's pool.
     fn receive(&mut self) -> Receive {
         let mut s = self.stream.clone();
         if let Some(big) = self.big.take() {
             let (have, len) = (big.len(), self.big_len);
             return Box::pin(async move {
                 let BufResult(r, slice) = s.read(big.slice(have..len)).await;
-                (r, slice.into_inner(), Target::Big)
+                Got::Big(r, slice.into_inner())
             });
         }
+        if self.inbox.is_empty() && self.pooled && !std::mem::take(&mut self.pool_dry) {
+            // An idle connection holds no receive buffer of its own.
+            self.inbox = Vec::new();
+            return Box::pin(async move { Got::Pooled(s.read_managed(RECV_CHUNK).await) });
+        }
         let mut buf = std::mem::take(&mut self.inbox);
-        if buf.is_empty() && buf.capacity() > IDLE_RECV * 4 {
+        if buf.is_empty() {
             buf = Vec::with_capacity(IDLE_RECV);
-        } else if buf.capacity() - buf.len() < IDLE_RECV {
+        } else {
             buf.reserve(RECV_CHUNK);
         }
         Box::pin(async move {
@@ -379,7 +400,7 @@ impl<'a> Driver<'a> {
             // from its start.
             let have = buf.len();
             let BufResult(r, slice) = s.read(buf.slice(have..)).await;
-            (r, slice.into_inner(), Target::Inbox)
+            Got::Inbox(r, slice.into_inner())
         })
     }
 
@@ -408,9 +429,9 @@ impl<'a> Driver<'a> {
                 }
             }
             if let Some(f) = recv.as_mut() {
-                if let Poll::Ready((r, buf, target)) = f.as_mut().poll(cx) {
+                if let Poll::Ready(got) = f.as_mut().poll(cx) {
                     *recv = None;
-                    return Poll::Ready(Event::Received(r, buf, target));
+                    return Poll::Ready(Event::Received(got));
                 }
             }
             if let Poll::Ready(Some(done)) = intents.poll_next_unpin(cx) {
@@ -433,61 +454,85 @@ impl<'a> Driver<'a> {
     }
 
     /// Takes back a receive's buffer and frames what arrived.
-    fn received(&mut self, r: io::Result<usize>, buf: Vec<u8>, target: Target) {
+    fn received(&mut self, got: Got) {
         self.recv_calls += 1;
-        let n = match r {
-            Ok(n) if n > 0 => n,
-            _ => {
+        let (r, buf) = match got {
+            Got::Pooled(Ok(Some(bytes))) if !bytes.is_empty() => {
+                // The inbox was empty: these bytes start a frame.
+                self.first_byte = clock::now();
+                let used = self.cut_frames(&bytes);
+                if !self.eof {
+                    self.inbox.extend_from_slice(&bytes[used..]);
+                }
+                return;
+            }
+            Got::Pooled(Err(e)) if e.kind() == io::ErrorKind::ResourceBusy => {
+                // ENOBUFS: more connections received at once than the pool
+                // has buffers. Nothing was read; the next receive brings
+                // its own buffer.
+                self.pool_dry = true;
+                return;
+            }
+            Got::Pooled(_) => {
                 self.eof = true;
                 return;
             }
+            Got::Big(r, buf) => {
+                match r {
+                    Ok(n) if n > 0 && buf.len() < self.big_len => self.big = Some(buf),
+                    Ok(n) if n > 0 => self.push_frame(buf, clock::now()),
+                    _ => self.eof = true,
+                }
+                return;
+            }
+            Got::Inbox(r, buf) => (r, buf),
         };
-        match target {
-            Target::Big if buf.len() < self.big_len => self.big = Some(buf),
-            Target::Big => self.push_frame(buf, clock::now()),
-            Target::Inbox => {
+        match r {
+            Ok(n) if n > 0 => {
                 if buf.len() == n {
                     // The inbox was empty: these bytes start a frame.
                     self.first_byte = clock::now();
                 }
+                let used = self.cut_frames(&buf);
                 self.inbox = buf;
-                self.cut_frames();
+                self.inbox.drain(..used);
             }
+            _ => self.eof = true,
         }
     }
 
-    /// Copies each whole frame out of the inbox; a large frame that is not
-    /// whole yet moves to a buffer of its own, filled by the next receives.
-    fn cut_frames(&mut self) {
+    /// Copies each whole frame out of `bytes`, and says how many bytes it
+    /// took; a large frame that is not whole yet moves to a buffer of its
+    /// own, filled by the next receives.
+    fn cut_frames(&mut self, bytes: &[u8]) -> usize {
         let mut used = 0;
         let limit = if self.authenticated {
             self.max
         } else {
             self.max_preauth
         };
-        while let Some(&head) = self.inbox.get(used..used + 4).and_then(|h| h.first_chunk()) {
+        while let Some(&head) = bytes.get(used..used + 4).and_then(|h| h.first_chunk()) {
             let Ok(len) = framing::announced(head, limit) else {
                 self.eof = true;
                 break;
             };
             let body = used + 4..used + 4 + len;
-            if body.end <= self.inbox.len() {
+            if body.end <= bytes.len() {
                 // Receiving ends when the frame is in a buffer of its own.
-                let frame = self.inbox[body.clone()].to_vec();
-                self.push_frame(frame, clock::now());
+                self.push_frame(bytes[body.clone()].to_vec(), clock::now());
                 used = body.end;
                 continue;
             }
             if len > RECV_CHUNK / 2 {
                 let mut big = Vec::with_capacity(len);
-                big.extend_from_slice(&self.inbox[used + 4..]);
+                big.extend_from_slice(&bytes[used + 4..]);
                 self.big = Some(big);
                 self.big_len = len;
-                used = self.inbox.len();
+                used = bytes.len();
             }
             break;
         }
-        self.inbox.drain(..used);
+        used
     }
 
     fn push_frame(&mut self, frame: Vec<u8>, received: u64) {

@@ -7,8 +7,11 @@ mod aside;
 mod connection;
 mod data;
 mod held;
+#[cfg(test)]
+mod tests;
 
 use std::io;
+use std::num::NonZero;
 use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -24,6 +27,13 @@ use crate::{Accepted, EngineLimits, Serve};
 
 /// Entries of each ring's submission queue.
 const RING_ENTRIES: u32 = 1024;
+
+/// Buffers in each ring's receive pool, of `RECV_CHUNK` bytes each. A
+/// buffer is held only from the moment bytes arrive until the frames in
+/// them are cut out, in the same turn of the loop, so this bounds how
+/// many connections of one ring may receive in one turn; past it a
+/// receive fails with ENOBUFS and is retried with a buffer of its own.
+const RECV_POOL_BUFFERS: u16 = 128;
 
 pub struct Engine {
     workers: Vec<Worker>,
@@ -42,11 +52,17 @@ pub(crate) struct Shared {
     pub limits: EngineLimits,
     pub tracer: Arc<Tracer>,
     pub post: Arc<PostOffice>,
+    /// This ring has a pool for receives (kernel 5.19 and later).
+    pub pooled_receives: bool,
 }
 
-fn runtime() -> io::Result<compio::runtime::Runtime> {
+/// A ring with `pool_buffers` buffers in its receive pool.
+fn runtime(pool_buffers: u16) -> io::Result<compio::runtime::Runtime> {
     let mut proactor = compio::driver::ProactorBuilder::new();
-    proactor.capacity(RING_ENTRIES);
+    proactor
+        .capacity(RING_ENTRIES)
+        .buffer_pool_size(NonZero::new(pool_buffers).unwrap_or(NonZero::<u16>::MIN))
+        .buffer_pool_buffer_len(connection::RECV_CHUNK);
     compio::runtime::RuntimeBuilder::new()
         .with_proactor(proactor)
         .build()
@@ -64,6 +80,7 @@ impl Engine {
             limits: limits.clone(),
             tracer: tracer.clone(),
             post: Arc::default(),
+            pooled_receives: false,
         };
         let n = std::thread::available_parallelism().map_or(1, |n| n.get());
         let mut workers = Vec::with_capacity(n);
@@ -116,10 +133,10 @@ impl Serve for Engine {
 /// stops, then until they have all ended.
 fn worker(
     mut accepted: mpsc::UnboundedReceiver<Accepted>,
-    shared: Shared,
+    mut shared: Shared,
     ready: std_mpsc::Sender<io::Result<()>>,
 ) {
-    let rt = match runtime() {
+    let rt = match runtime(RECV_POOL_BUFFERS) {
         Ok(rt) => {
             let _ = ready.send(Ok(()));
             rt
@@ -129,6 +146,11 @@ fn worker(
             return;
         }
     };
+    // Made now, once: a receive between frames takes its buffer from it.
+    match rt.buffer_pool() {
+        Ok(_) => shared.pooled_receives = true,
+        Err(e) => eprintln!("copyless: io_uring receive buffer pool unavailable ({e})"),
+    }
     rt.block_on(async move {
         let live = std::rc::Rc::new(std::cell::Cell::new(0usize));
         while let Some(c) = accepted.next().await {

@@ -1,0 +1,118 @@
+//! The io_uring engine over real sockets on loopback.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream as StdStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use compio::io::AsyncReadManaged;
+use copyless_proto::client::{write_negotiate_request, NegotiateOffer};
+use copyless_proto::negotiate::{DIALECT_210, SIGNING_ENABLED};
+use copyless_proto::{command, status};
+use copyless_scripted::{config, memory_server, Client, Request};
+use copyless_trace::Tracer;
+
+use super::{connection, runtime, Shared};
+use crate::admission::{AdmissionLimits, Table};
+use crate::{framing, lock, Accepted, Connections, EngineLimits};
+
+fn limits() -> EngineLimits {
+    EngineLimits {
+        max_message_size: 1 << 20,
+        max_preauth_message_size: 64 << 10,
+        admission: AdmissionLimits {
+            max_connections: 8,
+            max_unauthenticated: 8,
+            max_unauthenticated_per_address: 8,
+        },
+        preauth_timeout: Duration::from_secs(30),
+    }
+}
+
+/// A NEGOTIATE request for SMB 2.1, as a client's first frame.
+fn negotiate(client: &mut Client) -> Vec<u8> {
+    client.frame(vec![Request::new(command::NEGOTIATE, 1, |w| {
+        write_negotiate_request(
+            w,
+            &NegotiateOffer {
+                security_mode: SIGNING_ENABLED,
+                capabilities: 0,
+                client_guid: [5; 16],
+                dialects: &[DIALECT_210],
+                contexts: &[],
+            },
+        )
+        .unwrap()
+    })])
+}
+
+/// A connected pair on loopback: the client's end, and the server's end
+/// with the client's address.
+fn pair(l: &TcpListener) -> (StdStream, StdStream, std::net::SocketAddr) {
+    let client = StdStream::connect(l.local_addr().unwrap()).unwrap();
+    let (server, peer) = l.accept().unwrap();
+    (client, server, peer)
+}
+
+/// More connections receiving in one turn than the ring's pool has
+/// buffers: a receive that finds the pool empty fails with ENOBUFS, and
+/// the connection reads into a buffer of its own instead of losing the
+/// bytes or its client.
+#[test]
+fn a_receive_that_finds_the_pool_empty_reads_into_a_buffer_of_its_own() {
+    let rt = runtime(1).unwrap();
+    let (server, _) = memory_server(config(), Arc::default());
+    let frame = negotiate(&mut Client::connect(server.clone()));
+    let shared = Shared {
+        server,
+        limits: limits(),
+        tracer: Tracer::new(Vec::new(), false),
+        post: Arc::default(),
+        pooled_receives: true,
+    };
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let reply = rt.block_on(async move {
+        // Something else holds the pool's one buffer.
+        let (mut other, taken, _) = pair(&l);
+        other.write_all(b"x").unwrap();
+        let mut taken = compio::net::TcpStream::from_std(taken).unwrap();
+        let held = taken.read_managed(0).await.unwrap().unwrap();
+        assert_eq!(&held[..], b"x");
+        other.write_all(b"y").unwrap();
+        let dry = taken.read_managed(0).await.unwrap_err();
+        assert_eq!(dry.kind(), std::io::ErrorKind::ResourceBusy, "{dry}");
+
+        let (mut client, stream, peer) = pair(&l);
+        let stream = Arc::new(stream);
+        let connections: Connections = Arc::new(Mutex::new(Table::new(limits().admission)));
+        let id = lock(&connections)
+            .admit(peer.ip(), stream.clone())
+            .unwrap()
+            .id;
+        let accepted = Accepted {
+            id,
+            stream,
+            peer,
+            connections,
+        };
+        compio::runtime::spawn(connection::serve(accepted, shared)).detach();
+        let asked = compio::runtime::spawn_blocking(move || {
+            client
+                .set_read_timeout(Some(Duration::from_secs(20)))
+                .unwrap();
+            framing::write_frame(&mut client, &frame).unwrap();
+            let mut head = [0; 4];
+            client.read_exact(&mut head).unwrap();
+            let mut reply = vec![0; framing::announced(head, 1 << 20).unwrap()];
+            client.read_exact(&mut reply).unwrap();
+            reply
+        });
+        let reply = asked.await.unwrap();
+        drop(held);
+        reply
+    });
+    let status_field = u32::from_le_bytes(reply[8..12].try_into().unwrap());
+    let command_field = u16::from_le_bytes(reply[12..14].try_into().unwrap());
+    assert_eq!(command_field, command::NEGOTIATE);
+    assert_eq!(status_field, status::SUCCESS);
+}
