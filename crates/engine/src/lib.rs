@@ -96,15 +96,15 @@ pub(crate) trait Serve {
     fn finish(self);
 }
 
-static ACCEPT_FAILED: RateLimit = RateLimit::new(Duration::from_secs(10));
+pub(crate) static ACCEPT_FAILED: RateLimit = RateLimit::new(Duration::from_secs(10));
 static REFUSED: RateLimit = RateLimit::new(Duration::from_secs(10));
 static EVICTED: RateLimit = RateLimit::new(Duration::from_secs(10));
-static START_FAILED: RateLimit = RateLimit::new(Duration::from_secs(10));
+pub(crate) static START_FAILED: RateLimit = RateLimit::new(Duration::from_secs(10));
 
 /// The first pause after `accept` fails for lack of descriptors or
 /// memory; it doubles up to [`MAX_BACKOFF`] while failures go on.
-const FIRST_BACKOFF: Duration = Duration::from_millis(50);
-const MAX_BACKOFF: Duration = Duration::from_secs(1);
+pub(crate) const FIRST_BACKOFF: Duration = Duration::from_millis(50);
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 /// SIGTERM and SIGINT, caught from the moment this is made: the server
 /// installs it before it announces its listeners, so that a signal sent as
@@ -147,7 +147,7 @@ pub fn run(
     match uring {
         Some(engine) => {
             eprintln!("copyless: engine io_uring, {} threads", engine.threads());
-            accept_loop(listeners, &limits, stop_rx, engine)
+            engine.run(listeners, &limits, &stop_rx)
         }
         None => {
             eprintln!("copyless: engine threads, one per connection");
@@ -205,13 +205,30 @@ fn accept_loop(
         }
     }
     drop(listeners);
-    for s in lock(&connections).handles() {
+    end_all(&connections);
+    engine.finish();
+    Ok(())
+}
+
+/// Waits until `stop` is readable: a signal came.
+fn wait_for_stop(stop: &UnixStream) -> io::Result<()> {
+    loop {
+        let mut fds = [PollFd::from_borrowed_fd(stop.as_fd(), PollFlags::IN)];
+        match poll(&mut fds, None) {
+            Ok(_) if !fds[0].revents().is_empty() => return Ok(()),
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Tells every connection to finish once accepting has stopped.
+fn end_all(connections: &Connections) {
+    for s in lock(connections).handles() {
         // The next read sees end of stream; a reply being written still
         // goes out.
         let _ = s.shutdown(Shutdown::Read);
     }
-    engine.finish();
-    Ok(())
 }
 
 /// Accepts every connection waiting on `l`. An error means the process
@@ -231,40 +248,53 @@ fn accept_all(
             Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
             Err(e) => return Err(e),
         };
-        let stream = Arc::new(stream);
-        let admitted = lock(connections).admit(peer.ip(), stream.clone());
-        let admitted = match admitted {
-            Ok(a) => a,
-            Err(Refusal::Full) => {
-                REFUSED.log(|| {
-                    format!(
-                        "refusing {peer}: all {} connections are in use",
-                        limits.admission.max_connections
-                    )
-                });
-                continue;
-            }
+        let Some(accepted) = admit(stream, peer, limits, connections) else {
+            continue;
         };
-        for (address, evicted) in admitted.evicted {
-            EVICTED.log(|| {
-                format!(
-                    "closed a connection from {address} that had not authenticated, \
-                     to make room for {peer}"
-                )
-            });
-            let _ = evicted.shutdown(Shutdown::Both);
-        }
-        let id = admitted.id;
-        let accepted = Accepted {
-            id,
-            stream,
-            peer,
-            connections: connections.clone(),
-        };
+        let (id, peer) = (accepted.id, accepted.peer);
         if let Err(e) = engine.start(accepted) {
             // The client sees the connection close; others go on.
             lock(connections).remove(id);
             START_FAILED.log(|| format!("cannot serve {peer}: {e}"));
         }
     }
+}
+
+/// Takes a new connection into the table, or refuses it (the client sees
+/// it close) when every slot is taken by an authenticated connection.
+pub(crate) fn admit(
+    stream: TcpStream,
+    peer: SocketAddr,
+    limits: &EngineLimits,
+    connections: &Connections,
+) -> Option<Accepted> {
+    let stream = Arc::new(stream);
+    let admitted = lock(connections).admit(peer.ip(), stream.clone());
+    let admitted = match admitted {
+        Ok(a) => a,
+        Err(Refusal::Full) => {
+            REFUSED.log(|| {
+                format!(
+                    "refusing {peer}: all {} connections are in use",
+                    limits.admission.max_connections
+                )
+            });
+            return None;
+        }
+    };
+    for (address, evicted) in admitted.evicted {
+        EVICTED.log(|| {
+            format!(
+                "closed a connection from {address} that had not authenticated, \
+                 to make room for {peer}"
+            )
+        });
+        let _ = evicted.shutdown(Shutdown::Both);
+    }
+    Some(Accepted {
+        id: admitted.id,
+        stream,
+        peer,
+        connections: connections.clone(),
+    })
 }

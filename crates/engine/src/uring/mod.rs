@@ -1,8 +1,10 @@
 //! The io_uring engine: one worker thread per core, each running a compio
-//! runtime on its own ring. The accept loop hands connections out in turn;
-//! each is a task on its worker (see `connection`). Every operation a
-//! loop turn starts goes to the kernel with one `io_uring_enter`.
+//! runtime on its own ring. The first ring accepts and deals connections
+//! out in turn (see `accept`); each is a task on its worker (see
+//! `connection`). Every operation a loop turn starts goes to the kernel
+//! with one `io_uring_enter`.
 
+mod accept;
 mod aside;
 mod connection;
 mod data;
@@ -11,19 +13,22 @@ mod held;
 mod tests;
 
 use std::io;
+use std::net::TcpListener;
 use std::num::NonZero;
+use std::os::unix::net::UnixStream;
 use std::sync::mpsc as std_mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use copyless_core::Server;
 use copyless_trace::Tracer;
-use futures_channel::mpsc;
+use futures_channel::{mpsc, oneshot};
 use futures_util::StreamExt;
 
+use crate::admission::Table;
 use crate::post::PostOffice;
-use crate::{Accepted, EngineLimits, Serve};
+use crate::{end_all, wait_for_stop, Accepted, Connections, EngineLimits};
 
 /// Entries of each ring's submission queue.
 const RING_ENTRIES: u32 = 1024;
@@ -37,12 +42,17 @@ const RECV_POOL_BUFFERS: u16 = 128;
 
 pub struct Engine {
     workers: Vec<Worker>,
-    next: usize,
 }
 
 struct Worker {
-    accepted: mpsc::UnboundedSender<Accepted>,
+    to: mpsc::UnboundedSender<ToWorker>,
     thread: JoinHandle<()>,
+}
+
+/// What a worker is told to do.
+enum ToWorker {
+    Serve(Accepted),
+    Listen(accept::Listen),
 }
 
 /// Everything a worker's connections share.
@@ -92,10 +102,7 @@ impl Engine {
                 .name(format!("uring-{i}"))
                 .spawn(move || worker(rx, shared, ready_tx))?;
             match ready_rx.recv() {
-                Ok(Ok(())) => workers.push(Worker {
-                    accepted: tx,
-                    thread,
-                }),
+                Ok(Ok(())) => workers.push(Worker { to: tx, thread }),
                 Ok(Err(e)) => {
                     let _ = thread.join();
                     return Err(e);
@@ -103,36 +110,54 @@ impl Engine {
                 Err(_) => return Err(io::Error::other("worker thread ended")),
             }
         }
-        Ok(Engine { workers, next: 0 })
+        Ok(Engine { workers })
     }
 
     pub fn threads(&self) -> usize {
         self.workers.len()
     }
-}
 
-impl Serve for Engine {
-    fn start(&mut self, c: Accepted) -> io::Result<()> {
-        let i = self.next % self.workers.len();
-        self.next = self.next.wrapping_add(1);
-        self.workers[i]
-            .accepted
-            .unbounded_send(c)
-            .map_err(|_| io::Error::other("worker thread ended"))
-    }
-
-    fn finish(self) {
+    /// Serves until `stop`: the first ring accepts on `listeners`; then
+    /// accepting stops, every connection finishes the request it is
+    /// running and closes its opens, and this returns.
+    pub fn run(
+        self,
+        listeners: Vec<TcpListener>,
+        limits: &EngineLimits,
+        stop: &UnixStream,
+    ) -> io::Result<()> {
+        let connections: Connections = Arc::new(Mutex::new(Table::new(limits.admission)));
+        let (stop_accepting, accepting_stop) = oneshot::channel();
+        let (stopped_tx, stopped) = std_mpsc::channel();
+        let listen = accept::Listen {
+            listeners,
+            limits: limits.clone(),
+            connections: connections.clone(),
+            workers: self.workers.iter().map(|w| w.to.clone()).collect(),
+            stop: accepting_stop,
+            stopped: stopped_tx,
+        };
+        let sent = self.workers[0].to.unbounded_send(ToWorker::Listen(listen));
+        let waited = match sent {
+            Ok(()) => wait_for_stop(stop),
+            Err(_) => Err(io::Error::other("worker thread ended")),
+        };
+        let _ = stop_accepting.send(());
+        // No connection is let in after this: every one is told to end.
+        let _ = stopped.recv();
+        end_all(&connections);
         for w in self.workers {
-            drop(w.accepted);
+            drop(w.to);
             let _ = w.thread.join();
         }
+        waited
     }
 }
 
 /// A worker: serves the connections it is handed until the accept loop
 /// stops, then until they have all ended.
 fn worker(
-    mut accepted: mpsc::UnboundedReceiver<Accepted>,
+    mut told: mpsc::UnboundedReceiver<ToWorker>,
     mut shared: Shared,
     ready: std_mpsc::Sender<io::Result<()>>,
 ) {
@@ -153,15 +178,20 @@ fn worker(
     }
     rt.block_on(async move {
         let live = std::rc::Rc::new(std::cell::Cell::new(0usize));
-        while let Some(c) = accepted.next().await {
-            live.set(live.get() + 1);
-            let live = live.clone();
-            let shared = shared.clone();
-            compio::runtime::spawn(async move {
-                connection::serve(c, shared).await;
-                live.set(live.get() - 1);
-            })
-            .detach();
+        while let Some(what) = told.next().await {
+            match what {
+                ToWorker::Serve(c) => {
+                    live.set(live.get() + 1);
+                    let live = live.clone();
+                    let shared = shared.clone();
+                    compio::runtime::spawn(async move {
+                        connection::serve(c, shared).await;
+                        live.set(live.get() - 1);
+                    })
+                    .detach();
+                }
+                ToWorker::Listen(l) => compio::runtime::spawn(accept::listen(l)).detach(),
+            }
         }
         while live.get() > 0 {
             compio::time::sleep(Duration::from_millis(20)).await;
