@@ -80,10 +80,12 @@ pub fn close_open(server: &Server, open: Open) {
         let _ = f.vfs.delete_stream(&f.handle);
         return;
     }
+    // The last to close deletes, as themselves.
+    let who = f.handle.who().clone();
     drop(f.handle);
     if let Some((path, is_dir)) = unlink {
         // Failure here (the directory became non-empty) leaves the file,
         // as Windows leaves it when the delete cannot happen.
-        let _ = f.vfs.unlink(&path, is_dir);
+        let _ = f.vfs.unlink(&who, &path, is_dir);
     }
 }

@@ -10,7 +10,7 @@
 
 use copyless_fscc::descriptor::{sids, Descriptor};
 use copyless_proto::status::{self, NtStatus};
-use copyless_vfs::{FileStat, Vfs, VfsError};
+use copyless_vfs::{FileStat, Identity, Vfs, VfsError};
 
 use crate::access::{self, DELETE, FILE_DELETE_CHILD, FILE_READ_ATTRIBUTES, MAXIMUM_ALLOWED};
 use crate::handlers::vfs_status;
@@ -23,6 +23,8 @@ pub type Token = Vec<Vec<u8>>;
 pub struct Caller<'a> {
     pub config: &'a ServerConfig,
     pub anonymous: bool,
+    /// Who the session's file work is done as.
+    pub who: &'a Identity,
 }
 
 impl Caller<'_> {
@@ -48,8 +50,8 @@ pub fn stored(vfs: &dyn Vfs, h: &copyless_vfs::FileHandle) -> Result<Option<Desc
     Ok(raw.as_deref().map(parse_stored))
 }
 
-fn dir_stored(vfs: &dyn Vfs, path: &str) -> Result<Option<Descriptor>, NtStatus> {
-    match vfs.dir_security(path) {
+fn dir_stored(vfs: &dyn Vfs, who: &Identity, path: &str) -> Result<Option<Descriptor>, NtStatus> {
+    match vfs.dir_security(who, path) {
         Ok(raw) => Ok(raw.as_deref().map(parse_stored)),
         // The open itself reports a missing directory.
         Err(VfsError::NameNotFound | VfsError::PathNotFound | VfsError::NotADirectory) => Ok(None),
@@ -96,7 +98,7 @@ pub fn check_open(
     let mut allowed = sd.granted(token);
     if allowed & (DELETE | FILE_READ_ATTRIBUTES) != DELETE | FILE_READ_ATTRIBUTES {
         let parent_rights = match parent(path) {
-            Some(p) => match dir_stored(vfs, p)? {
+            Some(p) => match dir_stored(vfs, caller.who, p)? {
                 Some(psd) => psd.granted(token),
                 None => access::FILE_ALL_ACCESS,
             },
@@ -136,7 +138,7 @@ pub fn check_create(
     let Some(p) = parent(path) else {
         return Ok(None);
     };
-    let Some(psd) = dir_stored(vfs, p)? else {
+    let Some(psd) = dir_stored(vfs, caller.who, p)? else {
         return Ok(None);
     };
     // FILE_ADD_FILE and FILE_ADD_SUBDIRECTORY share their bits with

@@ -10,6 +10,7 @@ use copyless_proto::messages::{self, SessionSetupRequest};
 use copyless_proto::negotiate::DIALECT_311;
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::Writer;
+use copyless_vfs::Identity;
 
 use crate::connection::{Connection, Reply, Req};
 use crate::env::Env;
@@ -37,6 +38,8 @@ pub struct Session {
     /// Every request must come encrypted (SESSION_FLAG_ENCRYPT_DATA).
     pub encrypt_data: bool,
     pub preauth: PreauthHash,
+    /// Who the session's file work is done as, once it is authenticated.
+    pub who: Identity,
     pub trees: HashMap<u32, Tree>,
     pub opens: HashMap<u64, Open>,
     pub next_tree_id: u32,
@@ -105,6 +108,7 @@ impl Connection {
                     trees: HashMap::new(),
                     opens: HashMap::new(),
                     next_tree_id: 1,
+                    who: Identity::Server,
                 },
             );
             id

@@ -12,7 +12,7 @@ use copyless_scripted::{
     create_request_with, file_contents, names_in, put_file, read_request, Client, Request, Users,
 };
 use copyless_vfs::memory::MemoryVfs;
-use copyless_vfs::{Vfs, VfsError};
+use copyless_vfs::{Identity, Vfs, VfsError};
 
 const FILE_RENAME_INFORMATION: u8 = 10;
 const FILE_NAMES_INFORMATION: u8 = 12;
@@ -97,7 +97,10 @@ fn files_written_by_the_client_are_in_the_share() {
     let id = c.create("docs\\report.txt", false).unwrap();
     assert_eq!(read(&mut c, id, 0, 100), b"hello MEMORY");
     assert_eq!(c.close(id), status::SUCCESS);
-    assert_eq!(vfs.resolve("DOCS/REPORT.txt").unwrap(), "Docs/Report.TXT");
+    assert_eq!(
+        vfs.resolve(&Identity::Server, "DOCS/REPORT.txt").unwrap(),
+        "Docs/Report.TXT"
+    );
     assert_eq!(file_contents(&*vfs, "Docs/Report.TXT"), b"hello MEMORY");
 }
 
@@ -182,7 +185,10 @@ fn listing_renaming_and_deleting() {
         status::SUCCESS
     );
     assert_eq!(c.close(d), status::SUCCESS);
-    assert!(matches!(vfs.resolve("dir"), Err(VfsError::NameNotFound)));
+    assert!(matches!(
+        vfs.resolve(&Identity::Server, "dir"),
+        Err(VfsError::NameNotFound)
+    ));
     assert_eq!(
         open_for_delete(&mut c, "dir\\b.txt", 0x40).err(),
         Some(status::OBJECT_PATH_NOT_FOUND)

@@ -27,7 +27,7 @@ use copyless_proto::transform::Sealed;
 use copyless_proto::{status, Writer, HEADER_LEN};
 use copyless_vfs::memory::MemoryVfs;
 use copyless_vfs::posix::PosixVfs;
-use copyless_vfs::{Disposition, Kind, OpenRequest, Vfs};
+use copyless_vfs::{Disposition, Identity, Kind, OpenRequest, Vfs};
 
 pub const NOW: u64 = 133_000_000_000_000_000;
 
@@ -163,6 +163,7 @@ pub fn server_over(
 pub fn put_file(vfs: &dyn Vfs, path: &str, data: &[u8]) {
     let opened = vfs
         .open(&OpenRequest {
+            who: &Identity::Server,
             path,
             disposition: Disposition::OverwriteIf,
             kind: Kind::NonDirectory,
@@ -179,6 +180,7 @@ pub fn put_file(vfs: &dyn Vfs, path: &str, data: &[u8]) {
 pub fn file_contents(vfs: &dyn Vfs, path: &str) -> Vec<u8> {
     let opened = vfs
         .open(&OpenRequest {
+            who: &Identity::Server,
             path,
             disposition: Disposition::Open,
             kind: Kind::NonDirectory,

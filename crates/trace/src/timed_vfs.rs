@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use copyless_vfs::{
-    CreateAction, Disposition, FileHandle, FileStat, FsStat, OpenRequest, Opened, SetTimes, Vfs,
-    VfsResult,
+    CreateAction, Disposition, FileHandle, FileStat, FsStat, Identity, OpenRequest, Opened,
+    SetTimes, Vfs, VfsResult,
 };
 
 use crate::clock;
@@ -76,8 +76,8 @@ impl Vfs for TimedVfs {
         self.timed(Syscall::Open, || self.inner.open(req))
     }
 
-    fn resolve(&self, path: &str) -> VfsResult<String> {
-        self.timed(Syscall::Resolve, || self.inner.resolve(path))
+    fn resolve(&self, who: &Identity, path: &str) -> VfsResult<String> {
+        self.timed(Syscall::Resolve, || self.inner.resolve(who, path))
     }
 
     fn stat(&self, h: &FileHandle) -> VfsResult<FileStat> {
@@ -141,12 +141,14 @@ impl Vfs for TimedVfs {
         self.timed(Syscall::ReadDir, || self.inner.is_empty_dir(h))
     }
 
-    fn rename(&self, from: &str, to: &str, replace: bool) -> VfsResult<String> {
-        self.timed(Syscall::Rename, || self.inner.rename(from, to, replace))
+    fn rename(&self, who: &Identity, from: &str, to: &str, replace: bool) -> VfsResult<String> {
+        self.timed(Syscall::Rename, || {
+            self.inner.rename(who, from, to, replace)
+        })
     }
 
-    fn unlink(&self, path: &str, is_dir: bool) -> VfsResult<()> {
-        self.timed(Syscall::Unlink, || self.inner.unlink(path, is_dir))
+    fn unlink(&self, who: &Identity, path: &str, is_dir: bool) -> VfsResult<()> {
+        self.timed(Syscall::Unlink, || self.inner.unlink(who, path, is_dir))
     }
 
     fn fs_stat(&self) -> VfsResult<FsStat> {
@@ -161,8 +163,8 @@ impl Vfs for TimedVfs {
         self.timed(Syscall::Security, || self.inner.set_security(h, sd))
     }
 
-    fn dir_security(&self, path: &str) -> VfsResult<Option<Vec<u8>>> {
-        self.timed(Syscall::Security, || self.inner.dir_security(path))
+    fn dir_security(&self, who: &Identity, path: &str) -> VfsResult<Option<Vec<u8>>> {
+        self.timed(Syscall::Security, || self.inner.dir_security(who, path))
     }
 
     fn open_stream(
@@ -195,6 +197,7 @@ mod tests {
 
     fn open_req(path: &str, disposition: Disposition) -> OpenRequest<'_> {
         OpenRequest {
+            who: &Identity::Server,
             path,
             disposition,
             kind: Kind::NonDirectory,

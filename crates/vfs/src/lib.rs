@@ -11,9 +11,12 @@
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
+mod identity;
 pub mod memory;
 mod names;
 pub mod posix;
+
+pub use identity::{Identity, UnixIds};
 
 /// FILE_ATTRIBUTE_* bits (MS-FSCC 2.6) the VFS stores and reports.
 pub mod attr {
@@ -123,6 +126,9 @@ pub enum CreateAction {
 
 #[derive(Debug, Clone)]
 pub struct OpenRequest<'a> {
+    /// Who opens: the kernel checks the open against this identity, and
+    /// the handle acts as it for as long as it lives.
+    pub who: &'a Identity,
     pub path: &'a str,
     pub disposition: Disposition,
     pub kind: Kind,
@@ -147,6 +153,8 @@ pub struct FileHandle {
     /// An engine may read and write the descriptor itself, asynchronously
     /// (see [`Vfs::data_fd`]).
     direct: bool,
+    /// Who opened it: everything done through it is done as them.
+    who: Identity,
 }
 
 /// What a handle holds on to: a descriptor, or a node of a
@@ -166,7 +174,19 @@ impl FileHandle {
             is_dir,
             stream,
             direct: false,
+            who: Identity::Server,
         }
+    }
+
+    /// The handle acts as `who`.
+    pub(crate) fn acting_as(mut self, who: &Identity) -> FileHandle {
+        self.who = who.clone();
+        self
+    }
+
+    /// Who the handle acts as.
+    pub fn who(&self) -> &Identity {
+        &self.who
     }
 
     /// Says whether an engine may do this handle's data I/O on its
@@ -187,6 +207,7 @@ impl FileHandle {
             is_dir,
             stream,
             direct: false,
+            who: Identity::Server,
         }
     }
 
@@ -256,13 +277,15 @@ fn root_may_open(req: &OpenRequest<'_>) -> VfsResult<()> {
     }
 }
 
+/// Every operation is done as someone: an open as `req.who`, a path
+/// operation as its `who`, anything through a handle as whoever opened it.
 pub trait Vfs: Send + Sync {
     /// Looks up `req.path` case-insensitively, opens or creates it.
     fn open(&self, req: &OpenRequest<'_>) -> VfsResult<Opened>;
     /// Resolves a path case-insensitively without opening it, for rename
     /// targets and existence checks: the real path, or NameNotFound /
     /// PathNotFound.
-    fn resolve(&self, path: &str) -> VfsResult<String>;
+    fn resolve(&self, who: &Identity, path: &str) -> VfsResult<String>;
     fn stat(&self, h: &FileHandle) -> VfsResult<FileStat>;
     /// Reads at `offset`; fewer bytes than asked only at end of file.
     fn read(&self, h: &FileHandle, offset: u64, buf: &mut [u8]) -> VfsResult<usize>;
@@ -315,9 +338,9 @@ pub trait Vfs: Send + Sync {
     /// new real path. A target that exists is Collision unless `replace`,
     /// and a directory target is never replaced (AccessDenied). A rename
     /// that only changes case of the same object is allowed.
-    fn rename(&self, from: &str, to: &str, replace: bool) -> VfsResult<String>;
+    fn rename(&self, who: &Identity, from: &str, to: &str, replace: bool) -> VfsResult<String>;
     /// Removes a file or an empty directory by its real path.
-    fn unlink(&self, path: &str, is_dir: bool) -> VfsResult<()>;
+    fn unlink(&self, who: &Identity, path: &str, is_dir: bool) -> VfsResult<()>;
     fn fs_stat(&self) -> VfsResult<FsStat>;
     /// The NT security descriptor (self-relative) stored for the object,
     /// or None when it has none and its rights follow from its mode.
@@ -326,7 +349,7 @@ pub trait Vfs: Send + Sync {
     fn set_security(&self, h: &FileHandle, sd: &[u8]) -> VfsResult<()>;
     /// The security descriptor stored for the directory at the real path
     /// `path` (as returned by open).
-    fn dir_security(&self, path: &str) -> VfsResult<Option<Vec<u8>>>;
+    fn dir_security(&self, who: &Identity, path: &str) -> VfsResult<Option<Vec<u8>>>;
     /// Opens the alternate data stream `name` of the open object `base`,
     /// creating or truncating it as `disposition` says (matched
     /// case-insensitively). The handle's reads, writes, set_len and stat

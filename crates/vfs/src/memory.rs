@@ -25,8 +25,8 @@ use rustix::io::Errno;
 
 use crate::names::{fold, join, split};
 use crate::{
-    attr, CreateAction, Disposition, FileHandle, FileStat, FsStat, Kind, OpenRequest, Opened,
-    SetTimes, Vfs, VfsError, VfsResult,
+    attr, CreateAction, Disposition, FileHandle, FileStat, FsStat, Identity, Kind, OpenRequest,
+    Opened, SetTimes, Vfs, VfsError, VfsResult,
 };
 
 /// 2024-01-01T00:00:00Z, where every instance's clock starts.
@@ -292,7 +292,7 @@ impl MemoryVfs {
     fn open_root(&self, st: &mut State, req: &OpenRequest<'_>) -> VfsResult<Opened> {
         crate::root_may_open(req)?;
         Ok(Opened {
-            handle: self.handle(st, ROOT, false, None)?,
+            handle: self.handle(st, ROOT, false, None)?.acting_as(req.who),
             action: CreateAction::Opened,
             stat: st.stat(ROOT)?,
             path: String::new(),
@@ -549,7 +549,7 @@ impl Vfs for MemoryVfs {
             }
             let writable = !is_dir && (req.write || truncate);
             return Ok(Opened {
-                handle: self.handle(&mut st, id, writable, None)?,
+                handle: self.handle(&mut st, id, writable, None)?.acting_as(req.who),
                 action,
                 stat: st.stat(id)?,
                 path,
@@ -575,14 +575,16 @@ impl Vfs for MemoryVfs {
             children.insert((*last).to_owned(), id);
         }
         Ok(Opened {
-            handle: self.handle(&mut st, id, !is_dir && req.write, None)?,
+            handle: self
+                .handle(&mut st, id, !is_dir && req.write, None)?
+                .acting_as(req.who),
             action: CreateAction::Created,
             stat: st.stat(id)?,
             path: join(&dir_real, last),
         })
     }
 
-    fn resolve(&self, path: &str) -> VfsResult<String> {
+    fn resolve(&self, _who: &Identity, path: &str) -> VfsResult<String> {
         let comps = split(path)?;
         let Some((last, parents)) = comps.split_last() else {
             return Ok(String::new());
@@ -789,7 +791,7 @@ impl Vfs for MemoryVfs {
         }
     }
 
-    fn rename(&self, from: &str, to: &str, replace: bool) -> VfsResult<String> {
+    fn rename(&self, _who: &Identity, from: &str, to: &str, replace: bool) -> VfsResult<String> {
         let from_comps = split(from)?;
         let to_comps = split(to)?;
         let (Some((from_name, from_parents)), Some((to_name, to_parents))) =
@@ -845,7 +847,7 @@ impl Vfs for MemoryVfs {
         Ok(new_path)
     }
 
-    fn unlink(&self, path: &str, is_dir: bool) -> VfsResult<()> {
+    fn unlink(&self, _who: &Identity, path: &str, is_dir: bool) -> VfsResult<()> {
         let comps = split(path)?;
         let Some((last, parents)) = comps.split_last() else {
             return Err(VfsError::AccessDenied);
@@ -914,7 +916,7 @@ impl Vfs for MemoryVfs {
         Ok(())
     }
 
-    fn dir_security(&self, path: &str) -> VfsResult<Option<Vec<u8>>> {
+    fn dir_security(&self, _who: &Identity, path: &str) -> VfsResult<Option<Vec<u8>>> {
         let st = self.lock();
         if !st.acls_in_use {
             return Ok(None);
@@ -972,7 +974,9 @@ impl Vfs for MemoryVfs {
                 (name.to_owned(), CreateAction::Created)
             }
         };
-        let handle = self.handle(&mut st, id, node.writable, Some(real.into()))?;
+        let handle = self
+            .handle(&mut st, id, node.writable, Some(real.into()))?
+            .acting_as(base.who());
         Ok((handle, action))
     }
 
@@ -1035,6 +1039,7 @@ mod tests {
     fn unlinked_nodes_live_while_held() {
         let vfs = MemoryVfs::new();
         let req = |path| OpenRequest {
+            who: &Identity::Server,
             path,
             disposition: Disposition::Create,
             kind: Kind::NonDirectory,
@@ -1046,9 +1051,9 @@ mod tests {
         let kept = vfs.open(&req("kept")).unwrap();
         let other = vfs.open(&req("other")).unwrap();
         vfs.write(&kept.handle, 0, b"still here").unwrap();
-        vfs.unlink("kept", false).unwrap();
+        vfs.unlink(&Identity::Server, "kept", false).unwrap();
         drop(other);
-        vfs.unlink("other", false).unwrap();
+        vfs.unlink(&Identity::Server, "other", false).unwrap();
         // Only the held one is kept.
         assert_eq!(vfs.lock().nodes.len(), 2);
         let mut buf = [0u8; 16];
@@ -1065,6 +1070,7 @@ mod tests {
         let b = MemoryVfs::new();
         let root = a
             .open(&OpenRequest {
+                who: &Identity::Server,
                 path: "",
                 disposition: Disposition::Open,
                 kind: Kind::Any,

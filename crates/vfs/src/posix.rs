@@ -8,6 +8,7 @@
 //! per-directory case-folded name cache (see [`case_cache`]).
 
 mod case_cache;
+mod creds;
 mod errno;
 mod meta;
 mod ntacl;
@@ -27,8 +28,8 @@ use rustix::io::{pread, pwrite, Errno};
 
 use crate::names::{fold, join, split};
 use crate::{
-    attr, CreateAction, Disposition, FileHandle, FileStat, FsStat, Kind, OpenRequest, Opened,
-    SetTimes, Vfs, VfsError, VfsResult,
+    attr, CreateAction, Disposition, FileHandle, FileStat, FsStat, Identity, Kind, OpenRequest,
+    Opened, SetTimes, Vfs, VfsError, VfsResult,
 };
 use case_cache::{CaseCache, Lookup};
 use errno::{io_err, path_err};
@@ -274,7 +275,7 @@ impl PosixVfs {
         let fd = self.open_dir("").map_err(|e| path_err(e, true))?;
         let stat = self.stat_fd(fd.as_fd())?;
         Ok(Opened {
-            handle: FileHandle::from_fd(fd, true, None),
+            handle: FileHandle::from_fd(fd, true, None).acting_as(req.who),
             action: CreateAction::Opened,
             stat,
             path: String::new(),
@@ -348,7 +349,12 @@ impl PosixVfs {
         let stored = self.meta.read(&Target::Fd(fd.as_fd()), file_key(&stx));
         let stat = self.change_times.apply(&stx, build_stat(&stx, stored));
         let direct = self.direct_dev == Some(stat.dev);
-        Ok((FileHandle::from_fd(fd, is_dir, None).direct(direct), stat))
+        Ok((
+            FileHandle::from_fd(fd, is_dir, None)
+                .direct(direct)
+                .acting_as(req.who),
+            stat,
+        ))
     }
 
     /// Creates `name` in `dir`; Collision if anything has that exact name.
@@ -400,7 +406,12 @@ impl PosixVfs {
         match setup() {
             Ok(stat) => {
                 let direct = self.direct_dev == Some(stat.dev);
-                Ok((FileHandle::from_fd(fd, is_dir, None).direct(direct), stat))
+                Ok((
+                    FileHandle::from_fd(fd, is_dir, None)
+                        .direct(direct)
+                        .acting_as(req.who),
+                    stat,
+                ))
             }
             Err(e) => {
                 // Leave no half-made object behind.
@@ -592,8 +603,11 @@ fn timespec(t: Option<u64>) -> Timespec {
 
 /// The descriptor of a handle this backend opened. A handle of another
 /// backend is refused as a descriptor that is not open would be.
+/// The handle's descriptor, this thread acting as whoever opened it.
 fn fd_of(h: &FileHandle) -> VfsResult<BorrowedFd<'_>> {
-    h.fd().ok_or_else(|| VfsError::Io(Errno::BADF.into()))
+    let fd = h.fd().ok_or_else(|| VfsError::Io(Errno::BADF.into()))?;
+    creds::act_as(h.who())?;
+    Ok(fd)
 }
 
 /// Maps the error of a read, write or sync an engine made itself on a
@@ -607,6 +621,7 @@ pub fn data_error(e: std::io::Error) -> VfsError {
 
 impl Vfs for PosixVfs {
     fn open(&self, req: &OpenRequest<'_>) -> VfsResult<Opened> {
+        creds::act_as(req.who)?;
         let comps = split(req.path)?;
         let Some((last, parents)) = comps.split_last() else {
             return self.open_root(req);
@@ -669,7 +684,8 @@ impl Vfs for PosixVfs {
         Err(VfsError::Io(Errno::AGAIN.into()))
     }
 
-    fn resolve(&self, path: &str) -> VfsResult<String> {
+    fn resolve(&self, who: &Identity, path: &str) -> VfsResult<String> {
+        creds::act_as(who)?;
         let comps = split(path)?;
         let Some((last, parents)) = comps.split_last() else {
             return Ok(String::new());
@@ -848,7 +864,8 @@ impl Vfs for PosixVfs {
         Ok(true)
     }
 
-    fn rename(&self, from: &str, to: &str, replace: bool) -> VfsResult<String> {
+    fn rename(&self, who: &Identity, from: &str, to: &str, replace: bool) -> VfsResult<String> {
+        creds::act_as(who)?;
         let from_comps = split(from)?;
         let to_comps = split(to)?;
         let (Some((from_name, from_parents)), Some((to_name, to_parents))) =
@@ -917,7 +934,8 @@ impl Vfs for PosixVfs {
         Ok(join(&to_real, new_name))
     }
 
-    fn unlink(&self, path: &str, is_dir: bool) -> VfsResult<()> {
+    fn unlink(&self, who: &Identity, path: &str, is_dir: bool) -> VfsResult<()> {
+        creds::act_as(who)?;
         let comps = split(path)?;
         let Some((last, parents)) = comps.split_last() else {
             return Err(VfsError::AccessDenied);
@@ -953,13 +971,20 @@ impl Vfs for PosixVfs {
     }
 
     fn set_security(&self, h: &FileHandle, sd: &[u8]) -> VfsResult<()> {
-        self.acls.set(self.root.as_fd(), fd_of(h)?, sd)
+        if !self.acls.in_use() {
+            // The share's marker is the server's, whoever stores the first
+            // descriptor.
+            creds::act_as(&Identity::Server)?;
+            self.acls.mark_in_use(self.root.as_fd())?;
+        }
+        self.acls.set(fd_of(h)?, sd)
     }
 
-    fn dir_security(&self, path: &str) -> VfsResult<Option<Vec<u8>>> {
+    fn dir_security(&self, who: &Identity, path: &str) -> VfsResult<Option<Vec<u8>>> {
         if !self.acls.in_use() {
             return Ok(None);
         }
+        creds::act_as(who)?;
         let fd = self.open_dir(path).map_err(|e| path_err(e, true))?;
         self.acls.get(fd.as_fd())
     }
@@ -992,7 +1017,10 @@ impl Vfs for PosixVfs {
             }
         };
         let fd = rustix::io::fcntl_dupfd_cloexec(fd, 0).map_err(io_err)?;
-        Ok((FileHandle::from_fd(fd, false, Some(real.into())), action))
+        Ok((
+            FileHandle::from_fd(fd, false, Some(real.into())).acting_as(base.who()),
+            action,
+        ))
     }
 
     fn streams(&self, h: &FileHandle) -> VfsResult<Vec<(String, u64)>> {

@@ -10,8 +10,8 @@ use std::time::Duration;
 use copyless_vfs::memory::MemoryVfs;
 use copyless_vfs::posix::PosixVfs;
 use copyless_vfs::{
-    attr, CreateAction, Disposition, FileHandle, FileStat, Kind, OpenRequest, Opened, SetTimes,
-    Vfs, VfsError, VfsResult,
+    attr, CreateAction, Disposition, FileHandle, FileStat, Identity, Kind, OpenRequest, Opened,
+    SetTimes, Vfs, VfsError, VfsResult,
 };
 
 use CreateAction::{Created, Opened as Existed, Overwritten, Superseded};
@@ -77,6 +77,7 @@ fn summary(st: &FileStat) -> String {
 
 fn req(path: &str, disposition: Disposition, kind: Kind) -> OpenRequest<'_> {
     OpenRequest {
+        who: &Identity::Server,
         path,
         disposition,
         kind,
@@ -260,10 +261,10 @@ fn lookup_ignores_case_and_names_keep_theirs() {
         r.fails("create in other case", collide, "Collision");
         let d = r.open("SUBDIR", Open, Kind::Directory).unwrap();
         assert_eq!(r.names(&d.handle), ["Inner.Bin", "Ärger.Txt"]);
-        let resolved = r.vfs.resolve("sUBdIR/inner.bin");
+        let resolved = r.vfs.resolve(&Identity::Server, "sUBdIR/inner.bin");
         r.outcome("resolve", &resolved, |p| p.clone());
         assert_eq!(resolved.unwrap(), "SubDir/Inner.Bin");
-        assert_eq!(r.vfs.resolve("").unwrap(), "");
+        assert_eq!(r.vfs.resolve(&Identity::Server, "").unwrap(), "");
     });
 }
 
@@ -283,7 +284,7 @@ fn missing_and_invalid_names() {
         for (path, want) in cases {
             let open = r.open(path, Open, Kind::Any);
             r.fails(&format!("open {path}"), open, want);
-            let resolve = r.vfs.resolve(path);
+            let resolve = r.vfs.resolve(&Identity::Server, path);
             r.fails(&format!("resolve {path}"), resolve, want);
         }
         let create = r.open("nodir/x", Create, Kind::Any);
@@ -295,7 +296,7 @@ fn missing_and_invalid_names() {
         ] {
             let open = r.open(bad, OpenIf, Kind::Any);
             r.fails(&format!("open {bad:?}"), open, "InvalidName");
-            let resolve = r.vfs.resolve(bad);
+            let resolve = r.vfs.resolve(&Identity::Server, bad);
             r.fails(&format!("resolve {bad:?}"), resolve, "InvalidName");
         }
         // Names are bounded in bytes, not characters.
@@ -355,6 +356,7 @@ fn read_write_and_sizes() {
         assert_eq!(r.stat(h).size, 5);
         let pre = r
             .open_with(&OpenRequest {
+                who: &Identity::Server,
                 allocation_size: 65536,
                 ..req("pre", Create, Kind::Any)
             })
@@ -374,6 +376,7 @@ fn handles_do_what_they_were_opened_for() {
         let d = r.create_dir("d");
         let ro = r
             .open_with(&OpenRequest {
+                who: &Identity::Server,
                 write: false,
                 ..req("f", Open, Kind::Any)
             })
@@ -390,6 +393,7 @@ fn handles_do_what_they_were_opened_for() {
         // Truncating opens write even when not asked to.
         let trunc = r
             .open_with(&OpenRequest {
+                who: &Identity::Server,
                 write: false,
                 ..req("f", Overwrite, Kind::Any)
             })
@@ -419,7 +423,7 @@ fn an_unlinked_file_stays_usable_through_its_handles() {
     on_both(|r| {
         let o = r.create_file("f", b"before");
         let other = r.open("F", Open, Kind::Any).unwrap();
-        r.vfs.unlink("f", false).unwrap();
+        r.vfs.unlink(&Identity::Server, "f", false).unwrap();
         let gone = r.open("f", Open, Kind::Any);
         r.fails("open after unlink", gone, "NameNotFound");
         r.vfs.write(&o.handle, 6, b" after").unwrap();
@@ -468,7 +472,7 @@ fn directories_and_listings() {
         assert!(r.vfs.is_empty_dir(&sub.handle).unwrap());
         assert!(r.names(&sub.handle).is_empty());
         // A listing through a handle follows changes made since.
-        r.vfs.unlink("b", false).unwrap();
+        r.vfs.unlink(&Identity::Server, "b", false).unwrap();
         assert_eq!(r.names(&root.handle), ["C", "a", "d"]);
         assert!(r.vfs.entry(&root.handle, "b").unwrap().is_none());
     });
@@ -481,7 +485,9 @@ fn rename_within_and_across_directories() {
         r.create_dir("Dst");
         let f = r.create_file("Src/file", b"x");
         // The target's parent is resolved case-insensitively.
-        let moved = r.vfs.rename("Src/file", "dst/New Name", false);
+        let moved = r
+            .vfs
+            .rename(&Identity::Server, "Src/file", "dst/New Name", false);
         r.outcome("rename across", &moved, |p| p.clone());
         assert_eq!(moved.unwrap(), "Dst/New Name");
         let gone = r.open("src/FILE", Open, Kind::Any);
@@ -495,7 +501,7 @@ fn rename_within_and_across_directories() {
         let o = r.open("Dst/New Name", Open, Kind::Any).unwrap();
         assert_eq!(r.read_all(&o.handle), b"xy");
         // A directory moves with what is in it.
-        let moved = r.vfs.rename("dst", "Src/Inner", false);
+        let moved = r.vfs.rename(&Identity::Server, "dst", "Src/Inner", false);
         r.outcome("rename a directory", &moved, |p| p.clone());
         assert_eq!(moved.unwrap(), "Src/Inner");
         assert_eq!(
@@ -510,16 +516,18 @@ fn rename_within_and_across_directories() {
             ("Src", "", "AccessDenied"),
         ];
         for (from, to, want) in cases {
-            let got = r.vfs.rename(from, to, false);
+            let got = r.vfs.rename(&Identity::Server, from, to, false);
             r.fails(&format!("rename {from:?} {to:?}"), got, want);
         }
         // Beneath itself.
-        let into = r.vfs.rename("Src", "src/inner/x", false);
+        let into = r.vfs.rename(&Identity::Server, "Src", "src/inner/x", false);
         r.fails("rename into itself", into, "InvalidName");
-        let into = r.vfs.rename("Src", "Src/x", true);
+        let into = r.vfs.rename(&Identity::Server, "Src", "Src/x", true);
         r.fails("rename into itself, replacing", into, "InvalidName");
         let long = format!("Src/{}", "y".repeat(256));
-        let too_long = r.vfs.rename("Src/Inner/New Name", &long, false);
+        let too_long = r
+            .vfs
+            .rename(&Identity::Server, "Src/Inner/New Name", &long, false);
         r.fails("rename to a long name", too_long, "InvalidName");
     });
 }
@@ -539,10 +547,10 @@ fn rename_onto_existing_names() {
             ("dir2", "b", true, "PathNotFound"),
         ];
         for (from, to, replace, want) in cases {
-            let got = r.vfs.rename(from, to, replace);
+            let got = r.vfs.rename(&Identity::Server, from, to, replace);
             r.fails(&format!("rename {from} {to} {replace}"), got, want);
         }
-        let replaced = r.vfs.rename("a", "B", true);
+        let replaced = r.vfs.rename(&Identity::Server, "a", "B", true);
         r.outcome("replace", &replaced, |p| p.clone());
         assert_eq!(replaced.unwrap(), "B");
         let root = r.open("", Open, Kind::Any).unwrap();
@@ -560,16 +568,31 @@ fn rename_onto_existing_names() {
 fn rename_changing_only_case() {
     on_both(|r| {
         r.create_file("foo.txt", b"x");
-        let renamed = r.vfs.rename("foo.txt", "FOO.TXT", false);
+        let renamed = r.vfs.rename(&Identity::Server, "foo.txt", "FOO.TXT", false);
         r.outcome("case only", &renamed, |p| p.clone());
         assert_eq!(renamed.unwrap(), "FOO.TXT");
         assert_eq!(r.open("foo.txt", Open, Kind::Any).unwrap().path, "FOO.TXT");
         r.create_dir("Dir");
-        assert_eq!(r.vfs.rename("Dir", "dir", false).unwrap(), "dir");
+        assert_eq!(
+            r.vfs
+                .rename(&Identity::Server, "Dir", "dir", false)
+                .unwrap(),
+            "dir"
+        );
         // To exactly the same name: nothing to do, and no collision.
-        assert_eq!(r.vfs.rename("dir", "dir", false).unwrap(), "dir");
+        assert_eq!(
+            r.vfs
+                .rename(&Identity::Server, "dir", "dir", false)
+                .unwrap(),
+            "dir"
+        );
         // The source is found case-insensitively too.
-        assert_eq!(r.vfs.rename("DIR", "Dir", false).unwrap(), "Dir");
+        assert_eq!(
+            r.vfs
+                .rename(&Identity::Server, "DIR", "Dir", false)
+                .unwrap(),
+            "Dir"
+        );
         let root = r.open("", Open, Kind::Any).unwrap();
         assert_eq!(r.names(&root.handle), ["Dir", "FOO.TXT"]);
     });
@@ -589,14 +612,14 @@ fn unlink_files_and_directories() {
             ("", true, "AccessDenied"),
         ];
         for (path, is_dir, want) in cases {
-            let got = r.vfs.unlink(path, is_dir);
+            let got = r.vfs.unlink(&Identity::Server, path, is_dir);
             r.fails(&format!("unlink {path:?} {is_dir}"), got, want);
         }
-        r.vfs.unlink("D/F", false).unwrap();
+        r.vfs.unlink(&Identity::Server, "D/F", false).unwrap();
         let gone = r.open("d/f", Open, Kind::Any);
         r.fails("open removed file", gone, "NameNotFound");
-        r.vfs.unlink("D", true).unwrap();
-        let again = r.vfs.unlink("d", true);
+        r.vfs.unlink(&Identity::Server, "D", true).unwrap();
+        let again = r.vfs.unlink(&Identity::Server, "d", true);
         r.fails("unlink twice", again, "NameNotFound");
         let root = r.open("", Open, Kind::Any).unwrap();
         assert!(r.names(&root.handle).is_empty());
@@ -609,6 +632,7 @@ fn dos_attributes() {
     on_both(|r| {
         let f = r
             .open_with(&OpenRequest {
+                who: &Identity::Server,
                 attributes: attr::HIDDEN | attr::READONLY | attr::DIRECTORY | attr::NORMAL,
                 ..req("f", Create, Kind::NonDirectory)
             })
@@ -619,6 +643,7 @@ fn dos_attributes() {
         r.vfs.write(&f.handle, 0, b"data").unwrap();
         let d = r
             .open_with(&OpenRequest {
+                who: &Identity::Server,
                 attributes: attr::SYSTEM,
                 ..req("d", Create, Kind::Directory)
             })
@@ -642,6 +667,7 @@ fn dos_attributes() {
         for (d, action) in [(Overwrite, Overwritten), (Supersede, Superseded)] {
             let o = r
                 .open_with(&OpenRequest {
+                    who: &Identity::Server,
                     attributes: attr::HIDDEN,
                     ..req("F", d, Kind::Any)
                 })
@@ -740,7 +766,9 @@ fn times_set_and_moved_by_changes() {
             )
             .unwrap();
         settle();
-        r.vfs.rename("d/f", "d/g", false).unwrap();
+        r.vfs
+            .rename(&Identity::Server, "d/f", "d/g", false)
+            .unwrap();
         let st = r.vfs.stat(h).unwrap();
         let moved = (st.last_write_time, st.change_time > Y2020);
         r.note("after rename", moved);
@@ -760,8 +788,12 @@ fn times_set_and_moved_by_changes() {
             settle();
             match step {
                 "create" => drop(r.create_file("d/new", b"")),
-                "rename" => drop(r.vfs.rename("d/new", "d/newer", false).unwrap()),
-                _ => r.vfs.unlink("d/newer", false).unwrap(),
+                "rename" => drop(
+                    r.vfs
+                        .rename(&Identity::Server, "d/new", "d/newer", false)
+                        .unwrap(),
+                ),
+                _ => r.vfs.unlink(&Identity::Server, "d/newer", false).unwrap(),
             }
             let moved = r.vfs.stat(&d.handle).unwrap().last_write_time > Y2020;
             r.note(step, moved);
@@ -863,7 +895,7 @@ fn streams_of_files_and_directories() {
             .unwrap();
 
         // Streams go with the object when it is renamed.
-        r.vfs.rename("f", "g", false).unwrap();
+        r.vfs.rename(&Identity::Server, "f", "g", false).unwrap();
         let g = r.open("g", Open, Kind::Any).unwrap();
         let (z, _) = r
             .vfs
@@ -889,6 +921,7 @@ fn streams_of_files_and_directories() {
         // Directories have streams too; a stream handle is not a directory.
         let d = r
             .open_with(&OpenRequest {
+                who: &Identity::Server,
                 attributes: attr::HIDDEN,
                 ..req("d", Create, Kind::Directory)
             })
@@ -917,19 +950,27 @@ fn security_descriptors() {
         r.create_dir("d/sub");
         // Until one is stored, none is looked up, whatever the path.
         assert_eq!(r.vfs.security(&f.handle).unwrap(), None);
-        assert_eq!(r.vfs.dir_security("nothing/at/all").unwrap(), None);
+        assert_eq!(
+            r.vfs
+                .dir_security(&Identity::Server, "nothing/at/all")
+                .unwrap(),
+            None
+        );
         let sd: Vec<u8> = (1..=100).collect();
         r.vfs.set_security(&f.handle, &sd).unwrap();
         assert_eq!(r.vfs.security(&f.handle).unwrap().as_deref(), Some(&sd[..]));
         assert_eq!(r.vfs.security(&d.handle).unwrap(), None);
-        assert_eq!(r.vfs.dir_security("d").unwrap(), None);
+        assert_eq!(r.vfs.dir_security(&Identity::Server, "d").unwrap(), None);
         r.vfs.set_security(&d.handle, b"dir sd").unwrap();
         r.vfs.set_security(&d.handle, b"dir sd 2").unwrap();
-        let got = r.vfs.dir_security("d");
+        let got = r.vfs.dir_security(&Identity::Server, "d");
         r.outcome("dir_security d", &got, |v| format!("{v:?}"));
         assert_eq!(got.unwrap().as_deref(), Some(&b"dir sd 2"[..]));
-        assert_eq!(r.vfs.dir_security("").unwrap(), None);
-        assert_eq!(r.vfs.dir_security("d/sub").unwrap(), None);
+        assert_eq!(r.vfs.dir_security(&Identity::Server, "").unwrap(), None);
+        assert_eq!(
+            r.vfs.dir_security(&Identity::Server, "d/sub").unwrap(),
+            None
+        );
         // dir_security takes real paths: no case folding.
         let cases: [(&str, &str); 5] = [
             ("D", "NameNotFound"),
@@ -939,14 +980,14 @@ fn security_descriptors() {
             ("f/x", "PathNotFound"),
         ];
         for (path, want) in cases {
-            let got = r.vfs.dir_security(path);
+            let got = r.vfs.dir_security(&Identity::Server, path);
             r.fails(&format!("dir_security {path}"), got, want);
         }
         // A stream handle reaches its object's descriptor.
         let (s, _) = r.vfs.open_stream(&f.handle, "s", Create).unwrap();
         assert_eq!(r.vfs.security(&s).unwrap().as_deref(), Some(&sd[..]));
         // Kept across a rename and an overwrite.
-        r.vfs.rename("f", "g", false).unwrap();
+        r.vfs.rename(&Identity::Server, "f", "g", false).unwrap();
         let g = r.open("g", Overwrite, Kind::Any).unwrap();
         assert_eq!(r.vfs.security(&g.handle).unwrap().as_deref(), Some(&sd[..]));
         let too_big = r.vfs.set_security(&g.handle, &vec![0; 65537]);

@@ -149,6 +149,7 @@ impl Connection {
         let caller = Caller {
             config: &server.config,
             anonymous: session.anonymous,
+            who: &session.who,
         };
         let vfs = share.vfs.as_ref();
         let rights = (granted, tree.maximal_access);
@@ -276,6 +277,7 @@ fn open_or_create(
         granted & (access::FILE_WRITE_DATA | access::FILE_APPEND_DATA) != 0 || truncating;
     for _attempt in 0..3 {
         let req = OpenRequest {
+            who: caller.who,
             path,
             disposition: Disposition::Open,
             kind,
@@ -431,7 +433,7 @@ fn create_inheriting(
         if let Err(e) = security::inherit(vfs, &opened.handle, &opened.stat, parent) {
             // Never leave an object with less protection than it was
             // meant to have.
-            let _ = vfs.unlink(&opened.path, opened.stat.is_dir);
+            let _ = vfs.unlink(req.who, &opened.path, opened.stat.is_dir);
             return Err(e);
         }
     }
@@ -472,6 +474,7 @@ fn open_or_create_stream(
     };
     let may_create = !matches!(disposition, Disposition::Open | Disposition::Overwrite);
     let base_req = OpenRequest {
+        who: caller.who,
         path,
         disposition: Disposition::Open,
         kind: Kind::Any,
@@ -524,7 +527,7 @@ fn open_or_create_stream(
         Ok(o) => o,
         Err(e) => {
             if base_created {
-                let _ = vfs.unlink(&base.path, false);
+                let _ = vfs.unlink(caller.who, &base.path, false);
             }
             return Err(vfs_status(&e));
         }

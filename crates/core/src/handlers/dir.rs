@@ -60,6 +60,7 @@ impl Connection {
                 let po = f
                     .vfs
                     .open(&OpenRequest {
+                        who: f.handle.who(),
                         path: parent_path,
                         disposition: Disposition::Open,
                         kind: Kind::Directory,

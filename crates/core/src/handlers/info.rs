@@ -336,7 +336,7 @@ fn rename(
         }
         state.path().to_owned()
     };
-    if let Ok(existing) = f.vfs.resolve(target) {
+    if let Ok(existing) = f.vfs.resolve(f.handle.who(), target) {
         if !existing.eq_ignore_ascii_case(&from)
             && replace
             && server.files().is_open_at(share, &existing)
@@ -346,7 +346,7 @@ fn rename(
     }
     let new_path = f
         .vfs
-        .rename(&from, target, replace)
+        .rename(f.handle.who(), &from, target, replace)
         .map_err(|e| vfs_status(&e))?;
     server.files().moved(&f.key, &from, &new_path);
     Ok(())

@@ -70,13 +70,17 @@ impl AclStore {
         }
     }
 
-    pub fn set(&self, root: BorrowedFd<'_>, fd: BorrowedFd<'_>, sd: &[u8]) -> VfsResult<()> {
+    /// Marks the share as holding descriptors, before the first is stored.
+    pub fn mark_in_use(&self, root: BorrowedFd<'_>) -> VfsResult<()> {
+        fsetxattr(root, IN_USE_XATTR, b"1", XattrFlags::empty()).map_err(unsupported)?;
+        self.in_use.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Stores `sd` on the object; the share must be marked in use first.
+    pub fn set(&self, fd: BorrowedFd<'_>, sd: &[u8]) -> VfsResult<()> {
         if sd.len() > MAX_LEN {
             return Err(VfsError::DiskFull);
-        }
-        if !self.in_use.load(Ordering::Relaxed) {
-            fsetxattr(root, IN_USE_XATTR, b"1", XattrFlags::empty()).map_err(unsupported)?;
-            self.in_use.store(true, Ordering::Relaxed);
         }
         let r = match fsetxattr(fd, NTACL_XATTR, sd, XattrFlags::empty()) {
             Err(Errno::BADF) => {

@@ -34,6 +34,7 @@ fn share() -> Share {
 
 fn req(path: &str, disposition: Disposition, kind: Kind) -> OpenRequest<'_> {
     OpenRequest {
+        who: &Identity::Server,
         path,
         disposition,
         kind,
@@ -87,8 +88,11 @@ fn case_insensitive_open_returns_real_path() {
     assert_eq!(o.action, CreateAction::Opened);
     assert!(!o.stat.is_dir);
     assert_eq!(read_all(&s.vfs, &o.handle), b"hello");
-    assert_eq!(s.vfs.resolve("Dir/FILE.txt").unwrap(), "dir/file.txt");
-    assert_eq!(s.vfs.resolve("").unwrap(), "");
+    assert_eq!(
+        s.vfs.resolve(&Identity::Server, "Dir/FILE.txt").unwrap(),
+        "dir/file.txt"
+    );
+    assert_eq!(s.vfs.resolve(&Identity::Server, "").unwrap(), "");
 }
 
 #[test]
@@ -147,9 +151,12 @@ fn missing_names_and_paths() {
         s.vfs.open(&req("nodir/x", Disposition::Create, Kind::Any)),
         Err(VfsError::PathNotFound)
     ));
-    assert!(matches!(s.vfs.resolve("none"), Err(VfsError::NameNotFound)));
     assert!(matches!(
-        s.vfs.resolve("none/x"),
+        s.vfs.resolve(&Identity::Server, "none"),
+        Err(VfsError::NameNotFound)
+    ));
+    assert!(matches!(
+        s.vfs.resolve(&Identity::Server, "none/x"),
         Err(VfsError::PathNotFound)
     ));
 }
@@ -245,6 +252,7 @@ fn dos_attributes_survive_a_restart() {
     let o = s
         .vfs
         .open(&OpenRequest {
+            who: &Identity::Server,
             attributes: attr::HIDDEN | attr::READONLY | attr::DIRECTORY,
             ..req("f", Disposition::Create, Kind::NonDirectory)
         })
@@ -256,6 +264,7 @@ fn dos_attributes_survive_a_restart() {
     let d = s
         .vfs
         .open(&OpenRequest {
+            who: &Identity::Server,
             attributes: attr::SYSTEM,
             ..req("d", Disposition::Create, Kind::Directory)
         })
@@ -301,6 +310,7 @@ fn overwrite_truncates_and_resets_attributes() {
     let o = s
         .vfs
         .open(&OpenRequest {
+            who: &Identity::Server,
             attributes: attr::HIDDEN,
             ..req("f", Disposition::Create, Kind::Any)
         })
@@ -315,6 +325,7 @@ fn overwrite_truncates_and_resets_attributes() {
         let o = s
             .vfs
             .open(&OpenRequest {
+                who: &Identity::Server,
                 attributes: attr::SYSTEM,
                 ..req("F", disposition, Kind::Any)
             })
@@ -403,6 +414,7 @@ fn read_write_and_sizes() {
     let o = s
         .vfs
         .open(&OpenRequest {
+            who: &Identity::Server,
             allocation_size: 65536,
             ..req("pre", Disposition::Create, Kind::Any)
         })
@@ -418,16 +430,28 @@ fn rename_changing_only_case() {
     let s = share();
     create_file(&s.vfs, "foo.txt", b"x");
     assert_eq!(
-        s.vfs.rename("foo.txt", "FOO.TXT", false).unwrap(),
+        s.vfs
+            .rename(&Identity::Server, "foo.txt", "FOO.TXT", false)
+            .unwrap(),
         "FOO.TXT"
     );
     assert_eq!(disk_names(&s.root), vec!["FOO.TXT"]);
     assert_eq!(open(&s.vfs, "foo.txt").unwrap().path, "FOO.TXT");
     create_dir(&s.vfs, "Dir");
-    assert_eq!(s.vfs.rename("Dir", "dir", false).unwrap(), "dir");
+    assert_eq!(
+        s.vfs
+            .rename(&Identity::Server, "Dir", "dir", false)
+            .unwrap(),
+        "dir"
+    );
     assert_eq!(disk_names(&s.root), vec!["FOO.TXT", "dir"]);
     // To exactly the same name: nothing to do, and no collision.
-    assert_eq!(s.vfs.rename("dir", "dir", false).unwrap(), "dir");
+    assert_eq!(
+        s.vfs
+            .rename(&Identity::Server, "dir", "dir", false)
+            .unwrap(),
+        "dir"
+    );
 }
 
 #[test]
@@ -436,13 +460,16 @@ fn rename_onto_existing() {
     create_file(&s.vfs, "a", b"from a");
     create_file(&s.vfs, "b", b"from b");
     create_dir(&s.vfs, "dir");
-    let r = s.vfs.rename("a", "B", false);
+    let r = s.vfs.rename(&Identity::Server, "a", "B", false);
     assert!(matches!(r, Err(VfsError::Collision)), "{r:?}");
-    let r = s.vfs.rename("a", "DIR", true);
+    let r = s.vfs.rename(&Identity::Server, "a", "DIR", true);
     assert!(matches!(r, Err(VfsError::AccessDenied)), "{r:?}");
-    let r = s.vfs.rename("a", "DIR", false);
+    let r = s.vfs.rename(&Identity::Server, "a", "DIR", false);
     assert!(matches!(r, Err(VfsError::Collision)), "{r:?}");
-    assert_eq!(s.vfs.rename("a", "B", true).unwrap(), "B");
+    assert_eq!(
+        s.vfs.rename(&Identity::Server, "a", "B", true).unwrap(),
+        "B"
+    );
     assert_eq!(disk_names(&s.root), vec!["B", "dir"]);
     assert_eq!(fs::read(s.root.join("B")).unwrap(), b"from a");
     assert!(matches!(open(&s.vfs, "a"), Err(VfsError::NameNotFound)));
@@ -457,7 +484,9 @@ fn rename_across_directories() {
     create_file(&s.vfs, "Src/file", b"x");
     // The target's parent is resolved case-insensitively.
     assert_eq!(
-        s.vfs.rename("Src/file", "dst/New Name", false).unwrap(),
+        s.vfs
+            .rename(&Identity::Server, "Src/file", "dst/New Name", false)
+            .unwrap(),
         "Dst/New Name"
     );
     assert_eq!(disk_names(&s.root.join("Dst")), vec!["New Name"]);
@@ -467,11 +496,13 @@ fn rename_across_directories() {
         Err(VfsError::NameNotFound)
     ));
     assert_eq!(open(&s.vfs, "DST/new name").unwrap().path, "Dst/New Name");
-    let r = s.vfs.rename("Dst/New Name", "nowhere/x", false);
+    let r = s
+        .vfs
+        .rename(&Identity::Server, "Dst/New Name", "nowhere/x", false);
     assert!(matches!(r, Err(VfsError::PathNotFound)), "{r:?}");
-    let r = s.vfs.rename("Dst/missing", "x", false);
+    let r = s.vfs.rename(&Identity::Server, "Dst/missing", "x", false);
     assert!(matches!(r, Err(VfsError::NameNotFound)), "{r:?}");
-    let r = s.vfs.rename("", "x", false);
+    let r = s.vfs.rename(&Identity::Server, "", "x", false);
     assert!(matches!(r, Err(VfsError::AccessDenied)), "{r:?}");
 }
 
@@ -480,23 +511,23 @@ fn unlink_files_and_directories() {
     let s = share();
     create_dir(&s.vfs, "d");
     create_file(&s.vfs, "d/f", b"");
-    let r = s.vfs.unlink("d", true);
+    let r = s.vfs.unlink(&Identity::Server, "d", true);
     assert!(matches!(r, Err(VfsError::NotEmpty)), "{r:?}");
-    let r = s.vfs.unlink("d", false);
+    let r = s.vfs.unlink(&Identity::Server, "d", false);
     assert!(matches!(r, Err(VfsError::IsADirectory)), "{r:?}");
-    s.vfs.unlink("D/F", false).unwrap();
+    s.vfs.unlink(&Identity::Server, "D/F", false).unwrap();
     assert!(matches!(open(&s.vfs, "d/f"), Err(VfsError::NameNotFound)));
-    s.vfs.unlink("d", true).unwrap();
+    s.vfs.unlink(&Identity::Server, "d", true).unwrap();
     assert!(matches!(open(&s.vfs, "d"), Err(VfsError::NameNotFound)));
     assert!(matches!(
-        s.vfs.unlink("d", true),
+        s.vfs.unlink(&Identity::Server, "d", true),
         Err(VfsError::NameNotFound)
     ));
     assert!(disk_names(&s.root).is_empty());
     // Removing a symlink removes the link, never its target.
     create_dir(&s.vfs, "real");
     symlink("real", s.root.join("link")).unwrap();
-    s.vfs.unlink("link", true).unwrap();
+    s.vfs.unlink(&Identity::Server, "link", true).unwrap();
     assert_eq!(disk_names(&s.root), vec!["real"]);
 }
 
@@ -595,12 +626,14 @@ fn names_created_behind_our_back_are_found() {
     // And our own changes keep the cache right.
     create_file(&s.vfs, "d/Mine", b"");
     assert_eq!(open(&s.vfs, "d/MINE").unwrap().path, "d/Mine");
-    s.vfs.unlink("d/mine", false).unwrap();
+    s.vfs.unlink(&Identity::Server, "d/mine", false).unwrap();
     assert!(matches!(
         open(&s.vfs, "d/MINE"),
         Err(VfsError::NameNotFound)
     ));
-    s.vfs.rename("d/Third", "d/Fourth", false).unwrap();
+    s.vfs
+        .rename(&Identity::Server, "d/Third", "d/Fourth", false)
+        .unwrap();
     assert_eq!(open(&s.vfs, "d/FOURTH").unwrap().path, "d/Fourth");
     assert!(matches!(
         open(&s.vfs, "d/THIRD"),
@@ -637,4 +670,70 @@ fn fs_stat_describes_the_filesystem() {
     assert!(st.total_blocks > 0);
     assert!(st.free_blocks >= st.avail_blocks);
     assert!(st.max_name_len >= 255);
+}
+
+/// The account every Debian system has for unprivileged work.
+fn nobody() -> Identity {
+    Identity::unix(65534, 65534, vec![65534])
+}
+
+fn chmod(path: &std::path::Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+#[test]
+fn everything_is_done_as_the_caller() {
+    let s = share();
+    chmod(s.root.parent().unwrap(), 0o755);
+    chmod(&s.root, 0o755);
+    fs::create_dir(s.root.join("open")).unwrap();
+    chmod(&s.root.join("open"), 0o777);
+    fs::create_dir(s.root.join("sticky")).unwrap();
+    chmod(&s.root.join("sticky"), 0o1777);
+    fs::write(s.root.join("sticky/server's"), b"kept").unwrap();
+    fs::write(s.root.join("private"), b"secret").unwrap();
+    chmod(&s.root.join("private"), 0o600);
+    let who = nobody();
+    let as_nobody = |path, disposition, kind| OpenRequest {
+        who: &who,
+        ..req(path, disposition, kind)
+    };
+
+    if !rustix::process::geteuid().is_root() {
+        // A server that cannot take on another identity does nothing
+        // rather than act as itself for someone else.
+        let r = s
+            .vfs
+            .open(&as_nobody("open", Disposition::Open, Kind::Any));
+        assert!(matches!(r, Err(VfsError::AccessDenied)), "{r:?}");
+        return;
+    }
+
+    // The kernel's own checks apply: mode 0600 of another owner.
+    let r = s
+        .vfs
+        .open(&as_nobody("private", Disposition::Open, Kind::Any));
+    assert!(matches!(r, Err(VfsError::AccessDenied)), "{r:?}");
+    // New files belong to their creator.
+    let mine = s
+        .vfs
+        .open(&as_nobody("open/mine", Disposition::Create, Kind::NonDirectory))
+        .unwrap();
+    assert_eq!((mine.stat.uid, mine.stat.gid), (65534, 65534));
+    // This thread acts as the server again for the server's own open...
+    assert!(open(&s.vfs, "private").is_ok());
+    // ...and as the opener again for the opener's handle.
+    s.vfs.write(&mine.handle, 0, b"data").unwrap();
+    assert_eq!(fs::read(s.root.join("open/mine")).unwrap(), b"data");
+    let theirs = open(&s.vfs, "private").unwrap();
+    assert_eq!(theirs.handle.who(), &Identity::Server);
+    // A sticky directory keeps what others own.
+    assert!(s.vfs.unlink(&who, "sticky/server's", false).is_err());
+    assert!(s.root.join("sticky/server's").exists());
+    s.vfs
+        .open(&as_nobody("sticky/own", Disposition::Create, Kind::NonDirectory))
+        .unwrap();
+    s.vfs.unlink(&who, "sticky/own", false).unwrap();
+    assert!(!s.root.join("sticky/own").exists());
 }
