@@ -147,6 +147,10 @@ impl Vfs for TimedVfs {
         })
     }
 
+    fn may_delete(&self, who: &Identity, path: &str) -> VfsResult<()> {
+        self.timed(Syscall::Resolve, || self.inner.may_delete(who, path))
+    }
+
     fn unlink(&self, who: &Identity, path: &str, is_dir: bool) -> VfsResult<()> {
         self.timed(Syscall::Unlink, || self.inner.unlink(who, path, is_dir))
     }

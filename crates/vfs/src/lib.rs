@@ -339,6 +339,12 @@ pub trait Vfs: Send + Sync {
     /// and a directory target is never replaced (AccessDenied). A rename
     /// that only changes case of the same object is allowed.
     fn rename(&self, who: &Identity, from: &str, to: &str, replace: bool) -> VfsResult<String>;
+    /// Whether `who` may delete the object at the real path `path`, by the
+    /// kernel's rule for unlinking: write and search permission on its
+    /// directory and, in a sticky directory, owning the object or the
+    /// directory. Asked before a client is granted DELETE, so that a
+    /// delete it may not do is refused when it opens, not lost at close.
+    fn may_delete(&self, who: &Identity, path: &str) -> VfsResult<()>;
     /// Removes a file or an empty directory by its real path.
     fn unlink(&self, who: &Identity, path: &str, is_dir: bool) -> VfsResult<()>;
     fn fs_stat(&self) -> VfsResult<FsStat>;

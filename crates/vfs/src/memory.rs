@@ -847,6 +847,11 @@ impl Vfs for MemoryVfs {
         Ok(new_path)
     }
 
+    /// Memory objects have no owners: whoever may open may delete.
+    fn may_delete(&self, _who: &Identity, _path: &str) -> VfsResult<()> {
+        Ok(())
+    }
+
     fn unlink(&self, _who: &Identity, path: &str, is_dir: bool) -> VfsResult<()> {
         let comps = split(path)?;
         let Some((last, parents)) = comps.split_last() else {

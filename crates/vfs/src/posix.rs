@@ -20,9 +20,9 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 
 use rustix::fs::{
-    fallocate, fcntl_setfl, fdatasync, fstatvfs, fsync, ftruncate, futimens, mkdirat, renameat,
-    renameat_with, unlinkat, AtFlags, Dir, FallocateFlags, FileType, Mode, OFlags, RenameFlags,
-    Statx, Timespec, Timestamps, UTIME_OMIT,
+    accessat, fallocate, fcntl_setfl, fdatasync, fstatvfs, fsync, ftruncate, futimens, mkdirat,
+    renameat, renameat_with, unlinkat, Access, AtFlags, Dir, FallocateFlags, FileType, Mode,
+    OFlags, RenameFlags, Statx, Timespec, Timestamps, UTIME_OMIT,
 };
 use rustix::io::{pread, pwrite, Errno};
 
@@ -932,6 +932,39 @@ impl Vfs for PosixVfs {
             }
         };
         Ok(join(&to_real, new_name))
+    }
+
+    fn may_delete(&self, who: &Identity, path: &str) -> VfsResult<()> {
+        let comps = split(path)?;
+        let Some((last, parents)) = comps.split_last() else {
+            // The share's root is never deleted.
+            return Err(VfsError::AccessDenied);
+        };
+        if *who == Identity::Server && rustix::process::geteuid().is_root() {
+            return Ok(());
+        }
+        creds::act_as(who)?;
+        let (dir, _) = self.resolve_dir(parents)?;
+        let child = self
+            .find_child(dir.fd(), last)?
+            .ok_or(VfsError::NameNotFound)?;
+        accessat(
+            dir.fd(),
+            ".",
+            Access::WRITE_OK | Access::EXEC_OK,
+            AtFlags::EACCESS,
+        )
+        .map_err(|_| VfsError::AccessDenied)?;
+        let uid = match who {
+            Identity::Server => rustix::process::geteuid().as_raw(),
+            Identity::Unix(ids) => ids.uid,
+        };
+        let dir_stat = statx_fd(dir.fd()).map_err(io_err)?;
+        let sticky = u32::from(dir_stat.stx_mode) & 0o1000 != 0;
+        if sticky && uid != 0 && uid != child.lstat.stx_uid && uid != dir_stat.stx_uid {
+            return Err(VfsError::AccessDenied);
+        }
+        Ok(())
     }
 
     fn unlink(&self, who: &Identity, path: &str, is_dir: bool) -> VfsResult<()> {

@@ -310,6 +310,14 @@ fn open_or_create(
                     granted,
                     maximal,
                 )?;
+                let (granted, maximal) = may_delete(
+                    vfs,
+                    caller,
+                    &opened.path,
+                    cr.desired_access,
+                    granted,
+                    maximal,
+                )?;
                 if opened.stat.attributes & attr::READONLY != 0
                     && cr.create_options & FILE_DELETE_ON_CLOSE != 0
                 {
@@ -385,6 +393,28 @@ fn open_or_create(
         }
     }
     Err(status::SHARING_VIOLATION)
+}
+
+/// DELETE only where the file system would let the caller delete: asked
+/// for explicitly, it is refused (ACCESS_DENIED); granted through
+/// MAXIMUM_ALLOWED, it is left out.
+fn may_delete(
+    vfs: &dyn Vfs,
+    caller: &Caller<'_>,
+    path: &str,
+    desired: u32,
+    granted: u32,
+    maximal: u32,
+) -> Result<(u32, u32), NtStatus> {
+    let explicit = access::map_generic(desired & !access::MAXIMUM_ALLOWED, 0) & access::DELETE != 0;
+    let implied = desired & access::MAXIMUM_ALLOWED != 0 && granted & access::DELETE != 0;
+    if !(explicit || implied) || vfs.may_delete(caller.who, path).is_ok() {
+        return Ok((granted, maximal));
+    }
+    if explicit {
+        return Err(status::ACCESS_DENIED);
+    }
+    Ok((granted & !access::DELETE, maximal & !access::DELETE))
 }
 
 /// Adds the open to the shared table after checking delete-pending and

@@ -703,9 +703,7 @@ fn everything_is_done_as_the_caller() {
     if !rustix::process::geteuid().is_root() {
         // A server that cannot take on another identity does nothing
         // rather than act as itself for someone else.
-        let r = s
-            .vfs
-            .open(&as_nobody("open", Disposition::Open, Kind::Any));
+        let r = s.vfs.open(&as_nobody("open", Disposition::Open, Kind::Any));
         assert!(matches!(r, Err(VfsError::AccessDenied)), "{r:?}");
         return;
     }
@@ -718,7 +716,11 @@ fn everything_is_done_as_the_caller() {
     // New files belong to their creator.
     let mine = s
         .vfs
-        .open(&as_nobody("open/mine", Disposition::Create, Kind::NonDirectory))
+        .open(&as_nobody(
+            "open/mine",
+            Disposition::Create,
+            Kind::NonDirectory,
+        ))
         .unwrap();
     assert_eq!((mine.stat.uid, mine.stat.gid), (65534, 65534));
     // This thread acts as the server again for the server's own open...
@@ -732,8 +734,44 @@ fn everything_is_done_as_the_caller() {
     assert!(s.vfs.unlink(&who, "sticky/server's", false).is_err());
     assert!(s.root.join("sticky/server's").exists());
     s.vfs
-        .open(&as_nobody("sticky/own", Disposition::Create, Kind::NonDirectory))
+        .open(&as_nobody(
+            "sticky/own",
+            Disposition::Create,
+            Kind::NonDirectory,
+        ))
         .unwrap();
     s.vfs.unlink(&who, "sticky/own", false).unwrap();
     assert!(!s.root.join("sticky/own").exists());
+}
+
+#[test]
+fn only_who_may_unlink_may_delete() {
+    let s = share();
+    chmod(s.root.parent().unwrap(), 0o755);
+    chmod(&s.root, 0o755);
+    for (dir, mode) in [("sticky", 0o1777), ("shut", 0o755)] {
+        fs::create_dir(s.root.join(dir)).unwrap();
+        chmod(&s.root.join(dir), mode);
+        fs::write(s.root.join(dir).join("server's"), b"kept").unwrap();
+    }
+    assert!(s
+        .vfs
+        .may_delete(&Identity::Server, "sticky/server's")
+        .is_ok());
+    assert!(s.vfs.may_delete(&Identity::Server, "").is_err(), "the root");
+    if !rustix::process::geteuid().is_root() {
+        return;
+    }
+    let who = nobody();
+    for path in ["sticky/server's", "shut/server's"] {
+        let r = s.vfs.may_delete(&who, path);
+        assert!(matches!(r, Err(VfsError::AccessDenied)), "{path}: {r:?}");
+    }
+    s.vfs
+        .open(&OpenRequest {
+            who: &who,
+            ..req("sticky/own", Disposition::Create, Kind::NonDirectory)
+        })
+        .unwrap();
+    s.vfs.may_delete(&who, "sticky/own").unwrap();
 }
