@@ -1,9 +1,10 @@
 //! Authentication for copyless: the NTLMv2 acceptor inside SPNEGO
 //! (MS-SPNG, MS-NLMP), its client-side counterpart (used by the benchmark
-//! client), and the user store.
+//! client), the user store, and the Unix accounts its users are linked to.
 //!
 //! Everything here is sans-IO except [`UserStore::load`],
-//! [`UserStore::save`] and [`LiveUsers`]' loading and refreshing: the
+//! [`UserStore::save`], [`LiveUsers`]' loading and refreshing, and the
+//! account lookups of [`unix`]: the
 //! acceptor takes its randomness and clock from the caller, so it can be
 //! driven in memory by tests.
 
@@ -14,6 +15,7 @@ mod live;
 mod ntlm;
 mod spnego;
 mod text;
+pub mod unix;
 pub mod userstore;
 
 #[cfg(test)]
@@ -22,6 +24,7 @@ mod tests;
 pub use acceptor::{negotiate_hint, Acceptor, AuthError, Authenticated, ServerInfo, Step};
 pub use initiator::{ClientIdentity, Initiator, InitiatorRandom, InitiatorStep};
 pub use live::LiveUsers;
+pub use unix::{UnixAccount, UnixError};
 pub use userstore::{Insecurity, UserError, UserStore};
 
 /// MD4 of the UTF-16LE password.
