@@ -1,4 +1,6 @@
-//! The user store: one file, `<state_dir>/users`, of `name:NT-hash` lines.
+//! The user store: one file, `<state_dir>/users`, of `name:NT-hash` or
+//! `name:NT-hash:account` lines, where `account` is the Unix account the
+//! user acts as (without it, the account of the user's own name).
 //!
 //! The NT hash is password-equivalent for NTLM, so the file is private to
 //! its owner (0600 in a 0700 directory), a file that others could read is
@@ -14,6 +16,7 @@ use std::path::{Path, PathBuf};
 use zeroize::Zeroizing;
 
 use crate::text;
+use crate::unix::valid_account_name;
 
 const MAX_NAME_CHARS: usize = 64;
 const FORBIDDEN: &str = "/\\[]\":;|=,+*?<>@";
@@ -27,6 +30,8 @@ pub struct UserStore {
 struct User {
     name: String,
     hash: Zeroizing<[u8; 16]>,
+    /// None: the account named as the user is.
+    account: Option<String>,
 }
 
 #[derive(Debug)]
@@ -34,6 +39,7 @@ pub enum UserError {
     Exists(String),
     Unknown(String),
     InvalidName(String),
+    InvalidAccount(String),
     Io(std::io::Error),
     Corrupt {
         path: PathBuf,
@@ -66,6 +72,11 @@ impl fmt::Display for UserError {
                 "invalid user name {name:?}: use 1 to {MAX_NAME_CHARS} characters, \
                  without control characters or any of {FORBIDDEN}, \
                  not starting with '#' nor starting or ending with a space"
+            ),
+            UserError::InvalidAccount(name) => write!(
+                f,
+                "invalid Unix account name {name:?}: use 1 to 256 characters without \
+                 whitespace, control characters, ':' or ',', not starting with '+' or '-'"
             ),
             UserError::Io(err) => write!(f, "user store: {err}"),
             UserError::Corrupt {
@@ -190,6 +201,14 @@ fn validate_name(name: &str) -> Result<(), UserError> {
     }
 }
 
+fn validate_account(account: &str) -> Result<(), UserError> {
+    if valid_account_name(account) {
+        Ok(())
+    } else {
+        Err(UserError::InvalidAccount(account.to_string()))
+    }
+}
+
 fn parse_hex_hash(hex: &str) -> Option<[u8; 16]> {
     if hex.len() != 32 || !hex.is_ascii() {
         return None;
@@ -249,18 +268,24 @@ impl UserStore {
             if line.trim().is_empty() || line.starts_with('#') {
                 continue;
             }
-            let (name, hex) = line
-                .split_once(':')
-                .ok_or_else(|| corrupt("expected name:NT-hash".to_string()))?;
+            let mut fields = line.trim_end().splitn(3, ':');
+            let (Some(name), Some(hex)) = (fields.next(), fields.next()) else {
+                return Err(corrupt("expected name:NT-hash[:account]".to_string()));
+            };
             validate_name(name).map_err(|err| corrupt(err.to_string()))?;
-            let hash = parse_hex_hash(hex.trim_end())
+            let hash = parse_hex_hash(hex)
                 .ok_or_else(|| corrupt(format!("the hash of {name:?} is not 32 hex digits")))?;
+            let account = fields.next().map(str::to_string);
+            if let Some(account) = &account {
+                validate_account(account).map_err(|err| corrupt(err.to_string()))?;
+            }
             if store.find(name).is_some() {
                 return Err(corrupt(format!("user {name:?} appears twice")));
             }
             store.users.push(User {
                 name: name.to_string(),
                 hash: Zeroizing::new(hash),
+                account,
             });
         }
         Ok((store, Some(Stamp::of(&meta))))
@@ -273,7 +298,8 @@ impl UserStore {
             .mode(0o700)
             .create(&self.dir)?;
         let mut contents = Zeroizing::new(String::from(
-            "# copyless users: name:NT hash (MD4 of the UTF-16LE password).\n\
+            "# copyless users: name:NT hash (MD4 of the UTF-16LE password), then\n\
+             # :account when the user acts as a Unix account not of its own name.\n\
              # The hash is as good as the password: keep this file private.\n",
         ));
         for user in &self.users {
@@ -281,6 +307,10 @@ impl UserStore {
             contents.push(':');
             for byte in user.hash.iter() {
                 contents.push_str(&format!("{byte:02x}"));
+            }
+            if let Some(account) = &user.account {
+                contents.push(':');
+                contents.push_str(account);
             }
             contents.push('\n');
         }
@@ -311,7 +341,28 @@ impl UserStore {
         written.map_err(UserError::Io)
     }
 
+    /// Adds a user linked to the Unix account of its own name.
     pub fn add(&mut self, name: &str, password: &str) -> Result<(), UserError> {
+        self.insert(name, password, None)
+    }
+
+    /// Adds a user linked to the Unix account `account`.
+    pub fn add_linked(
+        &mut self,
+        name: &str,
+        password: &str,
+        account: &str,
+    ) -> Result<(), UserError> {
+        validate_account(account)?;
+        self.insert(name, password, Some(account.to_string()))
+    }
+
+    fn insert(
+        &mut self,
+        name: &str,
+        password: &str,
+        account: Option<String>,
+    ) -> Result<(), UserError> {
         validate_name(name)?;
         if self.find(name).is_some() {
             return Err(UserError::Exists(name.to_string()));
@@ -319,8 +370,26 @@ impl UserStore {
         self.users.push(User {
             name: name.to_string(),
             hash: Zeroizing::new(crate::nt_hash(password)),
+            account,
         });
         Ok(())
+    }
+
+    /// Links user `name` to the Unix account `account` instead.
+    pub fn link(&mut self, name: &str, account: &str) -> Result<(), UserError> {
+        validate_account(account)?;
+        let index = self
+            .find(name)
+            .ok_or_else(|| UserError::Unknown(name.to_string()))?;
+        self.users[index].account = Some(account.to_string());
+        Ok(())
+    }
+
+    /// The Unix account user `name` acts as: the one it is linked to, or
+    /// else the one of its own name.
+    pub fn unix_account(&self, name: &str) -> Option<&str> {
+        let user = &self.users[self.find(name)?];
+        Some(user.account.as_deref().unwrap_or(&user.name))
     }
 
     pub fn set_password(&mut self, name: &str, password: &str) -> Result<(), UserError> {
@@ -353,14 +422,14 @@ impl UserStore {
     }
 
     /// Whether both hold the same users (names compared as Windows does)
-    /// with the same hashes.
+    /// with the same hashes and Unix accounts.
     pub fn same_users(&self, other: &UserStore) -> bool {
         self.users.len() == other.users.len()
             && self.users.iter().all(|user| {
-                other
-                    .find(&user.name)
-                    .and_then(|index| other.users.get(index))
-                    .is_some_and(|theirs| *theirs.hash == *user.hash)
+                other.find(&user.name).is_some_and(|index| {
+                    *other.users[index].hash == *user.hash
+                        && other.unix_account(&user.name) == self.unix_account(&user.name)
+                })
             })
     }
 
@@ -497,6 +566,10 @@ mod tests {
             ("bob:1234\n", 1),
             ("bob:zz4f49c406510bdcab6824ee7c30fd852\n", 1),
             ("a@b:a4f49c406510bdcab6824ee7c30fd852\n", 1),
+            ("bob:a4f49c406510bdcab6824ee7c30fd852:\n", 1),
+            ("#\nbob:a4f49c406510bdcab6824ee7c30fd852:b b\n", 2),
+            ("bob:a4f49c406510bdcab6824ee7c30fd852:a:b\n", 1),
+            ("bob:a4f49c406510bdcab6824ee7c30fd852:-x\n", 1),
             (
                 "bob:a4f49c406510bdcab6824ee7c30fd852\n\nBOB:a4f49c406510bdcab6824ee7c30fd852\n",
                 3,
@@ -516,6 +589,85 @@ mod tests {
         let err = UserStore::load(tmp.path()).unwrap_err().to_string();
         assert!(err.contains("users:3:"), "{err}");
         assert!(err.contains("appears twice"), "{err}");
+    }
+
+    #[test]
+    fn a_store_without_accounts_links_users_by_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        write_private(
+            &tmp.path().join("users"),
+            "bob:a4f49c406510bdcab6824ee7c30fd852\n\
+             J\u{f6}rg:a4f49c406510bdcab6824ee7c30fd852\n",
+        );
+        let store = UserStore::load(tmp.path()).unwrap();
+        assert_eq!(store.unix_account("BOB"), Some("bob"));
+        assert_eq!(store.unix_account("j\u{d6}rg"), Some("J\u{f6}rg"));
+        assert_eq!(store.unix_account("carol"), None);
+        // Saved again, it stays as it was.
+        store.save().unwrap();
+        let contents = fs::read_to_string(store.path()).unwrap();
+        assert!(
+            contents.ends_with(
+                "\nbob:a4f49c406510bdcab6824ee7c30fd852\n\
+                 J\u{f6}rg:a4f49c406510bdcab6824ee7c30fd852\n"
+            ),
+            "{contents}"
+        );
+    }
+
+    #[test]
+    fn accounts_round_trip_and_can_be_relinked() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = UserStore::load(tmp.path()).unwrap();
+        store.add_linked("Alice", "secret", "alice").unwrap();
+        store.add("bob", "Password").unwrap();
+        store.add_linked("carol", "c", "carol@example.org").unwrap();
+        store.save().unwrap();
+        let contents = fs::read_to_string(store.path()).unwrap();
+        assert!(contents.contains("\nbob:a4f49c406510bdcab6824ee7c30fd852\n"));
+        assert!(contents.contains(":carol@example.org\n"), "{contents}");
+
+        let mut loaded = UserStore::load(tmp.path()).unwrap();
+        assert!(loaded.same_users(&store));
+        assert_eq!(loaded.unix_account("alice"), Some("alice"));
+        assert_eq!(loaded.unix_account("bob"), Some("bob"));
+        assert_eq!(loaded.unix_account("carol"), Some("carol@example.org"));
+        assert_eq!(loaded.nt_hash("carol"), Some(crate::nt_hash("c")));
+
+        loaded.link("BOB", "robert").unwrap();
+        assert!(!loaded.same_users(&store), "a new link is a change");
+        loaded.save().unwrap();
+        let again = UserStore::load(tmp.path()).unwrap();
+        assert_eq!(again.unix_account("bob"), Some("robert"));
+        assert_eq!(again.nt_hash("bob"), Some(crate::nt_hash("Password")));
+    }
+
+    #[test]
+    fn bad_accounts_and_unknown_users_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = UserStore::load(tmp.path()).unwrap();
+        store.add("bob", "pw").unwrap();
+        for bad in ["", "a:b", "a\nb", "a b", "-x"] {
+            assert!(
+                matches!(store.link("bob", bad), Err(UserError::InvalidAccount(a)) if a == bad),
+                "{bad:?}"
+            );
+            assert!(matches!(
+                store.add_linked("carol", "pw", bad),
+                Err(UserError::InvalidAccount(_))
+            ));
+        }
+        assert_eq!(store.names(), ["bob"]);
+        assert_eq!(store.unix_account("bob"), Some("bob"));
+        assert!(matches!(
+            store.link("carol", "carol"),
+            Err(UserError::Unknown(n)) if n == "carol"
+        ));
+        let err = UserError::InvalidAccount("a:b".into()).to_string();
+        assert!(
+            err.starts_with("invalid Unix account name \"a:b\""),
+            "{err}"
+        );
     }
 
     #[test]
@@ -609,13 +761,13 @@ mod tests {
     }
 
     #[test]
-    fn same_users_compares_names_as_windows_does_and_hashes() {
+    fn same_users_compares_names_as_windows_does_hashes_and_accounts() {
         let tmp = tempfile::tempdir().unwrap();
         let mut a = UserStore::load(tmp.path()).unwrap();
-        a.add("Alice", "x").unwrap();
+        a.add_linked("Alice", "x", "alice").unwrap();
         a.add("bob", "y").unwrap();
         let mut b = UserStore::load(tmp.path()).unwrap();
-        b.add("BOB", "y").unwrap();
+        b.add_linked("BOB", "y", "bob").unwrap();
         b.add("alice", "x").unwrap();
         assert!(a.same_users(&b));
         b.set_password("bob", "z").unwrap();
@@ -624,5 +776,9 @@ mod tests {
         b.add("carol", "c").unwrap();
         assert!(!a.same_users(&b));
         assert!(!b.same_users(&a));
+        b.remove("carol").unwrap();
+        assert!(a.same_users(&b));
+        b.link("bob", "robert").unwrap();
+        assert!(!a.same_users(&b), "another account");
     }
 }

@@ -102,7 +102,7 @@ impl fmt::Display for CmdError {
 
 impl From<UserError> for CmdError {
     fn from(e: UserError) -> CmdError {
-        let usage = matches!(e, UserError::InvalidName(_));
+        let usage = matches!(e, UserError::InvalidName(_) | UserError::InvalidAccount(_));
         CmdError {
             usage,
             message: e.to_string(),
