@@ -23,7 +23,7 @@ mod tests;
 
 pub use acceptor::{negotiate_hint, Acceptor, AuthError, Authenticated, ServerInfo, Step};
 pub use initiator::{ClientIdentity, Initiator, InitiatorRandom, InitiatorStep};
-pub use live::LiveUsers;
+pub use live::{LiveUsers, Refreshed};
 pub use unix::{UnixAccount, UnixError};
 pub use userstore::{Insecurity, UserError, UserStore};
 
@@ -38,11 +38,17 @@ pub fn nt_hash(password: &str) -> [u8; 16] {
 pub trait Credentials: Send + Sync {
     fn nt_hash(&self, user: &str) -> Option<[u8; 16]>;
 
-    /// A number that grows whenever the set of users or their hashes
-    /// changed, so that a caller can notice a change cheaply (and then ask
+    /// A number that grows whenever the set of users, their hashes or
+    /// their Unix accounts changed, so that a caller can notice a change cheaply (and then ask
     /// [`Credentials::nt_hash`] about the users it cares about). Constant
     /// for a set of users that never changes.
     fn generation(&self) -> u64 {
         0
+    }
+
+    /// The Unix account `user` acts as, when it has one: looked up ahead
+    /// of time, so that asking never waits on the system's databases.
+    fn unix_account(&self, _user: &str) -> Option<std::sync::Arc<UnixAccount>> {
+        None
     }
 }

@@ -107,7 +107,7 @@ impl fmt::Display for UserError {
 }
 
 /// `s` as one shell word, so that a suggested command can be pasted.
-fn shell_quote(s: &str) -> String {
+pub fn shell_quote(s: &str) -> String {
     let plain = !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "/._-+:,@%=".contains(c));

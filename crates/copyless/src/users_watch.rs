@@ -1,17 +1,23 @@
 //! Keeps the running server's users in step with the user store, so that
-//! `copyless user add/del/passwd` need no restart: a thread looks at the
-//! file every second and reloads it when it changed.
+//! `copyless user add/del/passwd/link` need no restart: a thread looks at
+//! the file every second and reloads it when it changed, and looks the
+//! users' Unix accounts up again when the store or the system's account
+//! files changed.
 
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use copyless_auth::{LiveUsers, UserError};
+use copyless_auth::userstore::shell_quote;
+use copyless_auth::{LiveUsers, UnixError, UserError};
 
 const INTERVAL: Duration = Duration::from_secs(1);
 
-/// Starts the thread that refreshes `users`; it runs as long as the process.
+/// Says which users have no Unix account now, then starts the thread that
+/// refreshes `users`; it runs as long as the process.
 pub fn start(users: Arc<LiveUsers>) -> io::Result<()> {
+    let mut accounts = AccountLog::default();
+    accounts.log(users.unresolved());
     std::thread::Builder::new()
         .name("users-watch".into())
         .spawn(move || {
@@ -19,12 +25,48 @@ pub fn start(users: Arc<LiveUsers>) -> io::Result<()> {
             loop {
                 std::thread::sleep(INTERVAL);
                 let outcome = users.refresh();
-                if let Some(line) = log.line(outcome, users.users().len()) {
+                let resolved = matches!(outcome, Ok(done) if done.resolved);
+                let reloaded = outcome.map(|done| done.reloaded);
+                if let Some(line) = log.line(reloaded, users.users().len()) {
                     eprintln!("copyless: {line}");
+                }
+                if resolved {
+                    accounts.log(users.unresolved());
                 }
             }
         })?;
     Ok(())
+}
+
+/// Says which users have no Unix account, each once until that changes:
+/// the same list every second would fill the log.
+#[derive(Default)]
+struct AccountLog {
+    said: Vec<(String, UnixError)>,
+}
+
+impl AccountLog {
+    fn log(&mut self, unresolved: Vec<(String, UnixError)>) {
+        for line in self.lines(unresolved) {
+            eprintln!("copyless: {line}");
+        }
+    }
+
+    fn lines(&mut self, unresolved: Vec<(String, UnixError)>) -> Vec<String> {
+        let news = unresolved
+            .iter()
+            .filter(|entry| !self.said.contains(entry))
+            .map(|(user, err)| {
+                format!(
+                    "user {user}: {err}; {user} cannot log in until linked \
+                     (copyless user link {} --unix-user ACCOUNT)",
+                    shell_quote(user)
+                )
+            })
+            .collect();
+        self.said = unresolved;
+        news
+    }
 }
 
 /// Decides what a refresh is worth saying: every reload, and a failure
@@ -76,6 +118,42 @@ mod tests {
             line,
             message: "expected name:NT-hash".into(),
         }
+    }
+
+    fn missing(user: &str, account: &str) -> (String, UnixError) {
+        (user.to_string(), UnixError::NotFound(account.to_string()))
+    }
+
+    #[test]
+    fn each_missing_account_is_logged_once_until_it_changes() {
+        let mut log = AccountLog::default();
+        assert!(log.lines(Vec::new()).is_empty());
+        assert_eq!(
+            log.lines(vec![missing("alice", "alice")]),
+            [
+                "user alice: no Unix account \"alice\"; alice cannot log in until linked \
+                 (copyless user link alice --unix-user ACCOUNT)"
+            ]
+        );
+        assert!(log.lines(vec![missing("alice", "alice")]).is_empty());
+        let lines = log.lines(vec![
+            missing("alice", "alice"),
+            missing("John Smith", "john"),
+        ]);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].starts_with("user John Smith: no Unix account \"john\"; John Smith"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[0].ends_with("(copyless user link 'John Smith' --unix-user ACCOUNT)"),
+            "{lines:?}"
+        );
+        // Linked to another missing account: news again.
+        assert_eq!(log.lines(vec![missing("alice", "al")]).len(), 1);
+        // Found, then missing again: news again.
+        assert!(log.lines(Vec::new()).is_empty());
+        assert_eq!(log.lines(vec![missing("alice", "al")]).len(), 1);
     }
 
     #[test]
