@@ -22,7 +22,8 @@ from smbprotocol.exceptions import SMBException
 from smbprotocol.session import Session
 from smbprotocol.tree import TreeConnect
 
-from conftest import SERVER_KIND, STARTUP_TIMEOUT, Server, copyless_binary, make_temp_dir
+from conftest import (SERVER_KIND, STARTUP_TIMEOUT, Server, copyless_binary, make_temp_dir,
+                      unix_user_args)
 from support import NT_STATUS_RE, smbclient
 
 pytestmark = pytest.mark.skipif(
@@ -43,6 +44,8 @@ def copyless(*args, stdin=None):
 
 def user(state, command, name, password=None):
     argv = ["user", command, name, "--state-dir", str(state)]
+    if command == "add":
+        argv += unix_user_args()
     if password is not None:
         argv.append("--password-stdin")
     r = copyless(*argv, stdin=None if password is None else password + "\n")
