@@ -16,10 +16,10 @@ pub const PASSWORD_FILE: &str = "initial-password";
 
 /// On a first start (no users file at all, not merely an empty one),
 /// creates user `copyless` with a random password, linked to the Unix
-/// account `account` gives (None: the one named `copyless`, see
-/// [`first_account`]), and returns what to tell the operator: the password
-/// itself when `on_terminal`, else where it was written, since a log is no
-/// place for it.
+/// account that `account` names (None: the one named `copyless`; the
+/// server passes [`first_account`]), and returns what to tell the operator:
+/// the password itself when `on_terminal`, else where it was written, since
+/// a log is no place for it.
 pub fn create_on_first_start(
     state_dir: &Path,
     on_terminal: bool,

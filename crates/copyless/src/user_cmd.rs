@@ -250,12 +250,12 @@ fn execute(
             names.sort_by_key(|n| n.to_lowercase());
             for name in names {
                 let account = store.unix_account(&name).unwrap_or(&name);
-                // A tab after the name, which may hold spaces but no tab.
                 let found = match unix::lookup(account) {
                     Ok(found) => format!("uid {}", found.uid),
                     Err(UnixError::NotFound(_)) => "missing".to_string(),
                     Err(e) => e.to_string(),
                 };
+                // A tab after the name, which may hold spaces but no tab.
                 say(out, &format!("{name}\tunix {account} ({found})"))?;
             }
             Ok(())
