@@ -155,6 +155,16 @@ def copyless_binary() -> Path:
     return Path(os.environ.get("COPYLESS_BIN", target / "release" / "copyless"))
 
 
+def unix_user_args() -> list[str]:
+    """How `copyless user add` links a test user to a Unix account: as root
+    (as on CI), a system account of the user's name, made when missing (an
+    existing one is linked, so reruns work); otherwise the account we run
+    as, the only one an unprivileged server can act as anyway."""
+    if os.geteuid() == 0:
+        return ["--create-unix-user"]
+    return ["--unix-user", pwd.getpwuid(os.geteuid()).pw_name]
+
+
 _startup_timeouts: list[str] = []
 
 
@@ -188,7 +198,8 @@ def _start_copyless(base: Path, *, extra_users=(), preexec_fn=None,
 
     for name, password in ((TEST_USER, TEST_PASSWORD), *extra_users):
         user_add = subprocess.run(
-            [str(binary), "user", "add", name, "--password-stdin", "--state-dir", str(state)],
+            [str(binary), "user", "add", name, *unix_user_args(), "--password-stdin",
+             "--state-dir", str(state)],
             input=password + "\n",
             capture_output=True,
             text=True,

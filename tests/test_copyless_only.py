@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import SERVER_KIND, copyless_binary, make_temp_dir
+from conftest import SERVER_KIND, copyless_binary, make_temp_dir, unix_user_args
 from support import parse_allinfo, smbclient_ok
 
 pytestmark = pytest.mark.skipif(
@@ -51,8 +51,9 @@ def test_dos_attributes_survive_restart(client_conf):
     base = make_temp_dir("restart")
     share, state = base / "share", base / "state"
     share.mkdir()
-    subprocess.run([str(copyless_binary()), "user", "add", USER, "--password-stdin",
-                    "--state-dir", str(state)], input=PASSWORD + "\n", text=True, check=True)
+    subprocess.run([str(copyless_binary()), "user", "add", USER, *unix_user_args(),
+                    "--password-stdin", "--state-dir", str(state)],
+                   input=PASSWORD + "\n", text=True, check=True)
     (share / "f.txt").write_bytes(b"data")
     first = Proc(share, state)
     try:

@@ -22,7 +22,8 @@ from smbprotocol.exceptions import SMBException
 from smbprotocol.session import Session
 from smbprotocol.tree import TreeConnect
 
-from conftest import SERVER_KIND, STARTUP_TIMEOUT, Server, copyless_binary, make_temp_dir
+from conftest import (SERVER_KIND, STARTUP_TIMEOUT, Server, copyless_binary, make_temp_dir,
+                      unix_user_args)
 from support import NT_STATUS_RE, smbclient
 
 pytestmark = pytest.mark.skipif(
@@ -43,6 +44,8 @@ def copyless(*args, stdin=None):
 
 def user(state, command, name, password=None):
     argv = ["user", command, name, "--state-dir", str(state)]
+    if command == "add":
+        argv += unix_user_args()
     if password is not None:
         argv.append("--password-stdin")
     r = copyless(*argv, stdin=None if password is None else password + "\n")
@@ -266,5 +269,47 @@ def test_an_empty_store_creates_nobody(base, client_conf):
         user(state, "add", "carol", "carol-Pass1")
         eventually(lambda: login(serve, client_conf, "carol", "carol-Pass1") is None,
                    "a user added to an empty store can log in")
+    finally:
+        serve.stop()
+
+
+def test_users_without_a_unix_account_are_reported(base):
+    state = base / "state"
+    user(state, "add", OWNER, OWNER_PASSWORD)
+    users = state / "users"
+    # Written by hand, as a store from before links or an account removed
+    # since would be: linked by name to accounts that do not exist.
+    hash_hex = "a4f49c406510bdcab6824ee7c30fd852"
+    with open(users, "a") as f:
+        f.write(f"copyless-ghost:{hash_hex}\n")
+
+    def said(name):
+        line = (f'copyless: user {name}: no Unix account "{name}"; {name} cannot log in '
+                f"until linked (copyless user link {name} --unix-user ACCOUNT)")
+        return serve.stderr().splitlines().count(line)
+
+    serve = Serve(base, state)
+    try:
+        assert said("copyless-ghost") == 1, serve.stderr()
+        assert said(OWNER) == 0, serve.stderr()
+        r = copyless("user", "list", "--state-dir", str(state))
+        assert "copyless-ghost\tunix copyless-ghost (missing)\n" in r.stdout, r.stdout
+
+        with open(users, "a") as f:
+            f.write(f"copyless-phantom:{hash_hex}\n")
+        eventually(lambda: said("copyless-phantom") == 1,
+                   "a user without an account, added while the server runs, is reported")
+        account = r.stdout.split(f"{OWNER}\tunix ", 1)[1].split(" ", 1)[0]
+        r = copyless("user", "link", "copyless-phantom", "--unix-user", account,
+                     "--state-dir", str(state))
+        assert r.returncode == 0, r.stdout + r.stderr
+        r = copyless("user", "list", "--state-dir", str(state))
+        assert f"copyless-phantom\tunix {account} (uid " in r.stdout, r.stdout
+        # Once when phantom was added, once for the link.
+        eventually(lambda: serve.stderr().count("user store reloaded: 3 users\n") == 2,
+                   "the link is picked up")
+        # Each is said once, not every second nor on every reload.
+        assert said("copyless-ghost") == 1, serve.stderr()
+        assert said("copyless-phantom") == 1, serve.stderr()
     finally:
         serve.stop()

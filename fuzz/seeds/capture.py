@@ -15,6 +15,7 @@ Minimise before committing (docs/FUZZING.md).
 import argparse
 import hashlib
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -63,13 +64,22 @@ MAX_FRAME = 32 * 1024  # longer frames (large WRITEs) are cut to this
 RECORDS_PER_INPUT = 24
 
 
+def unix_user_args():
+    """Links the user to a system account of its name as root (made when
+    missing, linked when there), else to the account we run as."""
+    if os.geteuid() == 0:
+        return ["--create-unix-user"]
+    return ["--unix-user", pwd.getpwuid(os.geteuid()).pw_name]
+
+
 class Server:
     def __init__(self, binary):
         self.dir = Path(tempfile.mkdtemp(prefix="copyless-seeds-"))
         self.share = self.dir / "share"
         self.share.mkdir()
         state = self.dir / "state"
-        subprocess.run([binary, "user", "add", USER, "--password-stdin", "--state-dir", str(state)],
+        subprocess.run([binary, "user", "add", USER, *unix_user_args(), "--password-stdin",
+                        "--state-dir", str(state)],
                        input=PASSWORD + "\n", text=True, check=True, capture_output=True)
         self.log = open(self.dir / "server.log", "w")
         self.proc = subprocess.Popen(

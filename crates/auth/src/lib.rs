@@ -4,9 +4,8 @@
 //!
 //! Everything here is sans-IO except [`UserStore::load`],
 //! [`UserStore::save`], [`LiveUsers`]' loading and refreshing, and the
-//! account lookups of [`unix`]: the
-//! acceptor takes its randomness and clock from the caller, so it can be
-//! driven in memory by tests.
+//! account lookups of [`unix`]: the acceptor takes its randomness and clock
+//! from the caller, so it can be driven in memory by tests.
 
 mod acceptor;
 mod der;
@@ -39,9 +38,9 @@ pub trait Credentials: Send + Sync {
     fn nt_hash(&self, user: &str) -> Option<[u8; 16]>;
 
     /// A number that grows whenever the set of users, their hashes or
-    /// their Unix accounts changed, so that a caller can notice a change cheaply (and then ask
-    /// [`Credentials::nt_hash`] about the users it cares about). Constant
-    /// for a set of users that never changes.
+    /// their Unix accounts changed, so that a caller can notice a change
+    /// cheaply (and then ask [`Credentials::nt_hash`] about the users it
+    /// cares about). Constant for a set of users that never changes.
     fn generation(&self) -> u64 {
         0
     }

@@ -133,7 +133,8 @@ pub fn valid_account_name(name: &str) -> bool {
 
 /// Whether a new account may take this name: 1 to 32 characters of
 /// `[a-z_][a-z0-9_.-]*`, with an optional final `$` (as for Samba's machine
-/// accounts), which every useradd and adduser accepts.
+/// accounts), the portable names useradd accepts by default. Checked here
+/// so that the error names the rule instead of quoting the tool.
 pub fn creatable_name(name: &str) -> bool {
     let stem = name.strip_suffix('$').unwrap_or(name);
     let mut chars = stem.chars();

@@ -6,6 +6,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use copyless_auth::unix::{self, UnixError};
 use copyless_auth::UserStore;
 use zeroize::Zeroizing;
 
@@ -14,12 +15,15 @@ pub const USER: &str = "copyless";
 pub const PASSWORD_FILE: &str = "initial-password";
 
 /// On a first start (no users file at all, not merely an empty one),
-/// creates user `copyless` with a random password and returns what to tell
-/// the operator: the password itself when `on_terminal`, else where it was
-/// written, since a log is no place for it.
+/// creates user `copyless` with a random password, linked to the Unix
+/// account that `account` names (None: the one named `copyless`; the
+/// server passes [`first_account`]), and returns what to tell the operator:
+/// the password itself when `on_terminal`, else where it was written, since
+/// a log is no place for it.
 pub fn create_on_first_start(
     state_dir: &Path,
     on_terminal: bool,
+    account: impl FnOnce() -> Result<Option<String>, String>,
 ) -> Result<Option<String>, String> {
     let users = state_dir.join(UserStore::FILE_NAME);
     match fs::symlink_metadata(&users) {
@@ -32,6 +36,7 @@ pub fn create_on_first_start(
         .mode(0o700)
         .create(state_dir)
         .map_err(|e| format!("cannot create state directory {}: {e}", state_dir.display()))?;
+    let account = account()?;
     let password = random_password()?;
     let password_file = if on_terminal {
         None
@@ -39,7 +44,10 @@ pub fn create_on_first_start(
         Some(write_password_file(state_dir, &password)?)
     };
     let created = UserStore::load(state_dir).and_then(|mut store| {
-        store.add(USER, &password)?;
+        match &account {
+            Some(account) if account != USER => store.add_linked(USER, &password, account)?,
+            _ => store.add(USER, &password)?,
+        }
         store.save()
     });
     if let Err(e) = created {
@@ -59,6 +67,29 @@ pub fn create_on_first_start(
             path.display()
         ),
     }))
+}
+
+/// The Unix account user `copyless` acts as when made on a first start:
+/// as root, the system account `copyless` (created when missing), since
+/// root's own would give every client root's powers; otherwise the account
+/// the server runs as, the only one whose files it can reach anyway. None
+/// when that account has no name, so the user is linked to the account of
+/// its own name and the server says at start that it is missing.
+pub fn first_account() -> Result<Option<String>, String> {
+    let euid = rustix::process::geteuid();
+    if !euid.is_root() {
+        return Ok(unix::account_name(euid.as_raw()));
+    }
+    match unix::lookup(USER) {
+        Ok(_) => {}
+        Err(UnixError::NotFound(_)) => {
+            unix::create_system_account(USER)
+                .map_err(|e| format!("cannot make a Unix account for user {USER}: {e}"))?;
+            eprintln!("copyless: created the system account {USER} for user {USER}");
+        }
+        Err(e) => return Err(e.to_string()),
+    }
+    Ok(Some(USER.to_string()))
 }
 
 /// Writes the password to a new file only we may read; an existing one
@@ -119,6 +150,10 @@ mod tests {
     use copyless_auth::Credentials;
     use std::os::unix::fs::PermissionsExt;
 
+    fn no_account() -> Result<Option<String>, String> {
+        Ok(None)
+    }
+
     fn state() -> (tempfile::TempDir, PathBuf) {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("state");
@@ -128,7 +163,9 @@ mod tests {
     #[test]
     fn without_a_terminal_the_password_goes_to_a_private_file() {
         let (_tmp, dir) = state();
-        let said = create_on_first_start(&dir, false).unwrap().unwrap();
+        let said = create_on_first_start(&dir, false, no_account)
+            .unwrap()
+            .unwrap();
         let file = dir.join(PASSWORD_FILE);
         assert_eq!(
             said,
@@ -149,14 +186,19 @@ mod tests {
             Some(copyless_auth::nt_hash(password))
         );
         // Not a first start any more: nothing is made or said.
-        assert_eq!(create_on_first_start(&dir, false).unwrap(), None);
+        assert_eq!(
+            create_on_first_start(&dir, false, no_account).unwrap(),
+            None
+        );
         assert_eq!(fs::read_to_string(&file).unwrap().trim_end(), password);
     }
 
     #[test]
     fn on_a_terminal_the_password_is_shown() {
         let (_tmp, dir) = state();
-        let said = create_on_first_start(&dir, true).unwrap().unwrap();
+        let said = create_on_first_start(&dir, true, no_account)
+            .unwrap()
+            .unwrap();
         let password = said
             .strip_prefix("created user copyless with password ")
             .and_then(|rest| rest.split('\n').next())
@@ -172,6 +214,26 @@ mod tests {
     }
 
     #[test]
+    fn the_user_is_linked_to_the_account_given() {
+        let (_tmp, dir) = state();
+        create_on_first_start(&dir, true, || Ok(Some("root".to_string()))).unwrap();
+        let store = UserStore::load(&dir).unwrap();
+        assert_eq!(store.unix_account(USER), Some("root"));
+
+        let (_tmp, dir) = state();
+        create_on_first_start(&dir, true, no_account).unwrap();
+        let store = UserStore::load(&dir).unwrap();
+        assert_eq!(store.unix_account(USER), Some(USER));
+
+        // No account, no user, no password file: the next start tries again.
+        let (_tmp, dir) = state();
+        let err = create_on_first_start(&dir, false, || Err("no useradd".to_string()));
+        assert_eq!(err, Err("no useradd".to_string()));
+        assert!(!dir.join(UserStore::FILE_NAME).exists());
+        assert!(!dir.join(PASSWORD_FILE).exists());
+    }
+
+    #[test]
     fn an_empty_store_gets_nobody() {
         let (_tmp, dir) = state();
         let mut store = UserStore::load(&dir).unwrap();
@@ -179,7 +241,10 @@ mod tests {
         store.save().unwrap();
         store.remove("bob").unwrap();
         store.save().unwrap();
-        assert_eq!(create_on_first_start(&dir, false).unwrap(), None);
+        assert_eq!(
+            create_on_first_start(&dir, false, no_account).unwrap(),
+            None
+        );
         assert!(UserStore::load(&dir).unwrap().is_empty());
         assert!(!dir.join(PASSWORD_FILE).exists());
         let warning = nobody_can_log_in(&dir);
@@ -199,7 +264,7 @@ mod tests {
         fs::create_dir_all(&dir).unwrap();
         let file = dir.join(PASSWORD_FILE);
         fs::write(&file, "old\n").unwrap();
-        let err = create_on_first_start(&dir, false).unwrap_err();
+        let err = create_on_first_start(&dir, false, no_account).unwrap_err();
         assert!(err.contains(&format!("remove {}", file.display())), "{err}");
         assert_eq!(fs::read_to_string(&file).unwrap(), "old\n");
         assert!(!dir.join(UserStore::FILE_NAME).exists());

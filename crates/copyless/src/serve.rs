@@ -19,8 +19,12 @@ use copyless_engine::{self as engine, AdmissionLimits, EngineLimits};
 /// Runs the server; Err carries a message for the user and the exit code.
 pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, u8)> {
     let on_terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
-    if let Some(said) = crate::first_user::create_on_first_start(&config.state_dir, on_terminal)
-        .map_err(|e| (e, 1))?
+    if let Some(said) = crate::first_user::create_on_first_start(
+        &config.state_dir,
+        on_terminal,
+        crate::first_user::first_account,
+    )
+    .map_err(|e| (e, 1))?
     {
         println!("{said}");
     }

@@ -5,6 +5,7 @@ use std::io::{self, BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use copyless_auth::unix::{self, UnixAccount, UnixError};
 use copyless_auth::userstore::{UserError, UserStore};
 use zeroize::Zeroizing;
 
@@ -12,9 +13,16 @@ use crate::config::default_state_dir;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum UserCommand {
-    /// Add a user.
+    /// Add a user, linked to the Unix account NAME unless told otherwise.
     Add {
         name: String,
+        /// Link the user to this existing Unix account instead.
+        #[arg(long, value_name = "ACCOUNT", conflicts_with = "create_unix_user")]
+        unix_user: Option<String>,
+        /// Link the user to the Unix account NAME, first creating it as a
+        /// system account without login when missing (needs root).
+        #[arg(long)]
+        create_unix_user: bool,
         /// Read the password as one line from standard input instead of the terminal.
         #[arg(long)]
         password_stdin: bool,
@@ -39,8 +47,25 @@ pub enum UserCommand {
         #[arg(long, value_name = "DIR")]
         state_dir: Option<PathBuf>,
     },
-    /// List the users.
+    /// Link a user to another Unix account.
+    Link {
+        name: String,
+        /// The existing Unix account the user acts as from now on.
+        #[arg(long, value_name = "ACCOUNT")]
+        unix_user: String,
+        /// Directory that holds the user store.
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+    },
+    /// List the users, each with its Unix account.
     List {
+        /// Directory that holds the user store.
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+    },
+    /// Show a user's Unix account and groups.
+    Show {
+        name: String,
         /// Directory that holds the user store.
         #[arg(long, value_name = "DIR")]
         state_dir: Option<PathBuf>,
@@ -100,6 +125,16 @@ impl fmt::Display for CmdError {
     }
 }
 
+impl From<UnixError> for CmdError {
+    fn from(e: UnixError) -> CmdError {
+        let usage = matches!(e, UnixError::InvalidName(_));
+        CmdError {
+            usage,
+            message: e.to_string(),
+        }
+    }
+}
+
 impl From<UserError> for CmdError {
     fn from(e: UserError) -> CmdError {
         let usage = matches!(e, UserError::InvalidName(_) | UserError::InvalidAccount(_));
@@ -132,6 +167,8 @@ fn execute(
     match cmd {
         UserCommand::Add {
             name,
+            unix_user,
+            create_unix_user,
             password_stdin,
             state_dir,
         } => {
@@ -141,10 +178,30 @@ fn execute(
             if has_user(&store, &name) {
                 return Err(CmdError::runtime(format!("user {name} already exists")));
             }
+            // Before the password is asked for: a missing account is the
+            // likelier mistake.
+            let account = match unix_user {
+                Some(account) => existing_account(&account)?,
+                None if create_unix_user => create_account(&name, out)?,
+                None => unix::lookup(&name).map_err(|e| match e {
+                    UnixError::NotFound(_) => CmdError::runtime(format!(
+                        "{e} to link user {name} to: name another with --unix-user ACCOUNT, \
+                         or create a system account {name} with --create-unix-user (as root)"
+                    )),
+                    e => e.into(),
+                })?,
+            };
             let password = read_new_password(&name, password_stdin, input, prompt)?;
-            store.add(&name, &password)?;
+            if account.name == name {
+                store.add(&name, &password)?;
+            } else {
+                store.add_linked(&name, &password, &account.name)?;
+            }
             store.save()?;
-            say(out, &format!("user {name} added"))
+            say(
+                out,
+                &format!("user {name} added, linked to {}", describe(&account)),
+            )
         }
         UserCommand::Del { name, state_dir } => {
             let dir = state_dir.unwrap_or_else(default_state_dir);
@@ -168,16 +225,100 @@ fn execute(
             store.save()?;
             say(out, &format!("password of user {name} changed"))
         }
+        UserCommand::Link {
+            name,
+            unix_user,
+            state_dir,
+        } => {
+            let dir = state_dir.unwrap_or_else(default_state_dir);
+            let mut store = UserStore::load(&dir)?;
+            if !has_user(&store, &name) {
+                return Err(CmdError::runtime(format!("no user {name}")));
+            }
+            let account = existing_account(&unix_user)?;
+            store.link(&name, &account.name)?;
+            store.save()?;
+            say(
+                out,
+                &format!("user {name} linked to {}", describe(&account)),
+            )
+        }
         UserCommand::List { state_dir } => {
             let dir = state_dir.unwrap_or_else(default_state_dir);
             let store = UserStore::load(&dir)?;
             let mut names = store.names();
             names.sort_by_key(|n| n.to_lowercase());
             for name in names {
-                say(out, &name)?;
+                let account = store.unix_account(&name).unwrap_or(&name);
+                let found = match unix::lookup(account) {
+                    Ok(found) => format!("uid {}", found.uid),
+                    Err(UnixError::NotFound(_)) => "missing".to_string(),
+                    Err(e) => e.to_string(),
+                };
+                // A tab after the name, which may hold spaces but no tab.
+                say(out, &format!("{name}\tunix {account} ({found})"))?;
             }
             Ok(())
         }
+        UserCommand::Show { name, state_dir } => {
+            let dir = state_dir.unwrap_or_else(default_state_dir);
+            let store = UserStore::load(&dir)?;
+            let Some(account) = store.unix_account(&name) else {
+                return Err(CmdError::runtime(format!("no user {name}")));
+            };
+            say(out, &format!("user: {name}"))?;
+            say(out, &format!("unix account: {account}"))?;
+            let found = unix::lookup(account).map_err(|e| {
+                CmdError::runtime(format!(
+                    "{e}; link user {name} to one with \
+                     `copyless user link {name} --unix-user ACCOUNT`"
+                ))
+            })?;
+            let groups: Vec<String> = found.groups.iter().map(|&gid| group(gid)).collect();
+            say(out, &format!("uid: {}", found.uid))?;
+            say(out, &format!("gid: {}", group(found.gid)))?;
+            say(out, &format!("groups: {}", groups.join(",")))
+        }
+    }
+}
+
+/// An existing account to link a user to.
+fn existing_account(account: &str) -> Result<UnixAccount, CmdError> {
+    if !unix::valid_account_name(account) {
+        return Err(UserError::InvalidAccount(account.to_string()).into());
+    }
+    Ok(unix::lookup(account)?)
+}
+
+/// The account `name`, created as a system account if missing.
+fn create_account(name: &str, out: &mut dyn Write) -> Result<UnixAccount, CmdError> {
+    match unix::lookup(name) {
+        Ok(account) => {
+            say(
+                out,
+                &format!("{} exists already; linking to it", describe(&account)),
+            )?;
+            Ok(account)
+        }
+        Err(UnixError::NotFound(_)) => {
+            unix::create_system_account(name)?;
+            let account = unix::lookup(name)?;
+            say(out, &format!("created system {}", describe(&account)))?;
+            Ok(account)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn describe(account: &UnixAccount) -> String {
+    format!("Unix account {} (uid {})", account.name, account.uid)
+}
+
+/// `gid(name)`, as id(1) shows a group; the number alone when it has no name.
+fn group(gid: u32) -> String {
+    match unix::group_name(gid) {
+        Some(name) => format!("{gid}({name})"),
+        None => gid.to_string(),
     }
 }
 
@@ -323,12 +464,35 @@ mod tests {
         Ok(String::from_utf8(out).unwrap())
     }
 
-    fn add(dir: &TempDir, name: &str) -> UserCommand {
+    /// The account the tests run as: one that exists wherever they run.
+    fn me() -> UnixAccount {
+        let name = unix::account_name(rustix::process::geteuid().as_raw()).unwrap();
+        unix::lookup(&name).unwrap()
+    }
+
+    /// `user add NAME --unix-user ACCOUNT`, the password asked on the
+    /// terminal unless `password_stdin`.
+    fn add_linked(dir: &TempDir, name: &str, account: &str, password_stdin: bool) -> UserCommand {
         UserCommand::Add {
             name: name.to_string(),
-            password_stdin: true,
+            unix_user: Some(account.to_string()),
+            create_unix_user: false,
+            password_stdin,
             state_dir: Some(dir.0.clone()),
         }
+    }
+
+    /// `user add NAME --unix-user` the tests' own account.
+    fn add(dir: &TempDir, name: &str) -> UserCommand {
+        add_linked(dir, name, &me().name, true)
+    }
+
+    fn added(name: &str) -> String {
+        let me = me();
+        format!(
+            "user {name} added, linked to Unix account {} (uid {})\n",
+            me.name, me.uid
+        )
     }
 
     fn list(dir: &TempDir) -> UserCommand {
@@ -337,19 +501,49 @@ mod tests {
         }
     }
 
+    /// The names `user list` shows.
+    fn listed(dir: &TempDir) -> Vec<String> {
+        let out = exec(list(dir), "", &Scripted::new(&[])).unwrap();
+        out.lines()
+            .map(|line| line.split('\t').next().unwrap().to_string())
+            .collect()
+    }
+
+    fn link(dir: &TempDir, name: &str, account: &str) -> UserCommand {
+        UserCommand::Link {
+            name: name.to_string(),
+            unix_user: account.to_string(),
+            state_dir: Some(dir.0.clone()),
+        }
+    }
+
+    fn show(dir: &TempDir, name: &str) -> UserCommand {
+        UserCommand::Show {
+            name: name.to_string(),
+            state_dir: Some(dir.0.clone()),
+        }
+    }
+
+    const MISSING: &str = "copyless-test-no-such-account";
+
     #[test]
     fn add_list_passwd_del() {
         let dir = TempDir::new();
         let none = Scripted::new(&[]);
         assert_eq!(
             exec(add(&dir, "bob"), "s3cret\n", &none).unwrap(),
-            "user bob added\n"
+            added("bob")
         );
         assert_eq!(
             exec(add(&dir, "Alice"), "pw\r\n", &none).unwrap(),
-            "user Alice added\n"
+            added("Alice")
         );
-        assert_eq!(exec(list(&dir), "", &none).unwrap(), "Alice\nbob\n");
+        let me = me();
+        let line = |name: &str| format!("{name}\tunix {} (uid {})\n", me.name, me.uid);
+        assert_eq!(
+            exec(list(&dir), "", &none).unwrap(),
+            line("Alice") + &line("bob")
+        );
 
         let passwd = UserCommand::Passwd {
             name: "bob".to_string(),
@@ -366,7 +560,193 @@ mod tests {
             state_dir: Some(dir.0.clone()),
         };
         assert_eq!(exec(del, "", &none).unwrap(), "user bob deleted\n");
-        assert_eq!(exec(list(&dir), "", &none).unwrap(), "Alice\n");
+        assert_eq!(exec(list(&dir), "", &none).unwrap(), line("Alice"));
+    }
+
+    #[test]
+    fn without_a_flag_the_account_of_the_same_name_is_linked() {
+        let dir = TempDir::new();
+        let none = Scripted::new(&[]);
+        let me = me();
+        let cmd = UserCommand::Add {
+            name: me.name.clone(),
+            unix_user: None,
+            create_unix_user: false,
+            password_stdin: true,
+            state_dir: Some(dir.0.clone()),
+        };
+        assert_eq!(exec(cmd, "pw\n", &none).unwrap(), added(&me.name));
+        let store = UserStore::load(&dir.0).unwrap();
+        assert_eq!(store.unix_account(&me.name), Some(me.name.as_str()));
+        // Linked by name, as in a store from before links: no third field.
+        let contents = std::fs::read_to_string(store.path()).unwrap();
+        assert_eq!(contents.lines().last().unwrap().split(':').count(), 2);
+
+        let prompt = Scripted::new(&["pw", "pw"]);
+        let cmd = UserCommand::Add {
+            name: MISSING.to_string(),
+            unix_user: None,
+            create_unix_user: false,
+            password_stdin: false,
+            state_dir: Some(dir.0.clone()),
+        };
+        let err = exec(cmd, "", &prompt).unwrap_err();
+        assert_eq!(err.exit_code(), 1);
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&format!("no Unix account \"{MISSING}\"")),
+            "{text}"
+        );
+        assert!(text.contains("--unix-user ACCOUNT"), "{text}");
+        assert!(text.contains("--create-unix-user"), "{text}");
+        assert!(prompt.asked.borrow().is_empty(), "refused before asking");
+        assert_eq!(listed(&dir), [me.name]);
+    }
+
+    #[test]
+    fn unix_user_must_exist_and_be_a_valid_name() {
+        let dir = TempDir::new();
+        let none = Scripted::new(&[]);
+        let err = exec(add_linked(&dir, "bob", MISSING, true), "pw\n", &none).unwrap_err();
+        assert_eq!(err.exit_code(), 1);
+        assert_eq!(err.to_string(), format!("no Unix account \"{MISSING}\""));
+        let err = exec(add_linked(&dir, "bob", "a:b", true), "pw\n", &none).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(
+            err.to_string().contains("invalid Unix account name"),
+            "{err}"
+        );
+        assert!(listed(&dir).is_empty());
+    }
+
+    #[test]
+    fn create_unix_user_links_an_existing_account() {
+        let dir = TempDir::new();
+        let me = me();
+        let cmd = UserCommand::Add {
+            name: me.name.clone(),
+            unix_user: None,
+            create_unix_user: true,
+            password_stdin: true,
+            state_dir: Some(dir.0.clone()),
+        };
+        let out = exec(cmd, "pw\n", &Scripted::new(&[])).unwrap();
+        assert_eq!(
+            out,
+            format!(
+                "Unix account {0} (uid {1}) exists already; linking to it\n{2}",
+                me.name,
+                me.uid,
+                added(&me.name)
+            )
+        );
+
+        // A name no account could have is refused before anything is made.
+        let cmd = UserCommand::Add {
+            name: "Bob".to_string(),
+            unix_user: None,
+            create_unix_user: true,
+            password_stdin: true,
+            state_dir: Some(dir.0.clone()),
+        };
+        let err = exec(cmd, "pw\n", &Scripted::new(&[])).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("\"Bob\""), "{err}");
+        assert_eq!(listed(&dir), [me.name]);
+    }
+
+    #[test]
+    fn unix_user_and_create_unix_user_conflict() {
+        #[derive(clap::Parser, Debug)]
+        struct Cli {
+            #[command(subcommand)]
+            user: UserCommand,
+        }
+        use clap::Parser;
+        let err = Cli::try_parse_from([
+            "user",
+            "add",
+            "bob",
+            "--unix-user",
+            "root",
+            "--create-unix-user",
+        ])
+        .unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
+        assert_eq!(err.exit_code(), 2);
+        let err = Cli::try_parse_from(["user", "link", "bob"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::MissingRequiredArgument);
+    }
+
+    #[test]
+    fn link_list_and_show() {
+        let dir = TempDir::new();
+        let none = Scripted::new(&[]);
+        let root = unix::lookup("root").unwrap();
+        exec(add(&dir, "bob"), "pw\n", &none).unwrap();
+        assert_eq!(
+            exec(link(&dir, "BOB", "root"), "", &none).unwrap(),
+            "user BOB linked to Unix account root (uid 0)\n"
+        );
+        assert_eq!(
+            exec(list(&dir), "", &none).unwrap(),
+            "bob\tunix root (uid 0)\n"
+        );
+
+        let groups: Vec<String> = root
+            .groups
+            .iter()
+            .map(|gid| format!("{gid}({})", unix::group_name(*gid).unwrap()))
+            .collect();
+        assert_eq!(
+            exec(show(&dir, "bob"), "", &none).unwrap(),
+            format!(
+                "user: bob\nunix account: root\nuid: 0\ngid: 0(root)\ngroups: {}\n",
+                groups.join(",")
+            )
+        );
+
+        for (name, account, code) in [("carol", "root", 1), ("bob", MISSING, 1), ("bob", "a b", 2)]
+        {
+            let err = exec(link(&dir, name, account), "", &none).unwrap_err();
+            assert_eq!(err.exit_code(), code, "{name} {account}: {err}");
+        }
+        assert_eq!(
+            exec(show(&dir, "carol"), "", &none)
+                .unwrap_err()
+                .exit_code(),
+            1
+        );
+        assert!(exec(show(&dir, "bob"), "", &none)
+            .unwrap()
+            .contains("unix account: root\n"));
+        let _ = me;
+    }
+
+    #[test]
+    fn a_missing_account_is_listed_and_shown_as_such() {
+        let dir = TempDir::new();
+        let mut store = UserStore::load(&dir.0).unwrap();
+        store.add_linked("bob", "pw", MISSING).unwrap();
+        store.save().unwrap();
+        let none = Scripted::new(&[]);
+        assert_eq!(
+            exec(list(&dir), "", &none).unwrap(),
+            format!("bob\tunix {MISSING} (missing)\n")
+        );
+        let mut input = Cursor::new(Vec::new());
+        let mut out = Vec::new();
+        let err = execute(show(&dir, "bob"), &mut input, &mut out, &none).unwrap_err();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            format!("user: bob\nunix account: {MISSING}\n")
+        );
+        assert_eq!(err.exit_code(), 1);
+        assert!(
+            err.to_string()
+                .ends_with("`copyless user link bob --unix-user ACCOUNT`"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -383,11 +763,7 @@ mod tests {
         let dir = TempDir::new();
         exec(add(&dir, "bob"), "pw\n", &Scripted::new(&[])).unwrap();
         let prompt = Scripted::new(&["x", "x"]);
-        let cmd = UserCommand::Add {
-            name: "BOB".to_string(),
-            password_stdin: false,
-            state_dir: Some(dir.0.clone()),
-        };
+        let cmd = add_linked(&dir, "BOB", &me().name, false);
         let err = exec(cmd, "", &prompt).unwrap_err();
         assert_eq!(err.exit_code(), 1);
         assert!(err.to_string().contains("already exists"), "{err}");
@@ -410,19 +786,15 @@ mod tests {
             state_dir: Some(dir.0.clone()),
         };
         assert_eq!(exec(passwd, "pw\n", &none).unwrap_err().exit_code(), 1);
-        assert_eq!(exec(list(&dir), "", &none).unwrap(), "bob\n");
+        assert_eq!(listed(&dir), ["bob"]);
     }
 
     #[test]
     fn terminal_prompt_asks_twice() {
         let dir = TempDir::new();
         let prompt = Scripted::new(&["pw", "pw"]);
-        let cmd = UserCommand::Add {
-            name: "bob".to_string(),
-            password_stdin: false,
-            state_dir: Some(dir.0.clone()),
-        };
-        assert_eq!(exec(cmd, "", &prompt).unwrap(), "user bob added\n");
+        let cmd = add_linked(&dir, "bob", &me().name, false);
+        assert_eq!(exec(cmd, "", &prompt).unwrap(), added("bob"));
         assert_eq!(
             *prompt.asked.borrow(),
             vec![
@@ -436,11 +808,7 @@ mod tests {
     fn mismatched_passwords_add_nobody() {
         let dir = TempDir::new();
         let prompt = Scripted::new(&["one", "two"]);
-        let cmd = UserCommand::Add {
-            name: "bob".to_string(),
-            password_stdin: false,
-            state_dir: Some(dir.0.clone()),
-        };
+        let cmd = add_linked(&dir, "bob", &me().name, false);
         let err = exec(cmd, "", &prompt).unwrap_err();
         assert_eq!(err.to_string(), "the passwords do not match");
         assert_eq!(err.exit_code(), 1);
@@ -500,6 +868,6 @@ mod tests {
         let mode = std::fs::metadata(&users).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o644);
         std::fs::set_permissions(&users, std::fs::Permissions::from_mode(0o600)).unwrap();
-        assert_eq!(exec(list(&dir), "", &none).unwrap(), "bob\n");
+        assert_eq!(listed(&dir), ["bob"]);
     }
 }
