@@ -211,6 +211,14 @@ def _start_copyless(base: Path, *, extra_users=(), preexec_fn=None,
                 f"stdout:\n{user_add.stdout}\nstderr:\n{user_add.stderr}",
                 pytrace=False,
             )
+    if os.geteuid() == 0:
+        # Each user acts as its own Unix account on disk, as under Samba:
+        # the share belongs to the test user, and is open to the others a
+        # test adds.
+        owner = pwd.getpwnam(TEST_USER)
+        os.chown(share, owner.pw_uid, owner.pw_gid)
+        if extra_users:
+            share.chmod(0o777)
 
     # The tracing interface, in this test's directory: the control socket
     # for `copyless top` and a Prometheus endpoint on a port of its own.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import pwd
 import shutil
 import signal
 import socket
@@ -55,6 +56,11 @@ def test_dos_attributes_survive_restart(client_conf):
                     "--password-stdin", "--state-dir", str(state)],
                    input=PASSWORD + "\n", text=True, check=True)
     (share / "f.txt").write_bytes(b"data")
+    if os.geteuid() == 0:
+        # The user acts as its own Unix account: the file is theirs.
+        owner = pwd.getpwnam(USER)
+        for path in (share, share / "f.txt"):
+            os.chown(path, owner.pw_uid, owner.pw_gid)
     first = Proc(share, state)
     try:
         smbclient_ok(Info(first.port, share), client_conf, "setmode f.txt +hsr")

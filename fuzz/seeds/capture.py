@@ -81,6 +81,11 @@ class Server:
         subprocess.run([binary, "user", "add", USER, *unix_user_args(), "--password-stdin",
                         "--state-dir", str(state)],
                        input=PASSWORD + "\n", text=True, check=True, capture_output=True)
+        if os.geteuid() == 0:
+            # The user acts as its own Unix account on disk: the share is theirs.
+            self.dir.chmod(0o755)
+            owner = pwd.getpwnam(USER)
+            os.chown(self.share, owner.pw_uid, owner.pw_gid)
         self.log = open(self.dir / "server.log", "w")
         self.proc = subprocess.Popen(
             [binary, "serve", "--listen", "127.0.0.1:0", "--share", f"share={self.share}",

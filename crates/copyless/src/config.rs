@@ -118,6 +118,8 @@ pub struct Config {
     pub signing: Signing,
     pub encryption: Encryption,
     pub guest: bool,
+    /// The Unix account guests act as on disk.
+    pub guest_account: String,
     pub shares: Vec<ShareConfig>,
     pub limits: Limits,
     /// NetBIOS name of the server: at most 15 characters, upper case.
@@ -177,6 +179,8 @@ const CREDIT_UNIT: u32 = 64 * KIB;
 const MAX_SHARE_NAME: usize = 80;
 const MAX_SERVER_NAME: usize = 15;
 const DEFAULT_SERVER_NAME: &str = "COPYLESS";
+/// The account guests act as on disk unless the config names another.
+pub const DEFAULT_GUEST_ACCOUNT: &str = "nobody";
 
 /// Where the user store and other state live unless told otherwise.
 pub fn default_state_dir() -> PathBuf {
@@ -254,6 +258,7 @@ impl Config {
             signing: Signing::Required,
             encryption: Encryption::Off,
             guest: false,
+            guest_account: DEFAULT_GUEST_ACCOUNT.to_string(),
             shares: vec![ShareConfig {
                 name: "share".to_string(),
                 path: absolute(Path::new("share")),
@@ -473,6 +478,7 @@ mod raw {
         pub signing: Option<Spanned<String>>,
         pub encryption: Option<Spanned<String>>,
         pub guest: Option<bool>,
+        pub guest_account: Option<Spanned<String>>,
     }
 
     #[derive(Deserialize)]
@@ -550,6 +556,17 @@ fn parse(text: &str, base: &Path) -> Result<Config, SpanError> {
         None => EngineKind::default(),
         Some(e) => parse_engine(e.get_ref()).map_err(|m| SpanError::at(&e, m))?,
     };
+    let guest_account = match file
+        .security
+        .as_ref()
+        .and_then(|s| s.guest_account.as_ref())
+    {
+        None => DEFAULT_GUEST_ACCOUNT.to_string(),
+        Some(name) if name.get_ref().is_empty() => {
+            return Err(SpanError::at(name, "guest_account must not be empty"))
+        }
+        Some(name) => name.get_ref().clone(),
+    };
     let (signing, encryption, guest) = parse_security(file.security)?;
     let shares = parse_shares(file.share.unwrap_or_default(), base)?;
     let limits = parse_limits(file.limits)?;
@@ -582,6 +599,7 @@ fn parse(text: &str, base: &Path) -> Result<Config, SpanError> {
         signing,
         encryption,
         guest,
+        guest_account,
         shares,
         limits,
         server_name,

@@ -10,7 +10,7 @@ use copyless_core::{Server, ServerConfig, Share};
 use copyless_trace::prometheus::ClientLabels;
 use copyless_trace::{TimedVfs, Tracer};
 use copyless_vfs::posix::PosixVfs;
-use copyless_vfs::Vfs;
+use copyless_vfs::{Identity, Vfs};
 
 use crate::config::{Config, Encryption, Signing};
 use copyless_engine::log_limit::RateLimit;
@@ -46,6 +46,7 @@ pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, 
         if create_missing_share && !s.path.exists() {
             std::fs::create_dir_all(&s.path)
                 .map_err(|e| (format!("cannot create {}: {e}", s.path.display()), 1))?;
+            give_to_first_user(&s.path, &users)?;
         }
         let vfs = PosixVfs::new(&s.path)
             .map_err(|e| (format!("share {}: {}: {e}", s.name, s.path.display()), 1))?;
@@ -79,6 +80,14 @@ pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, 
             budget.lowered.join(", ")
         );
     }
+    let act_as_users = rustix::process::geteuid().is_root();
+    if !act_as_users {
+        eprintln!(
+            "copyless: not running as root: every user acts as this process (uid {}) on disk",
+            rustix::process::geteuid().as_raw()
+        );
+    }
+    let guest_identity = guest_identity(&config)?;
     let mut guid = [0u8; 16];
     getrandom::fill(&mut guid).map_err(|e| (format!("random: {e}"), 1))?;
     let server_config = ServerConfig {
@@ -100,6 +109,8 @@ pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, 
         start_time: engine::filetime_now(),
         unix_uid: rustix::process::geteuid().as_raw(),
         unix_gid: rustix::process::getegid().as_raw(),
+        act_as_users,
+        guest_identity,
     };
     let server = Server::new(server_config, shares, users);
     // Both are served before the SMB listeners are announced, so that a
@@ -173,4 +184,57 @@ fn contain_panic_messages() {
         let name = thread.name().unwrap_or("unnamed").to_string();
         PANICKED.log(|| format!("internal error in thread {name}: {info}"));
     }));
+}
+
+/// Who guests act as on disk: the configured account, which must exist
+/// when guests are allowed and may never be root. Without guests only
+/// anonymous sessions use it, and the conventional ids of `nobody` stand
+/// in for a missing account.
+fn guest_identity(config: &Config) -> Result<Identity, (String, u8)> {
+    let account = match copyless_auth::unix::lookup(&config.guest_account) {
+        Ok(a) => a,
+        Err(_) if !config.guest => return Ok(Identity::unix(65534, 65534, vec![65534])),
+        Err(e) => return Err((format!("guest_account {:?}: {e}", config.guest_account), 1)),
+    };
+    if account.uid == 0 {
+        return Err((
+            format!(
+                "guest_account {:?} is root: guests must act as an unprivileged account",
+                config.guest_account
+            ),
+            1,
+        ));
+    }
+    Ok(Identity::unix(account.uid, account.gid, account.groups))
+}
+
+/// A share directory the server made itself belongs to the first user's
+/// Unix account, so that on a first start as root the user it created can
+/// write there.
+fn give_to_first_user(path: &Path, users: &LiveUsers) -> Result<(), (String, u8)> {
+    if !rustix::process::geteuid().is_root() {
+        return Ok(());
+    }
+    let store = users.users();
+    let Some(account) = store
+        .names()
+        .first()
+        .and_then(|name| store.unix_account(name).map(str::to_string))
+    else {
+        return Ok(());
+    };
+    let Ok(owner) = copyless_auth::unix::lookup(&account) else {
+        return Ok(());
+    };
+    std::os::unix::fs::chown(path, Some(owner.uid), Some(owner.gid)).map_err(|e| {
+        (
+            format!("cannot give {} to {account}: {e}", path.display()),
+            1,
+        )
+    })?;
+    eprintln!(
+        "copyless: created {} for Unix account {account}",
+        path.display()
+    );
+    Ok(())
 }

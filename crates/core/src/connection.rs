@@ -17,6 +17,7 @@ use copyless_proto::messages::{self, FileId};
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::transform::{Sealed, TRANSFORM_HEADER_LEN};
 use copyless_proto::{smb1, Writer, HEADER_LEN};
+use copyless_vfs::Identity;
 
 use crate::credits::CreditWindow;
 use crate::env::Env;
@@ -281,6 +282,14 @@ impl Connection {
     /// True once any session finished authenticating.
     pub fn has_valid_session(&self) -> bool {
         self.sessions.values().any(|s| s.is_valid())
+    }
+
+    /// Who session `id` acts as on disk, once it is authenticated.
+    pub fn session_identity(&self, id: u64) -> Option<&Identity> {
+        self.sessions
+            .get(&id)
+            .filter(|s| s.is_valid())
+            .map(|s| &s.who)
     }
 
     pub fn client_addr(&self) -> SocketAddr {

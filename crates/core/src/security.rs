@@ -1,9 +1,10 @@
 //! NT access control on top of the share's files: who a session is (its
 //! token of SIDs), and what a stored security descriptor lets it do.
 //!
-//! Every user copyless serves acts as the Unix identity the server runs
-//! as, so a token holds that uid and gid as Samba's Unix SIDs, plus
-//! Everyone and Authenticated Users (Anonymous for a null session).
+//! A session acts on disk as its user's Unix account (or as the server,
+//! when it cannot change identity), so a token holds that uid and its
+//! groups as Samba's Unix SIDs, plus Everyone and Authenticated Users
+//! (Anonymous for a null session).
 //! Objects without a stored descriptor keep their rights from the mode
 //! bits, enforced by the file system; only a descriptor a client stored
 //! is evaluated here.
@@ -28,17 +29,33 @@ pub struct Caller<'a> {
 }
 
 impl Caller<'_> {
+    /// The SIDs of the Unix identity the session acts as (Samba's
+    /// S-1-22-1-uid and S-1-22-2-gid, for the primary group and every
+    /// other), Everyone, and Authenticated Users or Anonymous.
     pub fn token(&self) -> Token {
-        vec![
-            sids::unix_user(self.config.unix_uid),
-            sids::unix_group(self.config.unix_gid),
-            sids::EVERYONE.to_vec(),
-            if self.anonymous {
-                sids::ANONYMOUS.to_vec()
-            } else {
-                sids::AUTHENTICATED_USERS.to_vec()
-            },
-        ]
+        let mut token = match self.who {
+            Identity::Server => vec![
+                sids::unix_user(self.config.unix_uid),
+                sids::unix_group(self.config.unix_gid),
+            ],
+            Identity::Unix(ids) => {
+                let mut t = vec![sids::unix_user(ids.uid), sids::unix_group(ids.gid)];
+                t.extend(
+                    ids.groups
+                        .iter()
+                        .filter(|&&g| g != ids.gid)
+                        .map(|&g| sids::unix_group(g)),
+                );
+                t
+            }
+        };
+        token.push(sids::EVERYONE.to_vec());
+        token.push(if self.anonymous {
+            sids::ANONYMOUS.to_vec()
+        } else {
+            sids::AUTHENTICATED_USERS.to_vec()
+        });
+        token
     }
 }
 

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use copyless_auth::Credentials;
-use copyless_vfs::Vfs;
+use copyless_vfs::{Identity, Vfs};
 
 use crate::file_table::FileTable;
 use crate::post::SessionTable;
@@ -39,9 +39,16 @@ pub struct ServerConfig {
     pub server_guid: [u8; 16],
     /// FILETIME the server started.
     pub start_time: u64,
-    /// The identity every session acts as on disk (see security.rs).
+    /// The server's own ids, which its tokens carry (see security.rs).
     pub unix_uid: u32,
     pub unix_gid: u32,
+    /// Sessions act on disk as their users' Unix accounts. False when the
+    /// server cannot take on another identity (it does not run as root):
+    /// every session then acts as the server itself.
+    pub act_as_users: bool,
+    /// Who guest and anonymous sessions act as on disk when
+    /// `act_as_users`: an unprivileged account, never the server.
+    pub guest_identity: Identity,
 }
 
 pub struct Share {

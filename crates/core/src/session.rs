@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use copyless_auth::{Acceptor, AuthError, ServerInfo, Step};
+use copyless_auth::{Acceptor, AuthError, Authenticated, ServerInfo, Step};
 use copyless_crypto::session_keys::signing_key;
 use copyless_crypto::{PreauthHash, SigningKey};
 use copyless_proto::messages::{self, SessionSetupRequest};
@@ -16,6 +16,7 @@ use crate::connection::{Connection, Reply, Req};
 use crate::env::Env;
 use crate::open::Open;
 use crate::post::{Kind, Letter, Message};
+use crate::server::Server;
 use crate::tree::Tree;
 
 pub enum AuthState {
@@ -49,6 +50,25 @@ impl Session {
     pub fn is_valid(&self) -> bool {
         matches!(self.state, AuthState::Valid)
     }
+}
+
+/// Who an authenticated session acts as on disk: its user's Unix account
+/// (None when the user has none), the guest account for guests and
+/// anonymous sessions, or the server itself when it cannot change identity.
+fn identity(server: &Server, auth: &Authenticated) -> Option<Identity> {
+    let config = &server.config;
+    if !config.act_as_users {
+        return Some(Identity::Server);
+    }
+    if auth.anonymous || auth.guest {
+        return Some(config.guest_identity.clone());
+    }
+    let account = server.credentials.unix_account(&auth.user)?;
+    Some(Identity::unix(
+        account.uid,
+        account.gid,
+        account.groups.clone(),
+    ))
 }
 
 fn new_acceptor(conn: &Connection, env: &mut dyn Env) -> Box<Acceptor> {
@@ -170,6 +190,12 @@ impl Connection {
                     flags |= messages::SESSION_FLAG_IS_GUEST;
                 }
                 if !was_valid {
+                    let Some(who) = identity(&self.server, &auth) else {
+                        // A user the server cannot act as on disk.
+                        self.sessions.remove(&sid);
+                        return Err(status::LOGON_FAILURE);
+                    };
+                    session.who = who;
                     session.user = auth.user.clone();
                     session.anonymous = auth.anonymous;
                     session.guest = auth.guest;

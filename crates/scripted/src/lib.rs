@@ -9,7 +9,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use copyless_auth::{ClientIdentity, Credentials, Initiator, InitiatorRandom, InitiatorStep};
+use copyless_auth::{
+    ClientIdentity, Credentials, Initiator, InitiatorRandom, InitiatorStep, UnixAccount,
+};
 use copyless_core::encryption::SessionCiphers;
 use copyless_core::{
     Completion, Connection, Env, Letter, Message, Output, Server, ServerConfig, Share, Token,
@@ -36,6 +38,7 @@ pub const NOW: u64 = 133_000_000_000_000_000;
 #[derive(Default)]
 pub struct Users {
     hashes: Mutex<HashMap<String, [u8; 16]>>,
+    accounts: Mutex<HashMap<String, Arc<UnixAccount>>>,
     generation: AtomicU64,
 }
 
@@ -43,6 +46,19 @@ impl Users {
     pub fn add(&self, name: &str, password: &str) {
         let mut h = self.hashes.lock().unwrap();
         h.insert(name.to_lowercase(), copyless_auth::nt_hash(password));
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Links `name` to a Unix account with these ids.
+    pub fn link(&self, name: &str, uid: u32, gid: u32, groups: Vec<u32>) {
+        let account = UnixAccount {
+            name: name.to_lowercase(),
+            uid,
+            gid,
+            groups,
+        };
+        let mut a = self.accounts.lock().unwrap();
+        a.insert(name.to_lowercase(), Arc::new(account));
         self.generation.fetch_add(1, Ordering::SeqCst);
     }
 
@@ -63,6 +79,14 @@ impl Credentials for Users {
 
     fn generation(&self) -> u64 {
         self.generation.load(Ordering::SeqCst)
+    }
+
+    fn unix_account(&self, user: &str) -> Option<Arc<UnixAccount>> {
+        self.accounts
+            .lock()
+            .unwrap()
+            .get(&user.to_lowercase())
+            .cloned()
     }
 }
 
@@ -126,6 +150,8 @@ pub fn config() -> ServerConfig {
         start_time: 0,
         unix_uid: 0,
         unix_gid: 0,
+        act_as_users: false,
+        guest_identity: Identity::Server,
     }
 }
 

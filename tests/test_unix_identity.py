@@ -1,0 +1,238 @@
+"""Each user acts on disk as its own Unix account (issue 11).
+
+The server runs as root with users alice and bob linked to separate system
+accounts, both in the group copyless-family: the kernel's own rules (mode
+bits, group membership, sticky directories, ownership of new files) apply
+to each of them, and a stored DACL tells them apart.
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import subprocess
+import uuid
+
+import pytest
+from smbprotocol.connection import Connection, Dialects
+from smbprotocol.exceptions import SMBResponseException
+from smbprotocol.header import NtStatus
+from smbprotocol.open import (CreateDisposition, CreateOptions, FileAttributes,
+                              ImpersonationLevel, Open, ShareAccess)
+from smbprotocol.security_descriptor import (AccessAllowedAce, AccessDeniedAce, AclPacket,
+                                             SDControl, SIDPacket, SMB2CreateSDBuffer)
+from smbprotocol.session import Session
+from smbprotocol.tree import TreeConnect
+
+from conftest import SERVER_KIND, _start_copyless, _stop_copyless, make_temp_dir
+from support import run
+from test_acl import DACL, set_sd
+
+pytestmark = [
+    pytest.mark.skipif(SERVER_KIND != "copyless", reason="copyless's own users and config"),
+    pytest.mark.skipif(os.geteuid() != 0,
+                       reason="acting as other Unix accounts needs a server running as root"),
+]
+
+ALICE = ("alice", "Alice-Passw0rd")
+BOB = ("bob", "Bob-Passw0rd")
+GROUP = "copyless-family"
+
+READ = 0x00120089  # FILE_GENERIC_READ
+WRITE = 0x00120116  # FILE_GENERIC_WRITE
+DELETE = 0x00010000
+READ_CONTROL = 0x00020000
+WRITE_DAC = 0x00040000
+
+
+def ensure_accounts() -> None:
+    """alice and bob as system accounts, both in copyless-family, before the
+    server starts (`copyless user add --create-unix-user` then links them)."""
+    subprocess.run(["groupadd", "-f", "--system", GROUP], check=True, capture_output=True)
+    for name, _ in (ALICE, BOB):
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            subprocess.run(["useradd", "--system", "--no-create-home", "--user-group",
+                            "--shell", "/usr/sbin/nologin", name],
+                           check=True, capture_output=True)
+        subprocess.run(["usermod", "-a", "-G", GROUP, name], check=True, capture_output=True)
+
+
+def uid(name: str) -> int:
+    return pwd.getpwnam(name).pw_uid
+
+
+def lay_out(share) -> None:
+    """The share as an administrator would set it up: a folder of alice's
+    own, a folder the family group shares (setgid, so new files stay in the
+    group), a sticky folder everyone may add to, and a public folder only
+    root writes to."""
+    share.chmod(0o755)
+    a = pwd.getpwnam("alice")
+    family = grp.getgrnam(GROUP).gr_gid
+    for name, owner, group, mode in (("alice", a.pw_uid, a.pw_gid, 0o755),
+                                     ("family", a.pw_uid, family, 0o2770),
+                                     ("sticky", 0, 0, 0o1777),
+                                     ("public", 0, 0, 0o755)):
+        d = share / name
+        d.mkdir()
+        os.chown(d, owner, group)
+        d.chmod(mode)
+    (share / "public" / "readme.txt").write_bytes(b"for everyone")
+
+
+@pytest.fixture
+def family():
+    ensure_accounts()
+    base = make_temp_dir("identity")
+    running = _start_copyless(base, extra_users=(ALICE, BOB),
+                              extra_config="[security]\nguest = true\n",
+                              prepare_share=None)
+    try:
+        lay_out(running.info.share_path)
+        yield running.info
+    finally:
+        _stop_copyless(running)
+
+
+def connect(server, user) -> TreeConnect:
+    connection = Connection(uuid.uuid4(), server.host, server.port, require_signing=True)
+    connection.connect(Dialects.SMB_3_1_1, timeout=30)
+    session = Session(connection, user[0], user[1], require_encryption=False,
+                      auth_protocol="ntlm")
+    session.connect()
+    tree = TreeConnect(session, f"\\\\{server.host}\\{server.share}")
+    tree.connect()
+    return tree
+
+
+def open_(tree, name, access, disposition=CreateDisposition.FILE_OPEN, options=0) -> Open:
+    h = Open(tree, name)
+    h.create(ImpersonationLevel.Impersonation, access, FileAttributes.FILE_ATTRIBUTE_NORMAL,
+             ShareAccess.FILE_SHARE_READ | ShareAccess.FILE_SHARE_WRITE
+             | ShareAccess.FILE_SHARE_DELETE,
+             disposition, options | CreateOptions.FILE_NON_DIRECTORY_FILE)
+    return h
+
+
+def write_file(tree, name, data: bytes) -> None:
+    h = open_(tree, name, WRITE, CreateDisposition.FILE_OVERWRITE_IF)
+    h.write(data, 0)
+    h.close()
+
+
+def status_of(call) -> int:
+    with pytest.raises(SMBResponseException) as e:
+        call()
+    return e.value.status
+
+
+def test_users_act_as_their_own_accounts(family):
+    share = family.share_path
+    alice, bob = connect(family, ALICE), connect(family, BOB)
+    try:
+        # New files belong to their creator.
+        write_file(alice, "alice\\new.txt", b"mine")
+        st = (share / "alice" / "new.txt").stat()
+        assert (st.st_uid, st.st_gid) == (uid("alice"), pwd.getpwnam("alice").pw_gid)
+
+        # Mode 0600 keeps bob out; alice still reads it.
+        write_file(alice, "alice\\private.txt", b"secret")
+        (share / "alice" / "private.txt").chmod(0o600)
+        assert status_of(lambda: open_(bob, "alice\\private.txt", READ)) \
+            == NtStatus.STATUS_ACCESS_DENIED
+        h = open_(alice, "alice\\private.txt", READ)
+        assert h.read(0, 6) == b"secret"
+        h.close()
+        # Nor may bob write into alice's folder.
+        assert status_of(lambda: write_file(bob, "alice\\bob.txt", b"x")) \
+            == NtStatus.STATUS_ACCESS_DENIED
+        assert not (share / "alice" / "bob.txt").exists()
+
+        # The family folder: a file alice makes there is readable by bob,
+        # a member of its group, though not by the rest of the world.
+        write_file(alice, "family\\plan.txt", b"holidays")
+        plan = share / "family" / "plan.txt"
+        plan.chmod(0o640)
+        assert plan.stat().st_gid == grp.getgrnam(GROUP).gr_gid
+        h = open_(bob, "family\\plan.txt", READ)
+        assert h.read(0, 8) == b"holidays"
+        h.close()
+        assert status_of(lambda: open_(bob, "family\\plan.txt", WRITE)) \
+            == NtStatus.STATUS_ACCESS_DENIED
+
+        # A sticky folder: bob may not delete what alice put there; alice may.
+        write_file(alice, "sticky\\alice.txt", b"keep")
+        assert status_of(lambda: open_(
+            bob, "sticky\\alice.txt", DELETE, options=CreateOptions.FILE_DELETE_ON_CLOSE,
+        )) == NtStatus.STATUS_ACCESS_DENIED
+        assert (share / "sticky" / "alice.txt").read_bytes() == b"keep"
+        h = open_(alice, "sticky\\alice.txt", DELETE, options=CreateOptions.FILE_DELETE_ON_CLOSE)
+        h.close()
+        assert not (share / "sticky" / "alice.txt").exists()
+    finally:
+        alice.session.connection.disconnect()
+        bob.session.connection.disconnect()
+
+
+def test_a_stored_dacl_tells_alice_from_bob(family):
+    alice, bob = connect(family, ALICE), connect(family, BOB)
+    try:
+        write_file(alice, "alice\\notes.txt", b"for alice")
+        # The mode lets everyone read; the DACL grants alice and denies bob.
+        (family.share_path / "alice" / "notes.txt").chmod(0o644)
+        h = open_(alice, "alice\\notes.txt", READ_CONTROL | WRITE_DAC)
+        set_sd(h, DACL, grant_alice_deny_bob())
+        h.close()
+        h = open_(alice, "alice\\notes.txt", READ)
+        assert h.read(0, 9) == b"for alice"
+        h.close()
+        assert status_of(lambda: open_(bob, "alice\\notes.txt", READ)) \
+            == NtStatus.STATUS_ACCESS_DENIED
+    finally:
+        alice.session.connection.disconnect()
+        bob.session.connection.disconnect()
+
+
+def unix_sid(name: str) -> SIDPacket:
+    sid = SIDPacket()
+    sid.from_string(f"S-1-22-1-{uid(name)}")
+    return sid
+
+
+def grant_alice_deny_bob() -> bytes:
+    deny = AccessDeniedAce()
+    deny["mask"] = READ
+    deny["sid"] = unix_sid("bob")
+    allow = AccessAllowedAce()
+    allow["mask"] = 0x001F01FF
+    allow["sid"] = unix_sid("alice")
+    acl = AclPacket()
+    acl["aces"] = [deny, allow]
+    sd = SMB2CreateSDBuffer()
+    sd["control"].set_flag(SDControl.SELF_RELATIVE)
+    sd.set_dacl(acl)
+    return sd.pack()
+
+
+def anonymous(server, client_conf, commands: str, cwd):
+    """smbclient without a user: a guest session (it cannot sign)."""
+    return run(["smbclient", f"//{server.host}/{server.share}", "-s", str(client_conf),
+                "-p", str(server.port), "-N", "--option=client signing=off",
+                "--option=client ipc signing=off", "-c", commands], timeout=60, cwd=cwd)
+
+
+def test_guests_act_as_nobody(family, client_conf, temp_dir):
+    share = family.share_path
+    r = anonymous(family, client_conf, "get public\\readme.txt readme.txt", temp_dir)
+    assert (temp_dir / "readme.txt").read_bytes() == b"for everyone", r.describe()
+    (temp_dir / "up.txt").write_bytes(b"guest was here")
+    r = anonymous(family, client_conf, "put up.txt public\\up.txt", temp_dir)
+    assert "NT_STATUS_ACCESS_DENIED" in r.output, r.describe()
+    assert not (share / "public" / "up.txt").exists()
+    # Where nobody may write, a guest may, as nobody.
+    r = anonymous(family, client_conf, "put up.txt sticky\\up.txt", temp_dir)
+    st = (share / "sticky" / "up.txt").stat()
+    assert st.st_uid == uid("nobody"), r.describe()
