@@ -1034,6 +1034,7 @@ max_open_files_total = 1000
         assert_eq!(config.signing, Signing::Required);
         assert_eq!(config.encryption, Encryption::Off);
         assert!(!config.guest);
+        assert_eq!(config.guest_account, "nobody");
         assert_eq!(config.limits.max_message_size, 8 * MIB + 64 * KIB);
         assert_eq!(config.limits.max_read_write, 8 * MIB);
         assert_eq!(config.limits.max_connections, 1024);
@@ -1181,6 +1182,8 @@ read_only = false
     fn wrong_types_are_errors() {
         error_at("listen = \"0.0.0.0:445\"\n", 1);
         error_at("[security]\n\nguest = \"yes\"\n", 3);
+        let m = error_at("[security]\nguest_account = \"\"\n", 2);
+        assert!(m.contains("guest_account"), "{m}");
         error_at("[limits]\nmax_credits = 70000\n", 2);
         error_at("[limits]\nmax_connections = -1\n", 2);
         let m = error_at("\n[[share]]\npath = \"/a\"\n", 2);
