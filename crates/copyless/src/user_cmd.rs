@@ -215,11 +215,7 @@ fn execute(
             password_stdin,
             state_dir,
         } => {
-            let dir = state_dir.unwrap_or_else(default_state_dir);
-            let mut store = UserStore::load(&dir)?;
-            if !has_user(&store, &name) {
-                return Err(CmdError::runtime(format!("no user {name}")));
-            }
+            let mut store = load_with(state_dir, &name)?;
             let password = read_new_password(&name, password_stdin, input, prompt)?;
             store.set_password(&name, &password)?;
             store.save()?;
@@ -230,11 +226,7 @@ fn execute(
             unix_user,
             state_dir,
         } => {
-            let dir = state_dir.unwrap_or_else(default_state_dir);
-            let mut store = UserStore::load(&dir)?;
-            if !has_user(&store, &name) {
-                return Err(CmdError::runtime(format!("no user {name}")));
-            }
+            let mut store = load_with(state_dir, &name)?;
             let account = existing_account(&unix_user)?;
             store.link(&name, &account.name)?;
             store.save()?;
@@ -329,6 +321,15 @@ fn say(out: &mut dyn Write, line: &str) -> Result<(), CmdError> {
 }
 
 /// User names compare case-insensitively, as on Windows.
+/// The store, which must hold user `name`.
+fn load_with(state_dir: Option<PathBuf>, name: &str) -> Result<UserStore, CmdError> {
+    let store = UserStore::load(&state_dir.unwrap_or_else(default_state_dir))?;
+    if !has_user(&store, name) {
+        return Err(CmdError::runtime(format!("no user {name}")));
+    }
+    Ok(store)
+}
+
 fn has_user(store: &UserStore, name: &str) -> bool {
     store
         .names()

@@ -18,7 +18,10 @@ use rustix::thread::{set_thread_groups, set_thread_res_gid, set_thread_res_uid};
 use crate::{Identity, VfsError, VfsResult};
 
 thread_local! {
-    static ACTING: RefCell<Identity> = const { RefCell::new(Identity::Server) };
+    /// Who this thread acts as; None until it first took an identity here,
+    /// since a thread starts with whatever ids the thread that made it
+    /// had at the time.
+    static ACTING: RefCell<Option<Identity>> = const { RefCell::new(None) };
 }
 
 /// The server's own ids, as every thread starts with them.
@@ -43,14 +46,22 @@ fn own() -> &'static Own {
 /// and says so, and the caller must not touch the file.
 pub(super) fn act_as(who: &Identity) -> VfsResult<()> {
     ACTING.with_borrow_mut(|acting| {
-        if acting == who {
+        if acting.as_ref() == Some(who) {
             return Ok(());
         }
         let own = own();
-        if *acting != Identity::Server {
+        if !own.uid.is_root() {
+            // Without root no thread can hold other ids than the server's,
+            // nor take any.
+            return match who {
+                Identity::Server => Ok(()),
+                Identity::Unix(_) => Err(VfsError::AccessDenied),
+            };
+        }
+        if *acting != Some(Identity::Server) {
             // Back to the server's uid first: only it may set groups.
             set_thread_res_uid(None, own.uid, None).map_err(|_| VfsError::AccessDenied)?;
-            *acting = Identity::Server;
+            *acting = None;
         }
         let taken = match who {
             Identity::Server => set_thread_res_gid(None, own.gid, None)
@@ -64,7 +75,7 @@ pub(super) fn act_as(who: &Identity) -> VfsResult<()> {
         };
         match taken {
             Ok(()) => {
-                *acting = who.clone();
+                *acting = Some(who.clone());
                 Ok(())
             }
             Err(_) => {
