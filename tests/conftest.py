@@ -169,13 +169,16 @@ _startup_timeouts: list[str] = []
 
 
 def _start_copyless(base: Path, *, extra_users=(), preexec_fn=None,
-                    extra_config: str = "", prepare_share=None) -> RunningServer:
+                    extra_config: str = "", prepare_share=None,
+                    share_flag: bool = True) -> RunningServer:
     """Starts copyless on a fresh share with TEST_USER and each (name,
     password) of `extra_users`; `preexec_fn` runs in the server's process
     before exec (e.g. to set its resource limits); `extra_config` is added
     to its config file (whole tables, such as a [limits] section);
     `prepare_share` is called with the share's empty directory before the
-    server starts (e.g. to mount a filesystem there)."""
+    server starts (e.g. to mount a filesystem there). Without `share_flag`
+    the share (base/share) is not given with --share, which would replace
+    the config's shares: `extra_config` then declares it, and any others."""
     if _startup_timeouts:
         pytest.fail(
             "not started: an earlier start of copyless in this session timed out:\n"
@@ -239,11 +242,11 @@ def _start_copyless(base: Path, *, extra_users=(), preexec_fn=None,
         str(config),
         "--listen",
         "127.0.0.1:0",
-        "--share",
-        f"{SHARE_NAME}={share}",
         "--state-dir",
         str(state),
     ]
+    if share_flag:
+        argv += ["--share", f"{SHARE_NAME}={share}"]
     # The whole suite runs once per engine (test.sh sets this).
     if os.environ.get("COPYLESS_ENGINE"):
         argv += ["--engine", os.environ["COPYLESS_ENGINE"]]

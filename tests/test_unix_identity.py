@@ -25,7 +25,7 @@ from smbprotocol.security_descriptor import (AccessAllowedAce, AccessDeniedAce, 
 from smbprotocol.session import Session
 from smbprotocol.tree import TreeConnect
 
-from conftest import SERVER_KIND, _start_copyless, _stop_copyless, make_temp_dir
+from conftest import SERVER_KIND, SHARE_NAME, _start_copyless, _stop_copyless, make_temp_dir
 from support import run
 from test_acl import DACL, set_sd
 
@@ -87,9 +87,13 @@ def lay_out(share) -> None:
 def family():
     ensure_accounts()
     base = make_temp_dir("identity")
-    running = _start_copyless(base, extra_users=(ALICE, BOB),
-                              extra_config="[security]\nguest = true\n",
-                              prepare_share=None)
+    # The same tree as two more shares: alice's alone, and one guests may use.
+    path = base / "share"
+    running = _start_copyless(base, extra_users=(ALICE, BOB), share_flag=False, extra_config=(
+        "[security]\nguest = true\n"
+        f'[[share]]\nname = "{SHARE_NAME}"\npath = "{path}"\n'
+        f'[[share]]\nname = "alices"\npath = "{path}"\nvalid_users = ["alice"]\n'
+        f'[[share]]\nname = "guests"\npath = "{path}"\nguest_ok = true\n'))
     try:
         lay_out(running.info.share_path)
         yield running.info
@@ -97,14 +101,18 @@ def family():
         _stop_copyless(running)
 
 
-def connect(server, user) -> TreeConnect:
+def connect(server, user, share=None) -> TreeConnect:
     connection = Connection(uuid.uuid4(), server.host, server.port, require_signing=True)
     connection.connect(Dialects.SMB_3_1_1, timeout=30)
     session = Session(connection, user[0], user[1], require_encryption=False,
                       auth_protocol="ntlm")
     session.connect()
-    tree = TreeConnect(session, f"\\\\{server.host}\\{server.share}")
-    tree.connect()
+    tree = TreeConnect(session, f"\\\\{server.host}\\{share or server.share}")
+    try:
+        tree.connect()
+    except BaseException:
+        connection.disconnect()
+        raise
     return tree
 
 
@@ -217,15 +225,24 @@ def grant_alice_deny_bob() -> bytes:
     return sd.pack()
 
 
-def anonymous(server, client_conf, commands: str, cwd):
+def test_valid_users_refuse_bob_at_tree_connect(family):
+    alice = connect(family, ALICE, "alices")
+    alice.session.connection.disconnect()
+    assert status_of(lambda: connect(family, BOB, "alices")) == NtStatus.STATUS_ACCESS_DENIED
+
+
+def anonymous(server, client_conf, commands: str, cwd, share="guests"):
     """smbclient without a user: a guest session (it cannot sign)."""
-    return run(["smbclient", f"//{server.host}/{server.share}", "-s", str(client_conf),
+    return run(["smbclient", f"//{server.host}/{share}", "-s", str(client_conf),
                 "-p", str(server.port), "-N", "--option=client signing=off",
                 "--option=client ipc signing=off", "-c", commands], timeout=60, cwd=cwd)
 
 
 def test_guests_act_as_nobody(family, client_conf, temp_dir):
     share = family.share_path
+    # Only where guest_ok says so.
+    r = anonymous(family, client_conf, "ls", temp_dir, share=family.share)
+    assert "NT_STATUS_ACCESS_DENIED" in r.output, r.describe()
     r = anonymous(family, client_conf, "get public\\readme.txt readme.txt", temp_dir)
     assert (temp_dir / "readme.txt").read_bytes() == b"for everyone", r.describe()
     (temp_dir / "up.txt").write_bytes(b"guest was here")

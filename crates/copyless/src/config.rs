@@ -12,7 +12,9 @@ use std::net::SocketAddr;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use copyless_core::{Principal, ShareAccess};
 use copyless_engine::EngineKind;
+use copyless_vfs::Identity;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -56,6 +58,9 @@ pub struct ShareConfig {
     pub name: String,
     pub path: PathBuf,
     pub read_only: bool,
+    /// Who may use the share, and as whom (Unix groups and accounts
+    /// looked up when the config is read).
+    pub access: ShareAccess,
 }
 
 #[derive(Debug, Clone)]
@@ -263,6 +268,7 @@ impl Config {
                 name: "share".to_string(),
                 path: absolute(Path::new("share")),
                 read_only: false,
+                access: ShareAccess::default(),
             }],
             limits: Limits::default(),
             server_name: default_server_name(),
@@ -383,6 +389,7 @@ fn parse_share_args(args: &[String]) -> Result<Vec<ShareConfig>, ConfigError> {
             name: name.to_string(),
             path: absolute(Path::new(path)),
             read_only: false,
+            access: ShareAccess::default(),
         });
     }
     Ok(shares)
@@ -488,6 +495,14 @@ mod raw {
         pub path: Spanned<String>,
         #[serde(default)]
         pub read_only: bool,
+        pub valid_users: Option<Spanned<Vec<String>>>,
+        pub read_only_users: Option<Spanned<Vec<String>>>,
+        pub write_users: Option<Spanned<Vec<String>>>,
+        #[serde(default)]
+        pub guest_ok: bool,
+        pub browseable: Option<bool>,
+        pub force_user: Option<Spanned<String>>,
+        pub force_group: Option<Spanned<String>>,
     }
 
     #[derive(Deserialize)]
@@ -711,13 +726,66 @@ fn parse_shares(raw: Vec<raw::Share>, base: &Path) -> Result<Vec<ShareConfig>, S
                 format!("share name {name:?} is used twice (names are case-insensitive)"),
             ));
         }
+        let force_user = match &share.force_user {
+            None => None,
+            Some(name) => {
+                let account = copyless_auth::unix::lookup(name.get_ref())
+                    .map_err(|e| SpanError::at(name, format!("force_user: {e}")))?;
+                Some(Identity::unix(account.uid, account.gid, account.groups))
+            }
+        };
+        let force_group = match &share.force_group {
+            None => None,
+            Some(name) => Some(
+                copyless_auth::unix::group_id(name.get_ref()).ok_or_else(|| {
+                    SpanError::at(
+                        name,
+                        format!("force_group: no Unix group {:?}", name.get_ref()),
+                    )
+                })?,
+            ),
+        };
+        let access = ShareAccess {
+            valid_users: share
+                .valid_users
+                .as_ref()
+                .map(|l| principals(l, "valid_users"))
+                .transpose()?,
+            read_only_users: share
+                .read_only_users
+                .as_ref()
+                .map_or(Ok(Vec::new()), |l| principals(l, "read_only_users"))?,
+            write_users: share
+                .write_users
+                .as_ref()
+                .map_or(Ok(Vec::new()), |l| principals(l, "write_users"))?,
+            guest_ok: share.guest_ok,
+            browseable: share.browseable.unwrap_or(true),
+            force_user,
+            force_group,
+        };
         shares.push(ShareConfig {
             name: name.clone(),
             path: file_path(&share.path, base, "path")?,
             read_only: share.read_only,
+            access,
         });
     }
     Ok(shares)
+}
+
+/// User names, and Unix groups as `@group`, of a share's access list.
+fn principals(list: &Spanned<Vec<String>>, key: &str) -> Result<Vec<Principal>, SpanError> {
+    list.get_ref()
+        .iter()
+        .map(|entry| match entry.strip_prefix('@') {
+            Some(group) => copyless_auth::unix::group_id(group)
+                .map(Principal::Group)
+                .ok_or_else(|| SpanError::at(list, format!("{key}: no Unix group {group:?}"))),
+            None if entry.is_empty() => Err(SpanError::at(list, format!("{key}: an empty name"))),
+            None => Ok(Principal::User(entry.clone())),
+        })
+        .collect()
 }
 
 fn parse_limits(raw: Option<raw::Limits>) -> Result<Limits, SpanError> {
@@ -1024,6 +1092,40 @@ max_open_files_total = 1000
         assert_eq!(l.max_open_files_per_connection, 150);
         assert_eq!(l.max_open_files_per_user, Some(300));
         assert_eq!(l.max_open_files_total, Some(1000));
+    }
+
+    #[test]
+    fn who_may_use_a_share() {
+        // root and nobody exist on every system this runs on.
+        let (_dir, config) = load_text(
+            "[[share]]\nname = \"s\"\npath = \"/srv/s\"\nread_only = true\n\
+             valid_users = [\"alice\", \"@root\"]\nwrite_users = [\"alice\"]\n\
+             guest_ok = true\nbrowseable = false\nforce_user = \"nobody\"\n\
+             force_group = \"root\"\n",
+        );
+        let a = &config.shares[0].access;
+        assert_eq!(
+            a.valid_users,
+            Some(vec![Principal::User("alice".into()), Principal::Group(0)])
+        );
+        assert_eq!(a.write_users, vec![Principal::User("alice".into())]);
+        assert!(a.read_only_users.is_empty());
+        assert!(a.guest_ok && !a.browseable);
+        assert!(matches!(&a.force_user, Some(Identity::Unix(ids)) if ids.uid == 65534));
+        assert_eq!(a.force_group, Some(0));
+        let (_dir, config) = load_text("[[share]]\nname = \"s\"\npath = \"/srv/s\"\n");
+        let a = &config.shares[0].access;
+        assert!(a.valid_users.is_none() && !a.guest_ok && a.browseable);
+        let share = "[[share]]\nname = \"s\"\npath = \"/srv/s\"\n";
+        for (key, line) in [
+            ("valid_users = [\"@no-such-group-here\"]", 4),
+            ("read_only_users = [\"\"]", 4),
+            ("force_user = \"no-such-account-here\"", 4),
+            ("force_group = \"no-such-group-here\"", 4),
+        ] {
+            let m = error_at(&format!("{share}{key}\n"), line);
+            assert!(m.contains(key.split(' ').next().unwrap()), "{m}");
+        }
     }
 
     #[test]

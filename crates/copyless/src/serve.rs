@@ -60,6 +60,7 @@ pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, 
             vfs,
             read_only: s.read_only,
             path: display_path(&s.path),
+            access: s.access.clone(),
         });
     }
     let descriptors = crate::descriptors::raise_limit()

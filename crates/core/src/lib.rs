@@ -30,4 +30,4 @@ pub use connection::{Connection, Output};
 pub use env::Env;
 pub use intent::{Completion, DataFile, Intent, Op, Token, WriteData};
 pub use post::{ConnectionId, Letter, Message};
-pub use server::{Server, ServerConfig, Share};
+pub use server::{Principal, Server, ServerConfig, Share, ShareAccess};

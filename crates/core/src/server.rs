@@ -57,6 +57,55 @@ pub struct Share {
     pub read_only: bool,
     /// The local path, shown by NetrShareGetInfo.
     pub path: String,
+    pub access: ShareAccess,
+}
+
+/// A user by name, or every member of a Unix group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    User(String),
+    Group(u32),
+}
+
+/// Who may use a share, and how.
+#[derive(Debug, Clone)]
+pub struct ShareAccess {
+    /// Only these may connect; None lets every authenticated user in.
+    pub valid_users: Option<Vec<Principal>>,
+    /// Read only for these, on a share others may write to.
+    pub read_only_users: Vec<Principal>,
+    /// May write, on a read-only share.
+    pub write_users: Vec<Principal>,
+    /// Guests and anonymous sessions may connect.
+    pub guest_ok: bool,
+    /// Listed when a client enumerates the server's shares.
+    pub browseable: bool,
+    /// Every file operation on the share is done as this account...
+    pub force_user: Option<Identity>,
+    /// ...and with this primary group.
+    pub force_group: Option<u32>,
+}
+
+impl Default for ShareAccess {
+    fn default() -> ShareAccess {
+        ShareAccess {
+            valid_users: None,
+            read_only_users: Vec::new(),
+            write_users: Vec::new(),
+            guest_ok: false,
+            browseable: true,
+            force_user: None,
+            force_group: None,
+        }
+    }
+}
+
+/// Whether `user`, in `groups`, is one of `list`.
+pub fn includes(list: &[Principal], user: &str, groups: &[u32]) -> bool {
+    list.iter().any(|p| match p {
+        Principal::User(name) => name.eq_ignore_ascii_case(user),
+        Principal::Group(gid) => groups.contains(gid),
+    })
 }
 
 pub struct Server {

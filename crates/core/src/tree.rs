@@ -5,10 +5,12 @@ use std::sync::Arc;
 use copyless_proto::messages::{self, TreeConnectRequest};
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::Writer;
+use copyless_vfs::Identity;
 
 use crate::access;
 use crate::connection::{Connection, Reply, Req};
-use crate::server::Share;
+use crate::server::{includes, Server, Share, ShareAccess};
+use crate::session::Session;
 
 pub enum TreeKind {
     Disk { index: usize, share: Arc<Share> },
@@ -20,9 +22,64 @@ pub struct Tree {
     pub kind: TreeKind,
     pub read_only: bool,
     pub maximal_access: u32,
+    /// Who file work through this tree is done as: the session's
+    /// identity, or the share's forced user and group.
+    pub who: Identity,
 }
 
 const READ_ONLY_ACCESS: u32 = access::FILE_GENERIC_READ | access::FILE_GENERIC_EXECUTE;
+
+/// What `session` may do on `share`: ACCESS_DENIED when it may not
+/// connect, as Windows answers; else whether it may only read, and who its
+/// file work there is done as.
+fn share_access(
+    server: &Server,
+    share: &Share,
+    session: &Session,
+) -> Result<(bool, Identity), NtStatus> {
+    let rules = &share.access;
+    let guest = session.guest || session.anonymous;
+    let groups = match server.credentials.unix_account(&session.user) {
+        Some(account) if !guest => account.groups.clone(),
+        _ => Vec::new(),
+    };
+    let user = if guest { "" } else { session.user.as_str() };
+    let allowed = if guest {
+        rules.guest_ok
+    } else {
+        rules
+            .valid_users
+            .as_ref()
+            .is_none_or(|valid| includes(valid, user, &groups))
+    };
+    if !allowed {
+        return Err(status::ACCESS_DENIED);
+    }
+    let read_only = if share.read_only {
+        !includes(&rules.write_users, user, &groups)
+    } else {
+        includes(&rules.read_only_users, user, &groups)
+    };
+    Ok((read_only, forced(server, rules, &session.who)))
+}
+
+/// The identity a share's force_user and force_group make of `who`.
+fn forced(server: &Server, rules: &ShareAccess, who: &Identity) -> Identity {
+    if !server.config.act_as_users {
+        return who.clone();
+    }
+    let who = rules.force_user.as_ref().unwrap_or(who);
+    match (rules.force_group, who) {
+        (Some(gid), Identity::Unix(ids)) => {
+            let mut groups = ids.groups.clone();
+            if !groups.contains(&gid) {
+                groups.push(gid);
+            }
+            Identity::unix(ids.uid, gid, groups)
+        }
+        _ => who.clone(),
+    }
+}
 
 impl Connection {
     pub(crate) fn tree_connect(
@@ -39,16 +96,20 @@ impl Connection {
             .and_then(|p| p.split_once('\\'))
             .map(|(_, share)| share)
             .ok_or(status::BAD_NETWORK_NAME)?;
-        let (kind, read_only) = if name.eq_ignore_ascii_case("IPC$") {
-            (TreeKind::Ipc, false)
+        let session = self
+            .sessions
+            .get(&req.session_id)
+            .ok_or(status::USER_SESSION_DELETED)?;
+        let (kind, read_only, who) = if name.eq_ignore_ascii_case("IPC$") {
+            (TreeKind::Ipc, false, session.who.clone())
         } else {
             let index = self
                 .server
                 .share_index(name)
                 .ok_or(status::BAD_NETWORK_NAME)?;
             let share = self.server.shares[index].clone();
-            let ro = share.read_only;
-            (TreeKind::Disk { index, share }, ro)
+            let (read_only, who) = share_access(&self.server, &share, session)?;
+            (TreeKind::Disk { index, share }, read_only, who)
         };
         let session = self
             .sessions
@@ -75,6 +136,7 @@ impl Connection {
                 kind,
                 read_only,
                 maximal_access,
+                who,
             },
         );
         reply.tree_id = id;

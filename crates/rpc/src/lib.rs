@@ -28,6 +28,9 @@ pub struct ShareInfo {
     pub kind: ShareKind,
     pub comment: String,
     pub path: String,
+    /// Listed by NetrShareEnum; a share that is not can still be asked
+    /// for by name.
+    pub browseable: bool,
 }
 
 /// Pipe names served (compared case-insensitively, without any leading "\\PIPE\\" or "\\"): "srvsvc".

@@ -805,6 +805,7 @@ mod tests {
     fn large_response_is_fragmented() {
         let many: Vec<ShareInfo> = (0..200)
             .map(|i| ShareInfo {
+                browseable: true,
                 name: format!("share{i:03}"),
                 kind: ShareKind::Disk,
                 comment: format!("comment number {i}"),

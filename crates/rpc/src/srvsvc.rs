@@ -67,12 +67,18 @@ impl Server<'_> {
         let _preferred_max_len = r.u32()?;
         let resume = if r.pointer()? { Some(r.u32()?) } else { None };
 
+        let visible: Vec<ShareInfo> = self
+            .shares
+            .iter()
+            .filter(|s| s.browseable)
+            .cloned()
+            .collect();
         let start = resume
             .and_then(|h| usize::try_from(h).ok())
             .unwrap_or(0)
-            .min(self.shares.len());
-        let listed = self.shares.get(start..).unwrap_or_default();
-        let total = u32::try_from(self.shares.len()).unwrap_or(u32::MAX);
+            .min(visible.len());
+        let listed = visible.get(start..).unwrap_or_default();
+        let total = u32::try_from(visible.len()).unwrap_or(u32::MAX);
 
         let mut w = NdrWriter::new();
         w.u32(level);
@@ -316,18 +322,21 @@ pub(crate) mod tests {
     pub fn shares() -> Vec<ShareInfo> {
         vec![
             ShareInfo {
+                browseable: true,
                 name: "public".into(),
                 kind: ShareKind::Disk,
                 comment: "Public files".into(),
                 path: "/srv/public".into(),
             },
             ShareInfo {
+                browseable: true,
                 name: "empty".into(),
                 kind: ShareKind::Disk,
                 comment: String::new(),
                 path: "/srv/e".into(),
             },
             ShareInfo {
+                browseable: true,
                 name: "IPC$".into(),
                 kind: ShareKind::Ipc,
                 comment: "IPC Service".into(),
@@ -471,8 +480,25 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_share_that_is_not_browseable_is_not_listed_but_found_by_name() {
+        let mut shares = shares();
+        shares[0].browseable = false;
+        let s = Server {
+            name: "HOST",
+            shares: &shares,
+        };
+        let out = s.call(15, &unhex(SAMBA_SHARE_ENUM_ALL_L1)).unwrap();
+        let (_, entries, total, _, status) = decode_share_enum(&out);
+        let names: Vec<_> = entries.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!((names, total, status), (vec!["empty", "IPC$"], 2, WERR_OK));
+        let out = s.call(16, &unhex(SAMBA_SHARE_GET_INFO_L2)).unwrap();
+        assert_eq!(&out[out.len() - 4..], WERR_OK.to_le_bytes());
+    }
+
+    #[test]
     fn share_enum_level1_exact_bytes() {
         let one = vec![ShareInfo {
+            browseable: true,
             name: "IPC$".into(),
             kind: ShareKind::Ipc,
             comment: "IPC Service".into(),

@@ -67,6 +67,7 @@ fn request_pdu(call_id: u32, opnum: u16, stub: &[u8]) -> Vec<u8> {
 fn samba_parses_bind_ack_and_fragmented_share_list() {
     let mut shares: Vec<ShareInfo> = (0..120)
         .map(|i| ShareInfo {
+            browseable: true,
             name: format!("share{i}"),
             kind: ShareKind::Disk,
             comment: format!("Comment {i}"),
@@ -74,6 +75,7 @@ fn samba_parses_bind_ack_and_fragmented_share_list() {
         })
         .collect();
     shares.push(ShareInfo {
+        browseable: true,
         name: "IPC$".into(),
         kind: ShareKind::Ipc,
         comment: "IPC Service".into(),

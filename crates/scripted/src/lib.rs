@@ -14,7 +14,8 @@ use copyless_auth::{
 };
 use copyless_core::encryption::SessionCiphers;
 use copyless_core::{
-    Completion, Connection, Env, Letter, Message, Output, Server, ServerConfig, Share, Token,
+    Completion, Connection, Env, Letter, Message, Output, Server, ServerConfig, Share, ShareAccess,
+    Token,
 };
 use copyless_crypto::session_keys::signing_key;
 use copyless_crypto::{CipherId, PreauthHash, SigningAlgorithm, SigningKey};
@@ -176,13 +177,35 @@ pub fn server_over(
     config: ServerConfig,
     users: Arc<Users>,
 ) -> Arc<Server> {
-    let share = Share {
-        name: "share".into(),
+    shares_over(
         vfs,
-        read_only: false,
-        path: path.into(),
-    };
-    Server::new(config, vec![share], users)
+        path,
+        config,
+        users,
+        &[("share", false, ShareAccess::default())],
+    )
+}
+
+/// A server whose shares, each (name, read only, who may use it), all lie
+/// over `vfs`.
+pub fn shares_over(
+    vfs: Arc<dyn Vfs>,
+    path: &str,
+    config: ServerConfig,
+    users: Arc<Users>,
+    shares: &[(&str, bool, ShareAccess)],
+) -> Arc<Server> {
+    let shares = shares
+        .iter()
+        .map(|(name, read_only, access)| Share {
+            name: (*name).into(),
+            vfs: vfs.clone(),
+            read_only: *read_only,
+            path: path.into(),
+            access: access.clone(),
+        })
+        .collect();
+    Server::new(config, shares, users)
 }
 
 /// Puts a file with `data` at `path` in a share, replacing one there.

@@ -149,7 +149,7 @@ impl Connection {
         let caller = Caller {
             config: &server.config,
             anonymous: session.anonymous,
-            who: &session.who,
+            who: &tree.who,
         };
         let vfs = share.vfs.as_ref();
         let rights = (granted, tree.maximal_access);
@@ -239,6 +239,7 @@ fn share_list(server: &Server) -> Vec<copyless_rpc::ShareInfo> {
         .shares
         .iter()
         .map(|s| copyless_rpc::ShareInfo {
+            browseable: s.access.browseable,
             name: s.name.clone(),
             kind: copyless_rpc::ShareKind::Disk,
             comment: String::new(),
@@ -246,6 +247,7 @@ fn share_list(server: &Server) -> Vec<copyless_rpc::ShareInfo> {
         })
         .collect();
     v.push(copyless_rpc::ShareInfo {
+        browseable: true,
         name: "IPC$".into(),
         kind: copyless_rpc::ShareKind::Ipc,
         comment: "IPC Service".into(),
