@@ -18,6 +18,7 @@ import pytest
 from smbprotocol.connection import Connection, Dialects
 from smbprotocol.exceptions import SMBResponseException
 from smbprotocol.header import NtStatus
+from smbprotocol.file_info import FileInformationClass
 from smbprotocol.open import (CreateDisposition, CreateOptions, FileAttributes,
                               ImpersonationLevel, Open, ShareAccess)
 from smbprotocol.security_descriptor import (AccessAllowedAce, AccessDeniedAce, AclPacket,
@@ -93,7 +94,9 @@ def family():
         "[security]\nguest = true\n"
         f'[[share]]\nname = "{SHARE_NAME}"\npath = "{path}"\n'
         f'[[share]]\nname = "alices"\npath = "{path}"\nvalid_users = ["alice"]\n'
-        f'[[share]]\nname = "guests"\npath = "{path}"\nguest_ok = true\n'))
+        f'[[share]]\nname = "guests"\npath = "{path}"\nguest_ok = true\n'
+        f'[[share]]\nname = "abe"\npath = "{path}"\naccess_based_enumeration = true\n'
+        f'[[share]]\nname = "forced"\npath = "{path}"\nforce_user = "nobody"\n'))
     try:
         lay_out(running.info.share_path)
         yield running.info
@@ -225,10 +228,49 @@ def grant_alice_deny_bob() -> bytes:
     return sd.pack()
 
 
+def test_force_user_makes_everyone_that_account(family):
+    alice = connect(family, ALICE, "forced")
+    try:
+        write_file(alice, "sticky\\forced.txt", b"as nobody")
+    finally:
+        alice.session.connection.disconnect()
+    assert (family.share_path / "sticky" / "forced.txt").stat().st_uid == uid("nobody")
+
+
 def test_valid_users_refuse_bob_at_tree_connect(family):
     alice = connect(family, ALICE, "alices")
     alice.session.connection.disconnect()
     assert status_of(lambda: connect(family, BOB, "alices")) == NtStatus.STATUS_ACCESS_DENIED
+
+
+def names_in(tree, folder: str) -> set[str]:
+    d = Open(tree, folder)
+    d.create(ImpersonationLevel.Impersonation, READ, FileAttributes.FILE_ATTRIBUTE_DIRECTORY,
+             ShareAccess.FILE_SHARE_READ | ShareAccess.FILE_SHARE_WRITE,
+             CreateDisposition.FILE_OPEN, CreateOptions.FILE_DIRECTORY_FILE)
+    try:
+        entries = d.query_directory("*", FileInformationClass.FILE_NAMES_INFORMATION)
+        return {e["file_name"].get_value().decode("utf-16-le") for e in entries} - {".", ".."}
+    finally:
+        d.close()
+
+
+def test_access_based_enumeration_hides_what_bob_may_not_read(family):
+    alice = connect(family, ALICE)
+    try:
+        write_file(alice, "alice\\open.txt", b"anyone")
+        write_file(alice, "alice\\closed.txt", b"alice only")
+        (family.share_path / "alice" / "closed.txt").chmod(0o600)
+    finally:
+        alice.session.connection.disconnect()
+    for share, bob_sees in ((family.share, {"open.txt", "closed.txt"}), ("abe", {"open.txt"})):
+        alice, bob = connect(family, ALICE, share), connect(family, BOB, share)
+        try:
+            assert names_in(alice, "alice") == {"open.txt", "closed.txt"}, share
+            assert names_in(bob, "alice") == bob_sees, share
+        finally:
+            alice.session.connection.disconnect()
+            bob.session.connection.disconnect()
 
 
 def anonymous(server, client_conf, commands: str, cwd, share="guests"):

@@ -501,6 +501,8 @@ mod raw {
         #[serde(default)]
         pub guest_ok: bool,
         pub browseable: Option<bool>,
+        #[serde(default)]
+        pub access_based_enumeration: bool,
         pub force_user: Option<Spanned<String>>,
         pub force_group: Option<Spanned<String>>,
     }
@@ -761,6 +763,7 @@ fn parse_shares(raw: Vec<raw::Share>, base: &Path) -> Result<Vec<ShareConfig>, S
                 .map_or(Ok(Vec::new()), |l| principals(l, "write_users"))?,
             guest_ok: share.guest_ok,
             browseable: share.browseable.unwrap_or(true),
+            access_based_enumeration: share.access_based_enumeration,
             force_user,
             force_group,
         };

@@ -80,6 +80,8 @@ pub struct ShareAccess {
     pub guest_ok: bool,
     /// Listed when a client enumerates the server's shares.
     pub browseable: bool,
+    /// A folder's listing leaves out what the reader may not read.
+    pub access_based_enumeration: bool,
     /// Every file operation on the share is done as this account...
     pub force_user: Option<Identity>,
     /// ...and with this primary group.
@@ -94,6 +96,7 @@ impl Default for ShareAccess {
             write_users: Vec::new(),
             guest_ok: false,
             browseable: true,
+            access_based_enumeration: false,
             force_user: None,
             force_group: None,
         }

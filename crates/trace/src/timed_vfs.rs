@@ -147,6 +147,10 @@ impl Vfs for TimedVfs {
         })
     }
 
+    fn may_read_entry(&self, dir: &FileHandle, name: &str) -> VfsResult<bool> {
+        self.timed(Syscall::Resolve, || self.inner.may_read_entry(dir, name))
+    }
+
     fn may_delete(&self, who: &Identity, path: &str) -> VfsResult<()> {
         self.timed(Syscall::Resolve, || self.inner.may_delete(who, path))
     }

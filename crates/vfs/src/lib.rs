@@ -317,6 +317,10 @@ pub trait Vfs: Send + Sync {
     /// The entry `name` of an open directory; None when it is no longer
     /// there.
     fn entry(&self, dir: &FileHandle, name: &str) -> VfsResult<Option<FileStat>>;
+    /// Whether whoever opened `dir` may read its entry `name` (its data,
+    /// or a directory's list): for listings that leave out what the
+    /// reader may not open (access-based enumeration).
+    fn may_read_entry(&self, dir: &FileHandle, name: &str) -> VfsResult<bool>;
     /// Whether [`Vfs::list_names`] would list nothing, without listing a
     /// large directory to find out.
     fn is_empty_dir(&self, h: &FileHandle) -> VfsResult<bool> {

@@ -847,6 +847,11 @@ impl Vfs for MemoryVfs {
         Ok(new_path)
     }
 
+    /// Memory objects have no owners: whoever may list may read.
+    fn may_read_entry(&self, _dir: &FileHandle, _name: &str) -> VfsResult<bool> {
+        Ok(true)
+    }
+
     /// Memory objects have no owners: whoever may open may delete.
     fn may_delete(&self, _who: &Identity, _path: &str) -> VfsResult<()> {
         Ok(())

@@ -934,6 +934,15 @@ impl Vfs for PosixVfs {
         Ok(join(&to_real, new_name))
     }
 
+    fn may_read_entry(&self, dir: &FileHandle, name: &str) -> VfsResult<bool> {
+        let fd = fd_of(dir)?;
+        match accessat(fd, name, Access::READ_OK, AtFlags::EACCESS) {
+            Ok(()) => Ok(true),
+            Err(Errno::ACCESS | Errno::PERM | Errno::NOENT) => Ok(false),
+            Err(e) => Err(io_err(e)),
+        }
+    }
+
     fn may_delete(&self, who: &Identity, path: &str) -> VfsResult<()> {
         let comps = split(path)?;
         let Some((last, parents)) = comps.split_last() else {

@@ -93,6 +93,10 @@ impl Connection {
         };
         let en = f.dir.as_ref().expect("set above");
         let single = q.flags & messages::QD_RETURN_SINGLE_ENTRY != 0;
+        let hide_unreadable = server
+            .shares
+            .get(f.key.0)
+            .is_some_and(|s| s.access.access_based_enumeration);
         let mut next = en.next;
         while next < en.len() {
             let entry = en.at(next);
@@ -119,6 +123,15 @@ impl Connection {
                     Err(e) => return Err(vfs_status(&e)),
                 },
             };
+            // Access-based enumeration: what the reader may not read is not
+            // there for them.
+            if hide_unreadable
+                && matches!(entry, Entry::Name(_))
+                && !f.vfs.may_read_entry(&f.handle, name).unwrap_or(false)
+            {
+                next += 1;
+                continue;
+            }
             let info = file_info(&stat, false);
             let short = matches!(entry, Entry::Name(_)).then(|| crate::shortname::short_name(name));
             if !writer.push_with_short_name(name, short.as_deref(), &info, next as u32) {

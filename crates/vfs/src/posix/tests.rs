@@ -775,3 +775,29 @@ fn only_who_may_unlink_may_delete() {
         .unwrap();
     s.vfs.may_delete(&who, "sticky/own").unwrap();
 }
+
+#[test]
+fn a_listing_can_tell_what_its_reader_may_read() {
+    let s = share();
+    chmod(s.root.parent().unwrap(), 0o755);
+    chmod(&s.root, 0o755);
+    fs::write(s.root.join("open"), b"").unwrap();
+    fs::write(s.root.join("closed"), b"").unwrap();
+    chmod(&s.root.join("closed"), 0o600);
+    let as_server = open(&s.vfs, "").unwrap();
+    assert!(s.vfs.may_read_entry(&as_server.handle, "closed").unwrap());
+    assert!(!s.vfs.may_read_entry(&as_server.handle, "gone").unwrap());
+    if !rustix::process::geteuid().is_root() {
+        return;
+    }
+    let who = nobody();
+    let as_nobody = s
+        .vfs
+        .open(&OpenRequest {
+            who: &who,
+            ..req("", Disposition::Open, Kind::Directory)
+        })
+        .unwrap();
+    assert!(s.vfs.may_read_entry(&as_nobody.handle, "open").unwrap());
+    assert!(!s.vfs.may_read_entry(&as_nobody.handle, "closed").unwrap());
+}
