@@ -22,12 +22,14 @@ pub fn run(data: &[u8]) {
     let name = if which % 2 == 0 { "srvsvc" } else { "lsarpc" };
     let shares = vec![
         ShareInfo {
+            browseable: true,
             name: "share".into(),
             kind: ShareKind::Disk,
             comment: String::new(),
             path: "C:\\share".into(),
         },
         ShareInfo {
+            browseable: true,
             name: "IPC$".into(),
             kind: ShareKind::Ipc,
             comment: "IPC Service".into(),
