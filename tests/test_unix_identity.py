@@ -195,7 +195,7 @@ def test_a_stored_dacl_tells_alice_from_bob(family):
         # The mode lets everyone read; the DACL grants alice and denies bob.
         (family.share_path / "alice" / "notes.txt").chmod(0o644)
         h = open_(alice, "alice\\notes.txt", READ_CONTROL | WRITE_DAC)
-        set_sd(h, DACL, grant_alice_deny_bob())
+        set_sd(h, DACL, grant_alice_deny_bob(family))
         h.close()
         h = open_(alice, "alice\\notes.txt", READ)
         assert h.read(0, 9) == b"for alice"
@@ -207,19 +207,22 @@ def test_a_stored_dacl_tells_alice_from_bob(family):
         bob.session.connection.disconnect()
 
 
-def unix_sid(name: str) -> SIDPacket:
-    sid = SIDPacket()
-    sid.from_string(f"S-1-22-1-{uid(name)}")
-    return sid
+def sid(text: str) -> SIDPacket:
+    packet = SIDPacket()
+    packet.from_string(text)
+    return packet
 
 
-def grant_alice_deny_bob() -> bytes:
+def grant_alice_deny_bob(server) -> bytes:
+    """Denies bob by his Unix SID, grants alice by her own SID: the
+    machine SID the server keeps in its state directory, and her RID."""
+    machine = (server.share_path.parent / "state" / "machine-sid").read_text().strip()
     deny = AccessDeniedAce()
     deny["mask"] = READ
-    deny["sid"] = unix_sid("bob")
+    deny["sid"] = sid(f"S-1-22-1-{uid('bob')}")
     allow = AccessAllowedAce()
     allow["mask"] = 0x001F01FF
-    allow["sid"] = unix_sid("alice")
+    allow["sid"] = sid(f"{machine}-{uid('alice') * 2 + 1000}")
     acl = AclPacket()
     acl["aces"] = [deny, allow]
     sd = SMB2CreateSDBuffer()

@@ -4,6 +4,7 @@ mod config;
 mod control;
 mod descriptors;
 mod first_user;
+mod machine_sid;
 mod metrics;
 mod serve;
 mod top;

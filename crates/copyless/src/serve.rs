@@ -89,6 +89,7 @@ pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, 
         );
     }
     let guest_identity = guest_identity(&config)?;
+    let machine_sid = crate::machine_sid::load_or_create(&config.state_dir).map_err(|e| (e, 1))?;
     let mut guid = [0u8; 16];
     getrandom::fill(&mut guid).map_err(|e| (format!("random: {e}"), 1))?;
     let server_config = ServerConfig {
@@ -112,6 +113,7 @@ pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, 
         unix_gid: rustix::process::getegid().as_raw(),
         act_as_users,
         guest_identity,
+        machine_sid,
     };
     let server = Server::new(server_config, shares, users);
     // Both are served before the SMB listeners are announced, so that a

@@ -29,9 +29,10 @@ pub struct Caller<'a> {
 }
 
 impl Caller<'_> {
-    /// The SIDs of the Unix identity the session acts as (Samba's
-    /// S-1-22-1-uid and S-1-22-2-gid, for the primary group and every
-    /// other), Everyone, and Authenticated Users or Anonymous.
+    /// The SIDs of the identity the session acts as: a user's own SID
+    /// under the machine SID, then Samba's Unix SIDs (S-1-22-1-uid and
+    /// S-1-22-2-gid, for the primary group and every other), Everyone, and
+    /// Authenticated Users or Anonymous.
     pub fn token(&self) -> Token {
         let mut token = match self.who {
             Identity::Server => vec![
@@ -39,7 +40,11 @@ impl Caller<'_> {
                 sids::unix_group(self.config.unix_gid),
             ],
             Identity::Unix(ids) => {
-                let mut t = vec![sids::unix_user(ids.uid), sids::unix_group(ids.gid)];
+                let mut t = vec![
+                    sids::machine_account(self.config.machine_sid, user_rid(ids.uid)),
+                    sids::unix_user(ids.uid),
+                    sids::unix_group(ids.gid),
+                ];
                 t.extend(
                     ids.groups
                         .iter()
@@ -57,6 +62,12 @@ impl Caller<'_> {
         });
         token
     }
+}
+
+/// A user's RID under the machine SID, from its uid as Samba's algorithmic
+/// mapping makes it: stable without a table, and never a well-known RID.
+pub fn user_rid(uid: u32) -> u32 {
+    uid.saturating_mul(2).saturating_add(1000)
 }
 
 /// The stored descriptor of an object, parsed. A stored value that does

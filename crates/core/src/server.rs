@@ -49,6 +49,9 @@ pub struct ServerConfig {
     /// Who guest and anonymous sessions act as on disk when
     /// `act_as_users`: an unprivileged account, never the server.
     pub guest_identity: Identity,
+    /// The sub-authorities of the server's machine SID, S-1-5-21-a-b-c,
+    /// under which each user has a SID of its own.
+    pub machine_sid: [u32; 3],
 }
 
 pub struct Share {

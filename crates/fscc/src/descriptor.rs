@@ -59,6 +59,16 @@ pub mod sids {
         unix(2, gid)
     }
 
+    /// S-1-5-21-a-b-c-rid: an account of the machine whose SID is
+    /// S-1-5-21-a-b-c.
+    pub fn machine_account(machine: [u32; 3], rid: u32) -> Vec<u8> {
+        let mut s = vec![1, 5, 0, 0, 0, 0, 0, 5];
+        for sub in [21, machine[0], machine[1], machine[2], rid] {
+            s.extend_from_slice(&sub.to_le_bytes());
+        }
+        s
+    }
+
     fn unix(kind: u32, id: u32) -> Vec<u8> {
         let mut s = vec![1, 2, 0, 0, 0, 0, 0, 22];
         s.extend_from_slice(&kind.to_le_bytes());

@@ -153,6 +153,7 @@ pub fn config() -> ServerConfig {
         unix_gid: 0,
         act_as_users: false,
         guest_identity: Identity::Server,
+        machine_sid: [11, 22, 33],
     }
 }
 
