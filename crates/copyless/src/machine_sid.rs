@@ -32,6 +32,20 @@ pub fn load_or_create(state_dir: &Path) -> Result<[u32; 3], String> {
     }
 }
 
+/// The machine SID kept in `state_dir`, if a server made one there.
+pub fn load(state_dir: &Path) -> Option<[u32; 3]> {
+    parse(fs::read_to_string(state_dir.join(FILE_NAME)).ok()?.trim())
+}
+
+/// A user's own SID, as the server's tokens carry it.
+pub fn user_sid(machine: [u32; 3], uid: u32) -> String {
+    let rid = copyless_core::security::user_rid(uid);
+    format!(
+        "S-1-5-21-{}-{}-{}-{rid}",
+        machine[0], machine[1], machine[2]
+    )
+}
+
 fn parse(text: &str) -> Option<[u32; 3]> {
     let rest = text.strip_prefix("S-1-5-21-")?;
     let mut parts = rest.split('-').map(|p| p.parse::<u32>().ok());
@@ -61,6 +75,12 @@ mod tests {
         assert_eq!(load_or_create(&dir).unwrap(), first);
         let text = fs::read_to_string(dir.join(FILE_NAME)).unwrap();
         assert_eq!(parse(text.trim()), Some(first));
+        assert_eq!(load(&dir), Some(first));
+        assert_eq!(
+            user_sid([1, 2, 3], 1001),
+            "S-1-5-21-1-2-3-3002",
+            "the RID is the uid's, as Samba maps it"
+        );
         fs::write(dir.join(FILE_NAME), "S-1-5-21-1-2\n").unwrap();
         assert!(load_or_create(&dir)
             .unwrap_err()

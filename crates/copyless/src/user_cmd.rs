@@ -10,6 +10,7 @@ use copyless_auth::userstore::{UserError, UserStore};
 use zeroize::Zeroizing;
 
 use crate::config::default_state_dir;
+use crate::machine_sid::user_sid;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum UserCommand {
@@ -269,7 +270,12 @@ fn execute(
             let groups: Vec<String> = found.groups.iter().map(|&gid| group(gid)).collect();
             say(out, &format!("uid: {}", found.uid))?;
             say(out, &format!("gid: {}", group(found.gid)))?;
-            say(out, &format!("groups: {}", groups.join(",")))
+            say(out, &format!("groups: {}", groups.join(",")))?;
+            // Once a server has started here, the SID a DACL names it by.
+            if let Some(machine) = crate::machine_sid::load(&dir) {
+                say(out, &format!("sid: {}", user_sid(machine, found.uid)))?;
+            }
+            Ok(())
         }
     }
 }
