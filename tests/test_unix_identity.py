@@ -298,3 +298,19 @@ def test_guests_act_as_nobody(family, client_conf, temp_dir):
     r = anonymous(family, client_conf, "put up.txt sticky\\up.txt", temp_dir)
     st = (share / "sticky" / "up.txt").stat()
     assert st.st_uid == uid("nobody"), r.describe()
+
+
+# CAP_CHOWN, DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER, SETGID, SETUID and
+# NET_BIND_SERVICE: what README says the server keeps.
+KEPT_CAPABILITIES = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3) | (1 << 6) | (1 << 7) | (1 << 10)
+
+
+def test_the_server_keeps_only_the_capabilities_it_needs(running_server):
+    pid = running_server.proc.pid
+    for task in os.listdir(f"/proc/{pid}/task"):
+        status = open(f"/proc/{pid}/task/{task}/status").read()
+        caps = dict(line.split(":\t") for line in status.splitlines()
+                    if line.startswith("Cap"))
+        for kind in ("CapEff", "CapPrm", "CapBnd"):
+            assert int(caps[kind], 16) == KEPT_CAPABILITIES, (task, kind, caps)
+        assert int(caps["CapInh"], 16) == 0 and int(caps["CapAmb"], 16) == 0, (task, caps)

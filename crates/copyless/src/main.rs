@@ -6,6 +6,7 @@ mod descriptors;
 mod first_user;
 mod machine_sid;
 mod metrics;
+mod privileges;
 mod serve;
 mod top;
 mod user_cmd;

@@ -35,6 +35,9 @@ pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, 
             crate::first_user::nobody_can_log_in(&config.state_dir)
         );
     }
+    // Before the first thread: each inherits what its maker holds.
+    crate::privileges::keep_only_what_is_needed()
+        .map_err(|e| (format!("cannot drop privileges: {e}"), 1))?;
     crate::users_watch::start(Arc::clone(&users))
         .map_err(|e| (format!("cannot start the user store watcher: {e}"), 1))?;
     let tracer = Tracer::new(
