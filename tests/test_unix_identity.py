@@ -16,7 +16,6 @@ import uuid
 
 import pytest
 from smbprotocol.connection import Connection, Dialects
-from smbprotocol.exceptions import SMBResponseException
 from smbprotocol.header import NtStatus
 from smbprotocol.file_info import FileInformationClass
 from smbprotocol.open import (CreateDisposition, CreateOptions, FileAttributes,
@@ -28,7 +27,7 @@ from smbprotocol.tree import TreeConnect
 
 from conftest import SERVER_KIND, SHARE_NAME, _start_copyless, _stop_copyless, make_temp_dir
 from support import run
-from test_acl import DACL, set_sd
+from test_acl import DACL, open_, set_sd, status_of
 
 pytestmark = [
     pytest.mark.skipif(SERVER_KIND != "copyless", reason="copyless's own users and config"),
@@ -119,25 +118,10 @@ def connect(server, user, share=None) -> TreeConnect:
     return tree
 
 
-def open_(tree, name, access, disposition=CreateDisposition.FILE_OPEN, options=0) -> Open:
-    h = Open(tree, name)
-    h.create(ImpersonationLevel.Impersonation, access, FileAttributes.FILE_ATTRIBUTE_NORMAL,
-             ShareAccess.FILE_SHARE_READ | ShareAccess.FILE_SHARE_WRITE
-             | ShareAccess.FILE_SHARE_DELETE,
-             disposition, options | CreateOptions.FILE_NON_DIRECTORY_FILE)
-    return h
-
-
 def write_file(tree, name, data: bytes) -> None:
     h = open_(tree, name, WRITE, CreateDisposition.FILE_OVERWRITE_IF)
     h.write(data, 0)
     h.close()
-
-
-def status_of(call) -> int:
-    with pytest.raises(SMBResponseException) as e:
-        call()
-    return e.value.status
 
 
 def test_users_act_as_their_own_accounts(family):
