@@ -906,7 +906,8 @@ impl Connection {
             // short of the last request, Windows fails such a request with
             // STATUS_INTERNAL_ERROR (MS-SMB2 <159>).
             cmd::CHANGE_NOTIFY if compound.more_follow => Err(status::INTERNAL_ERROR),
-            cmd::LOCK | cmd::CHANGE_NOTIFY => Err(status::NOT_SUPPORTED),
+            cmd::LOCK => self.lock(req, compound, w),
+            cmd::CHANGE_NOTIFY => Err(status::NOT_SUPPORTED),
             cmd::OPLOCK_BREAK => Err(status::INVALID_PARAMETER),
             _ => Err(status::INVALID_PARAMETER),
         }

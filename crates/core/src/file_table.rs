@@ -9,10 +9,13 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use copyless_proto::status::{self, NtStatus};
 
 use crate::access::{self, SHARE_CHECKED};
+use crate::locks::{self, ByteLock};
 
 /// (share index, device, inode, stream): the last is 0 for a file's main
 /// data and [`stream_id`] for an alternate data stream, so each stream
@@ -53,6 +56,8 @@ pub struct FileState {
     /// Set by FileDispositionInformation, or by closing an open made with
     /// FILE_DELETE_ON_CLOSE: the file goes away when the last open closes.
     pub delete_pending: bool,
+    /// Byte-range locks of its opens.
+    locks: Vec<ByteLock>,
 }
 
 impl FileState {
@@ -138,6 +143,10 @@ pub struct FileTable {
     files: BTreeMap<FileKey, FileState>,
     /// Every file of `files` by (share, path).
     by_path: BTreeSet<(usize, String, FileKey)>,
+    /// Byte-range locks held on all files...
+    byte_locks: usize,
+    /// ...and whether there are any, for readers without the table's lock.
+    any_locks: Arc<AtomicBool>,
 }
 
 impl FileTable {
@@ -198,6 +207,12 @@ impl FileTable {
         if let Some(open) = state.opens.remove(&id) {
             state.counts.add(&open, -1);
         }
+        let locks = state.locks.len();
+        state.locks.retain(|l| l.open != id);
+        if locks != state.locks.len() {
+            self.byte_locks -= locks - state.locks.len();
+            self.any_locks.store(self.byte_locks > 0, Ordering::Release);
+        }
         if delete_on_close {
             state.delete_pending = true;
         }
@@ -211,6 +226,51 @@ impl FileTable {
             is_dir: state.is_dir,
             delete_pending: state.delete_pending,
         })
+    }
+
+    /// Takes every lock of `new` on the file, or none (LOCK_NOT_GRANTED).
+    pub fn lock(&mut self, key: &FileKey, new: &[ByteLock]) -> Result<(), NtStatus> {
+        let state = self.files.get_mut(key).ok_or(status::FILE_CLOSED)?;
+        locks::lock_all(&mut state.locks, new)?;
+        self.byte_locks += new.len();
+        self.any_locks.store(self.byte_locks > 0, Ordering::Release);
+        Ok(())
+    }
+
+    /// Gives back the lock `open` holds on exactly this range.
+    pub fn unlock(
+        &mut self,
+        key: &FileKey,
+        open: u64,
+        offset: u64,
+        length: u64,
+    ) -> Result<(), NtStatus> {
+        let state = self.files.get_mut(key).ok_or(status::RANGE_NOT_LOCKED)?;
+        locks::unlock(&mut state.locks, open, offset, length)?;
+        self.byte_locks -= 1;
+        self.any_locks.store(self.byte_locks > 0, Ordering::Release);
+        Ok(())
+    }
+
+    /// Says, without the table's lock, whether any file has a byte-range
+    /// lock: reads and writes look no further when none has.
+    pub fn any_locks_flag(&self) -> Arc<AtomicBool> {
+        self.any_locks.clone()
+    }
+
+    /// Whether `open` may read (or write) the range, as the file's locks
+    /// say.
+    pub fn may_access(
+        &self,
+        key: &FileKey,
+        open: u64,
+        offset: u64,
+        length: u64,
+        write: bool,
+    ) -> bool {
+        self.files
+            .get(key)
+            .is_none_or(|s| locks::may_access(&s.locks, open, offset, length, write))
     }
 
     fn a_stream_denies_delete(&self, key: FileKey) -> bool {

@@ -11,6 +11,7 @@ pub mod env;
 pub mod file_table;
 mod handlers;
 pub mod intent;
+pub(crate) mod locks;
 mod negotiate;
 pub mod open;
 pub mod path;

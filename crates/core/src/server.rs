@@ -1,7 +1,7 @@
 //! State shared by every connection: configuration, shares, users, and the
 //! table of open files that share modes and delete-on-close act on.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use copyless_auth::Credentials;
@@ -122,6 +122,8 @@ pub struct Server {
     /// Authenticated sessions and the connections that hold them.
     pub sessions: SessionTable,
     files: Mutex<FileTable>,
+    /// The table says here whether any file has a byte-range lock.
+    any_byte_locks: Arc<AtomicBool>,
     next_id: AtomicU64,
 }
 
@@ -131,13 +133,15 @@ impl Server {
         shares: Vec<Share>,
         credentials: Arc<dyn Credentials>,
     ) -> Arc<Server> {
+        let files = FileTable::default();
         Arc::new(Server {
             open_quota: OpenQuota::new(config.max_open_files_total, config.max_open_files_per_user),
             config,
             shares: shares.into_iter().map(Arc::new).collect(),
             credentials,
             sessions: SessionTable::default(),
-            files: Mutex::new(FileTable::default()),
+            any_byte_locks: files.any_locks_flag(),
+            files: Mutex::new(files),
             next_id: AtomicU64::new(1),
         })
     }
@@ -149,6 +153,12 @@ impl Server {
 
     /// The table is only ever held for short, non-blocking updates; a
     /// poisoned lock (a panic in another connection) does not stop others.
+    /// Whether any file has a byte-range lock; while none has, reads and
+    /// writes need not ask the table.
+    pub fn has_byte_locks(&self) -> bool {
+        self.any_byte_locks.load(Ordering::Acquire)
+    }
+
     pub fn files(&self) -> MutexGuard<'_, FileTable> {
         self.files.lock().unwrap_or_else(|e| e.into_inner())
     }

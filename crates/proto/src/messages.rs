@@ -279,6 +279,49 @@ pub fn write_close_response(w: &mut Writer, times: Option<&FileTimes>) {
     }
 }
 
+// ---- LOCK ----
+
+pub const LOCKFLAG_SHARED: u32 = 0x1;
+pub const LOCKFLAG_EXCLUSIVE: u32 = 0x2;
+pub const LOCKFLAG_UNLOCK: u32 = 0x4;
+pub const LOCKFLAG_FAIL_IMMEDIATELY: u32 = 0x10;
+
+/// One SMB2_LOCK_ELEMENT (MS-SMB2 2.2.26.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockElement {
+    pub offset: u64,
+    pub length: u64,
+    pub flags: u32,
+}
+
+/// SMB2 LOCK Request (MS-SMB2 2.2.26).
+#[derive(Debug)]
+pub struct LockRequest {
+    pub file_id: FileId,
+    pub locks: Vec<LockElement>,
+}
+
+impl LockRequest {
+    pub fn parse(msg: &[u8]) -> Result<Self> {
+        let mut r = body(msg, 48)?;
+        let count = usize::from(r.u16()?);
+        r.skip(4)?; // LockSequenceNumber and LockSequenceIndex
+        let file_id = FileId::read(&mut r)?;
+        // As many as the message holds, whatever the count claims.
+        let mut locks = Vec::with_capacity(count.min(r.remaining() / 24));
+        for _ in 0..count {
+            let (offset, length, flags) = (r.u64()?, r.u64()?, r.u32()?);
+            r.skip(4)?;
+            locks.push(LockElement {
+                offset,
+                length,
+                flags,
+            });
+        }
+        Ok(LockRequest { file_id, locks })
+    }
+}
+
 // ---- FLUSH ----
 
 pub fn parse_flush(msg: &[u8]) -> Result<FileId> {

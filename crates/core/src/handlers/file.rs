@@ -1,6 +1,6 @@
 //! CLOSE, FLUSH, READ and WRITE.
 
-use copyless_proto::messages::{self, CloseRequest, ReadRequest, WriteRequest};
+use copyless_proto::messages::{self, CloseRequest, LockRequest, ReadRequest, WriteRequest};
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::Writer;
 
@@ -8,6 +8,7 @@ use crate::access;
 use crate::connection::{Compound, Connection, Reply, Req};
 use crate::handlers::file_times;
 use crate::intent::WriteData;
+use crate::locks::ByteLock;
 use crate::open::{close_open, OpenKind};
 use crate::waiting::{Wait, WaitOp};
 
@@ -78,6 +79,7 @@ impl Connection {
             return Err(status::INVALID_PARAMETER);
         }
         self.check_charge(req, r.length)?;
+        let locked = self.server.has_byte_locks().then(|| self.server.clone());
         let open = self.open_mut(req, compound, r.file_id)?;
         let access = open.access;
         let volatile = open.file_id.volatile;
@@ -102,6 +104,15 @@ impl Connection {
                 }
                 if access & (access::FILE_READ_DATA | access::FILE_EXECUTE) == 0 {
                     return Err(status::ACCESS_DENIED);
+                }
+                if let Some(server) = locked {
+                    let len = u64::from(r.length);
+                    if !server
+                        .files()
+                        .may_access(&f.key, volatile, r.offset, len, false)
+                    {
+                        return Err(status::FILE_LOCK_CONFLICT);
+                    }
                 }
                 reply.wait = Some(Wait {
                     file: f.data_file(),
@@ -129,6 +140,7 @@ impl Connection {
             return Err(status::INVALID_PARAMETER);
         }
         self.check_charge(req, wr.data.len() as u32)?;
+        let locked = self.server.has_byte_locks().then(|| self.server.clone());
         let open = self.open_mut(req, compound, wr.file_id)?;
         let access = open.access;
         let volatile = open.file_id.volatile;
@@ -142,6 +154,15 @@ impl Connection {
                 }
                 if access & (access::FILE_WRITE_DATA | access::FILE_APPEND_DATA) == 0 {
                     return Err(status::ACCESS_DENIED);
+                }
+                if let Some(server) = locked {
+                    let len = wr.data.len() as u64;
+                    if !server
+                        .files()
+                        .may_access(&f.key, volatile, wr.offset, len, true)
+                    {
+                        return Err(status::FILE_LOCK_CONFLICT);
+                    }
                 }
                 // The payload stays where it arrived when the engine
                 // holds it.
@@ -165,6 +186,65 @@ impl Connection {
             }
         }
         messages::write_write_response(w, wr.data.len() as u32);
+        Ok(status::SUCCESS)
+    }
+}
+
+impl Connection {
+    /// LOCK (MS-SMB2 3.3.5.14): byte-range locks taken all or none, or
+    /// given back. A lock that would have to wait is refused for now
+    /// (LOCK_NOT_GRANTED), as if it had asked to fail at once.
+    pub(crate) fn lock(
+        &mut self,
+        req: &Req<'_>,
+        compound: &mut Compound,
+        w: &mut Writer,
+    ) -> Result<NtStatus, NtStatus> {
+        let lr = LockRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
+        if lr.locks.is_empty() {
+            return Err(status::INVALID_PARAMETER);
+        }
+        let server = self.server.clone();
+        let open = self.open_mut(req, compound, lr.file_id)?;
+        let id = open.file_id.volatile;
+        let OpenKind::File(f) = &open.kind else {
+            return Err(status::INVALID_DEVICE_REQUEST);
+        };
+        let key = f.key;
+        if lr.locks[0].flags & messages::LOCKFLAG_UNLOCK != 0 {
+            for el in &lr.locks {
+                // What was unlocked before a bad element stays unlocked.
+                if el.flags & (messages::LOCKFLAG_SHARED | messages::LOCKFLAG_EXCLUSIVE) != 0 {
+                    return Err(status::INVALID_PARAMETER);
+                }
+                server.files().unlock(&key, id, el.offset, el.length)?;
+            }
+        } else {
+            let several = lr.locks.len() > 1;
+            let mut new = Vec::with_capacity(lr.locks.len());
+            for el in &lr.locks {
+                let fail_at_once = el.flags & messages::LOCKFLAG_FAIL_IMMEDIATELY != 0;
+                let exclusive = match el.flags & !messages::LOCKFLAG_FAIL_IMMEDIATELY {
+                    messages::LOCKFLAG_SHARED => false,
+                    messages::LOCKFLAG_EXCLUSIVE => true,
+                    _ => return Err(status::INVALID_PARAMETER),
+                };
+                if several && !fail_at_once {
+                    return Err(status::INVALID_PARAMETER);
+                }
+                if el.length > 0 && el.offset.checked_add(el.length - 1).is_none() {
+                    return Err(status::INVALID_LOCK_RANGE);
+                }
+                new.push(ByteLock {
+                    open: id,
+                    offset: el.offset,
+                    length: el.length,
+                    exclusive,
+                });
+            }
+            server.files().lock(&key, &new)?;
+        }
+        messages::write_empty_response(w);
         Ok(status::SUCCESS)
     }
 }
