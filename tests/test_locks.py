@@ -1,0 +1,64 @@
+"""Byte-range locks between two smbprotocol clients, each on its own
+connection, as an application such as Office takes them."""
+
+from __future__ import annotations
+
+import pytest
+from smbprotocol.exceptions import SMBResponseException
+from smbprotocol.open import (CreateDisposition, CreateOptions, FileAttributes,
+                              ImpersonationLevel, LockFlags, Open, ShareAccess,
+                              SMB2LockElement)
+
+from smbprotocol.connection import Dialects
+
+from test_acl import connect
+
+READ_WRITE = 0x0012019F
+# smbprotocol names neither status.
+STATUS_FILE_LOCK_CONFLICT = 0xC0000054
+STATUS_LOCK_NOT_GRANTED = 0xC0000055
+
+
+def open_shared(tree, name) -> Open:
+    h = Open(tree, name)
+    h.create(ImpersonationLevel.Impersonation, READ_WRITE, FileAttributes.FILE_ATTRIBUTE_NORMAL,
+             ShareAccess.FILE_SHARE_READ | ShareAccess.FILE_SHARE_WRITE,
+             CreateDisposition.FILE_OPEN_IF, CreateOptions.FILE_NON_DIRECTORY_FILE)
+    return h
+
+
+def element(offset, length, flags) -> SMB2LockElement:
+    e = SMB2LockElement()
+    e["offset"] = offset
+    e["length"] = length
+    e["flags"] = flags
+    return e
+
+
+def status_of(call) -> int:
+    with pytest.raises(SMBResponseException) as e:
+        call()
+    return e.value.status
+
+
+def test_a_lock_taken_by_one_client_stops_the_other(server):
+    first, second = connect(server, Dialects.SMB_3_1_1), connect(server, Dialects.SMB_3_1_1)
+    try:
+        a, b = open_shared(first, "shared.doc"), open_shared(second, "shared.doc")
+        a.write(b"x" * 100, 0)
+        exclusive = LockFlags.SMB2_LOCKFLAG_EXCLUSIVE_LOCK | LockFlags.SMB2_LOCKFLAG_FAIL_IMMEDIATELY
+        a.lock([element(0, 50, exclusive)])
+        assert status_of(lambda: b.lock([element(10, 1, exclusive)])) \
+            == STATUS_LOCK_NOT_GRANTED
+        assert status_of(lambda: b.read(0, 10)) == STATUS_FILE_LOCK_CONFLICT
+        assert status_of(lambda: b.write(b"y", 20)) == STATUS_FILE_LOCK_CONFLICT
+        assert b.read(60, 10) == b"x" * 10, "beyond the lock"
+        assert a.read(0, 10) == b"x" * 10, "the holder reads its own range"
+        a.lock([element(0, 50, LockFlags.SMB2_LOCKFLAG_UNLOCK)])
+        b.write(b"y", 20)
+        assert a.read(20, 1) == b"y"
+        a.close()
+        b.close()
+    finally:
+        first.session.connection.disconnect()
+        second.session.connection.disconnect()
