@@ -214,7 +214,9 @@ impl Connection {
         if lr.locks[0].flags & messages::LOCKFLAG_UNLOCK != 0 {
             for el in &lr.locks {
                 // What was unlocked before a bad element stays unlocked.
-                if el.flags & (messages::LOCKFLAG_SHARED | messages::LOCKFLAG_EXCLUSIVE) != 0 {
+                // Windows takes no other flag with UNLOCK, FAIL_IMMEDIATELY
+                // included (smbtorture smb2.lock.valid-request).
+                if el.flags != messages::LOCKFLAG_UNLOCK {
                     return Err(status::INVALID_PARAMETER);
                 }
                 server.files().unlock(&key, id, el.offset, el.length)?;
