@@ -64,6 +64,15 @@ fn locks_stop_other_opens_until_unlocked_or_closed() {
             .status(),
         status::INVALID_PARAMETER
     );
+    // UNLOCK takes no other flag, not even FAIL_IMMEDIATELY.
+    assert_eq!(
+        a.call(lock(
+            fa,
+            &[(0, 10, LOCKFLAG_UNLOCK | LOCKFLAG_FAIL_IMMEDIATELY)]
+        ))
+        .status(),
+        status::INVALID_PARAMETER
+    );
     assert_eq!(
         a.call(lock(fa, &[(0, 10, LOCKFLAG_UNLOCK)])).status(),
         status::SUCCESS
