@@ -42,9 +42,21 @@ pub fn may_access(held: &[ByteLock], open: u64, offset: u64, length: u64, write:
     })
 }
 
-/// Takes every lock of `new` or none: on a conflict the ones taken are
-/// given back and the answer is LOCK_NOT_GRANTED.
+/// Locks one open may hold on a file: far more than applications take,
+/// and few enough that checking a lock against all of them stays cheap
+/// whatever a client sends.
+pub const MAX_LOCKS_PER_OPEN: usize = 1024;
+
+/// Takes every lock of `new` (all of one open) or none: on a conflict the
+/// ones taken are given back and the answer is LOCK_NOT_GRANTED; past
+/// [`MAX_LOCKS_PER_OPEN`], INSUFFICIENT_RESOURCES.
 pub fn lock_all(held: &mut Vec<ByteLock>, new: &[ByteLock]) -> Result<(), NtStatus> {
+    if let Some(first) = new.first() {
+        let mine = held.iter().filter(|l| l.open == first.open).count();
+        if mine + new.len() > MAX_LOCKS_PER_OPEN {
+            return Err(status::INSUFFICIENT_RESOURCES);
+        }
+    }
     let before = held.len();
     for lock in new {
         if !may_lock(held, lock) {
@@ -120,6 +132,21 @@ mod tests {
         assert_eq!(held, vec![lock(2, 50, 10, true)]);
         assert_eq!(unlock(&mut held, 1, 50, 10), Err(status::RANGE_NOT_LOCKED));
         assert_eq!(unlock(&mut held, 2, 50, 9), Err(status::RANGE_NOT_LOCKED));
+        let many: Vec<ByteLock> = (0..MAX_LOCKS_PER_OPEN as u64)
+            .map(|i| lock(3, 1000 + i, 1, false))
+            .collect();
+        assert_eq!(lock_all(&mut held, &many[..MAX_LOCKS_PER_OPEN - 1]), Ok(()));
+        assert_eq!(
+            lock_all(&mut held, &many[..2]),
+            Err(status::INSUFFICIENT_RESOURCES),
+            "one open's locks are bounded"
+        );
+        assert_eq!(
+            lock_all(&mut held, &[lock(4, 0, 1, false)]),
+            Ok(()),
+            "others' are not"
+        );
+        held.retain(|l| l.open == 2);
         unlock(&mut held, 2, 50, 10).unwrap();
         assert!(held.is_empty());
     }
