@@ -3,15 +3,12 @@ connection, as an application such as Office takes them."""
 
 from __future__ import annotations
 
-import pytest
-from smbprotocol.exceptions import SMBResponseException
+from smbprotocol.connection import Dialects
 from smbprotocol.open import (CreateDisposition, CreateOptions, FileAttributes,
                               ImpersonationLevel, LockFlags, Open, ShareAccess,
                               SMB2LockElement)
 
-from smbprotocol.connection import Dialects
-
-from test_acl import connect
+from test_acl import connect, status_of
 
 READ_WRITE = 0x0012019F
 # smbprotocol names neither status.
@@ -33,12 +30,6 @@ def element(offset, length, flags) -> SMB2LockElement:
     e["length"] = length
     e["flags"] = flags
     return e
-
-
-def status_of(call) -> int:
-    with pytest.raises(SMBResponseException) as e:
-        call()
-    return e.value.status
 
 
 def test_a_lock_taken_by_one_client_stops_the_other(server):

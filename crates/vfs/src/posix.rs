@@ -348,13 +348,15 @@ impl PosixVfs {
         }
         let stored = self.meta.read(&Target::Fd(fd.as_fd()), file_key(&stx));
         let stat = self.change_times.apply(&stx, build_stat(&stx, stored));
-        let direct = self.direct_dev == Some(stat.dev);
-        Ok((
-            FileHandle::from_fd(fd, is_dir, None)
-                .direct(direct)
-                .acting_as(req.who),
-            stat,
-        ))
+        Ok((self.handle(fd, is_dir, &stat, req.who), stat))
+    }
+
+    /// A handle on a file or directory opened for `who`: its data I/O left
+    /// to the engine when the file lies on the share's own device.
+    fn handle(&self, fd: OwnedFd, is_dir: bool, stat: &FileStat, who: &Identity) -> FileHandle {
+        FileHandle::from_fd(fd, is_dir, None)
+            .direct(self.direct_dev == Some(stat.dev))
+            .acting_as(who)
     }
 
     /// Creates `name` in `dir`; Collision if anything has that exact name.
@@ -404,15 +406,7 @@ impl PosixVfs {
             self.stat_fd(fd.as_fd())
         };
         match setup() {
-            Ok(stat) => {
-                let direct = self.direct_dev == Some(stat.dev);
-                Ok((
-                    FileHandle::from_fd(fd, is_dir, None)
-                        .direct(direct)
-                        .acting_as(req.who),
-                    stat,
-                ))
-            }
+            Ok(stat) => Ok((self.handle(fd, is_dir, &stat, req.who), stat)),
             Err(e) => {
                 // Leave no half-made object behind.
                 let flags = if is_dir {

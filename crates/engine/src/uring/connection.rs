@@ -456,7 +456,7 @@ impl<'a> Driver<'a> {
     /// Takes back a receive's buffer and frames what arrived.
     fn received(&mut self, got: Got) {
         self.recv_calls += 1;
-        let (r, buf) = match got {
+        match got {
             Got::Pooled(Ok(Some(bytes))) if !bytes.is_empty() => {
                 // The inbox was empty: these bytes start a frame.
                 self.first_byte = clock::now();
@@ -464,31 +464,21 @@ impl<'a> Driver<'a> {
                 if !self.eof {
                     self.inbox.extend_from_slice(&bytes[used..]);
                 }
-                return;
             }
             Got::Pooled(Err(e)) if e.kind() == io::ErrorKind::ResourceBusy => {
                 // ENOBUFS: more connections received at once than the pool
                 // has buffers. Nothing was read; the next receive brings
                 // its own buffer.
                 self.pool_dry = true;
-                return;
             }
-            Got::Pooled(_) => {
-                self.eof = true;
-                return;
-            }
-            Got::Big(r, buf) => {
-                match r {
-                    Ok(n) if n > 0 && buf.len() < self.big_len => self.big = Some(buf),
-                    Ok(n) if n > 0 => self.push_frame(buf, clock::now()),
-                    _ => self.eof = true,
+            Got::Big(Ok(n), buf) if n > 0 => {
+                if buf.len() < self.big_len {
+                    self.big = Some(buf);
+                } else {
+                    self.push_frame(buf, clock::now());
                 }
-                return;
             }
-            Got::Inbox(r, buf) => (r, buf),
-        };
-        match r {
-            Ok(n) if n > 0 => {
+            Got::Inbox(Ok(n), buf) if n > 0 => {
                 if buf.len() == n {
                     // The inbox was empty: these bytes start a frame.
                     self.first_byte = clock::now();
@@ -497,6 +487,7 @@ impl<'a> Driver<'a> {
                 self.inbox = buf;
                 self.inbox.drain(..used);
             }
+            // The client closed, or the socket failed.
             _ => self.eof = true,
         }
     }
