@@ -22,6 +22,7 @@ use copyless_vfs::Identity;
 use crate::credits::CreditWindow;
 use crate::env::Env;
 use crate::intent::{Intent, Token};
+use crate::pending::{Answer, Awaits, Pending};
 use crate::post::{ConnectionId, Kind, Letter, Message};
 use crate::server::Server;
 use crate::session::Session;
@@ -119,6 +120,9 @@ pub(crate) struct Reply {
     pub sign_sid: Option<u64>,
     /// The reply waits for this data I/O.
     pub wait: Option<Wait>,
+    /// The request goes pending under this AsyncId, until what it awaits
+    /// happens (see pending.rs).
+    pub pend: Option<(u64, Awaits)>,
 }
 
 /// A request's reply as far as it is decided before its body is known.
@@ -137,6 +141,8 @@ enum Step {
     Reply(Vec<u8>, Reply),
     /// The reply waits for an intent.
     Wait(Begun, Wait),
+    /// The request is answered later; an interim response goes now.
+    Pend(Begun, u64, Awaits),
 }
 
 /// The replies of one received frame, built in order into one frame.
@@ -156,7 +162,7 @@ pub(crate) struct Chain {
 }
 
 impl Chain {
-    fn new(sealed: Option<u64>) -> Chain {
+    pub(crate) fn new(sealed: Option<u64>) -> Chain {
         Chain {
             out: Vec::new(),
             prev: None,
@@ -228,6 +234,10 @@ pub struct Connection {
     pub(crate) cancelled: Vec<Token>,
     /// Letters for other connections, for the output.
     pub(crate) outbox: Vec<Message>,
+    /// Requests that had an interim response, by AsyncId.
+    pub(crate) pending: HashMap<u64, Pending>,
+    /// Their final responses, decided since the last output.
+    pub(crate) answers: Vec<Answer>,
 }
 
 impl Connection {
@@ -258,6 +268,8 @@ impl Connection {
             last_async_id: 0,
             cancelled: Vec::new(),
             outbox: Vec::new(),
+            pending: HashMap::new(),
+            answers: Vec::new(),
         }
     }
 
@@ -309,7 +321,7 @@ impl Connection {
         } else {
             self.handle_plain(msg, env)
         };
-        self.collect(&mut out);
+        self.collect(&mut out, env);
         out
     }
 
@@ -324,27 +336,29 @@ impl Connection {
         }
         self.end_sessions_of_removed_users();
         let mut out = self.handle_sealed(msg, true, env);
-        self.collect(&mut out);
+        self.collect(&mut out, env);
         out
     }
 
     /// Moves what handling left for the engine into the output.
-    pub(crate) fn collect(&mut self, out: &mut Output) {
+    pub(crate) fn collect(&mut self, out: &mut Output, env: &mut dyn Env) {
+        self.send_answers(env, out);
         out.cancel.append(&mut self.cancelled);
         out.messages.append(&mut self.outbox);
     }
 
     /// Does what another connection's letter asks.
-    pub fn receive(&mut self, letter: Letter, _env: &mut dyn Env) -> Output {
+    pub fn receive(&mut self, letter: Letter, env: &mut dyn Env) -> Output {
         match letter.0 {
             Kind::EndSession { session_id } => {
                 if self.sessions.get(&session_id).is_some_and(|s| s.is_valid()) {
                     self.remove_session(session_id);
                 }
             }
+            Kind::LocksReleased { async_id } => self.retry_lock(async_id),
         }
         let mut out = Output::default();
-        self.collect(&mut out);
+        self.collect(&mut out, env);
         out
     }
 
@@ -391,7 +405,7 @@ impl Connection {
         self.end_sessions_of_removed_users();
         let mut out = Output::default();
         self.send_interim_responses(env, &mut out);
-        self.collect(&mut out);
+        self.collect(&mut out, env);
         out
     }
 
@@ -518,6 +532,12 @@ impl Connection {
                         break;
                     }
                 }
+                Step::Pend(begun, async_id, what) => {
+                    let interim = self.park(begun, async_id, what, chain.sealed);
+                    let p = self.link(&mut chain);
+                    chain.out.extend_from_slice(&interim);
+                    chain.prev = Some((p, None));
+                }
                 Step::Wait(begun, wait) => {
                     let rest = msgs[m.offset + m.bytes.len()..].to_vec();
                     self.suspend(chain, begun, wait, rest, env.now(), out);
@@ -608,12 +628,15 @@ impl Connection {
         }
     }
 
-    /// Closes every open of every session (the connection went away).
-    pub fn shutdown(&mut self) {
+    /// Closes every open of every session (the connection went away);
+    /// returns the letters that wake what its locks held up elsewhere.
+    pub fn shutdown(&mut self) -> Vec<Message> {
         let ids: Vec<u64> = self.sessions.keys().copied().collect();
         for id in ids {
             self.remove_session(id);
         }
+        self.answers.clear();
+        std::mem::take(&mut self.outbox)
     }
 
     fn handle_smb1(&mut self, msg: &[u8], env: &mut dyn Env) -> Output {
@@ -663,6 +686,7 @@ impl Connection {
             suppress: false,
             sign_sid: None,
             wait: None,
+            pend: None,
         };
         let req = Req {
             msg,
@@ -709,6 +733,9 @@ impl Connection {
         if result.is_ok() {
             if let Some(wait) = begun.reply.wait.take() {
                 return Step::Wait(begun, wait);
+            }
+            if let Some((async_id, what)) = begun.reply.pend.take() {
+                return Step::Pend(begun, async_id, what);
             }
         }
         let bytes = self.finish_one(&mut begun, result, w, chain);
@@ -906,7 +933,7 @@ impl Connection {
             // short of the last request, Windows fails such a request with
             // STATUS_INTERNAL_ERROR (MS-SMB2 <159>).
             cmd::CHANGE_NOTIFY if compound.more_follow => Err(status::INTERNAL_ERROR),
-            cmd::LOCK => self.lock(req, compound, w),
+            cmd::LOCK => self.lock(req, compound, reply, w),
             cmd::CHANGE_NOTIFY => Err(status::NOT_SUPPORTED),
             cmd::OPLOCK_BREAK => Err(status::INVALID_PARAMETER),
             _ => Err(status::INVALID_PARAMETER),

@@ -16,6 +16,7 @@ use copyless_proto::status::{self, NtStatus};
 
 use crate::access::{self, SHARE_CHECKED};
 use crate::locks::{self, ByteLock};
+use crate::post::ConnectionId;
 
 /// (share index, device, inode, stream): the last is 0 for a file's main
 /// data and [`stream_id`] for an alternate data stream, so each stream
@@ -58,6 +59,34 @@ pub struct FileState {
     pub delete_pending: bool,
     /// Byte-range locks of its opens.
     locks: Vec<ByteLock>,
+    /// Lock requests waiting for some of them to go.
+    lock_waiters: Vec<LockWaiter>,
+}
+
+/// A LOCK request that waits, pending, for locks in its way to go: its
+/// connection retries it when they do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockWaiter {
+    pub connection: ConnectionId,
+    pub async_id: u64,
+    /// The open it would lock for (its volatile file id).
+    pub open: u64,
+}
+
+/// What became of a lock request.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Locked {
+    Granted,
+    /// Not now: the waiter was added, to be woken when locks go.
+    Waiting,
+}
+
+/// What closing an open leaves to do.
+pub struct Closed {
+    /// It was the file's last open.
+    pub last: Option<LastClose>,
+    /// Lock requests that may be granted now that its locks are gone.
+    pub wake: Vec<LockWaiter>,
 }
 
 impl FileState {
@@ -194,62 +223,92 @@ impl FileTable {
         Ok(())
     }
 
-    /// Removes open `id`; `delete_on_close` marks the file for deletion
-    /// first. When it was the last open, the file leaves the table and
-    /// what is left to do comes back.
-    pub fn unregister(
-        &mut self,
-        key: &FileKey,
-        id: u64,
-        delete_on_close: bool,
-    ) -> Option<LastClose> {
-        let state = self.files.get_mut(key)?;
+    /// Removes open `id`, its locks and its waiting lock requests;
+    /// `delete_on_close` marks the file for deletion first. What is left
+    /// to do comes back: the file's last close, and the lock requests its
+    /// locks stood in the way of.
+    pub fn unregister(&mut self, key: &FileKey, id: u64, delete_on_close: bool) -> Closed {
+        let mut closed = Closed {
+            last: None,
+            wake: Vec::new(),
+        };
+        let Some(state) = self.files.get_mut(key) else {
+            return closed;
+        };
         if let Some(open) = state.opens.remove(&id) {
             state.counts.add(&open, -1);
         }
+        state.lock_waiters.retain(|w| w.open != id);
         let locks = state.locks.len();
         state.locks.retain(|l| l.open != id);
         if locks != state.locks.len() {
             self.byte_locks -= locks - state.locks.len();
             self.any_locks.store(self.byte_locks > 0, Ordering::Release);
+            closed.wake = std::mem::take(&mut state.lock_waiters);
         }
         if delete_on_close {
             state.delete_pending = true;
         }
         if !state.opens.is_empty() {
-            return None;
+            return closed;
         }
-        let state = self.files.remove(key)?;
-        self.by_path.remove(&(key.0, state.path.clone(), *key));
-        Some(LastClose {
-            path: state.path,
-            is_dir: state.is_dir,
-            delete_pending: state.delete_pending,
-        })
+        if let Some(state) = self.files.remove(key) {
+            self.by_path.remove(&(key.0, state.path.clone(), *key));
+            closed.last = Some(LastClose {
+                path: state.path,
+                is_dir: state.is_dir,
+                delete_pending: state.delete_pending,
+            });
+        }
+        closed
     }
 
-    /// Takes every lock of `new` on the file, or none (LOCK_NOT_GRANTED).
-    pub fn lock(&mut self, key: &FileKey, new: &[ByteLock]) -> Result<(), NtStatus> {
+    /// Takes every lock of `new` on the file, or none: LOCK_NOT_GRANTED,
+    /// or with a `waiter`, Waiting until locks of the file go.
+    pub fn lock(
+        &mut self,
+        key: &FileKey,
+        new: &[ByteLock],
+        waiter: Option<LockWaiter>,
+    ) -> Result<Locked, NtStatus> {
         let state = self.files.get_mut(key).ok_or(status::FILE_CLOSED)?;
-        locks::lock_all(&mut state.locks, new)?;
-        self.byte_locks += new.len();
-        self.any_locks.store(self.byte_locks > 0, Ordering::Release);
-        Ok(())
+        match (locks::lock_all(&mut state.locks, new), waiter) {
+            (Ok(()), _) => {
+                self.byte_locks += new.len();
+                self.any_locks.store(self.byte_locks > 0, Ordering::Release);
+                Ok(Locked::Granted)
+            }
+            (Err(status::LOCK_NOT_GRANTED), Some(w)) => {
+                state.lock_waiters.push(w);
+                Ok(Locked::Waiting)
+            }
+            (Err(e), _) => Err(e),
+        }
     }
 
-    /// Gives back the lock `open` holds on exactly this range.
+    /// A waiting lock request that ended another way (cancelled).
+    pub fn forget_waiter(&mut self, key: &FileKey, connection: ConnectionId, async_id: u64) {
+        if let Some(state) = self.files.get_mut(key) {
+            state
+                .lock_waiters
+                .retain(|w| (w.connection, w.async_id) != (connection, async_id));
+        }
+    }
+
+    /// Gives back the lock `open` holds on exactly this range; the lock
+    /// requests waiting on the file come back, to be tried again.
     pub fn unlock(
         &mut self,
         key: &FileKey,
         open: u64,
         offset: u64,
         length: u64,
-    ) -> Result<(), NtStatus> {
+    ) -> Result<Vec<LockWaiter>, NtStatus> {
         let state = self.files.get_mut(key).ok_or(status::RANGE_NOT_LOCKED)?;
         locks::unlock(&mut state.locks, open, offset, length)?;
         self.byte_locks -= 1;
         self.any_locks.store(self.byte_locks > 0, Ordering::Release);
-        Ok(())
+        Ok(std::mem::take(&mut state.lock_waiters))
     }
 
     /// Says, without the table's lock, whether any file has a byte-range
@@ -449,9 +508,9 @@ mod tests {
         assert!(t.is_open_at(0, "b/f") && !t.is_open_at(0, "a/f"));
         t.moved(&file, "b/f", "b/g");
         assert_eq!(t.get(&stream).unwrap().path(), "b/g");
-        let last = t.unregister(&stream, 3, true).unwrap();
+        let last = t.unregister(&stream, 3, true).last.unwrap();
         assert!(last.delete_pending);
-        assert!(t.unregister(&file, 2, false).is_some());
+        assert!(t.unregister(&file, 2, false).last.is_some());
         assert!(!t.is_open_at(0, "b/g"));
     }
 
@@ -464,7 +523,7 @@ mod tests {
         assert!(!t.others_deny_delete(&f, 1));
         t.register(f, "f", false, open(2, 0x0080, 0)).unwrap();
         assert!(t.others_deny_delete(&f, 1));
-        assert!(t.unregister(&f, 2, false).is_none());
+        assert!(t.unregister(&f, 2, false).last.is_none());
         assert!(!t.others_deny_delete(&f, 1));
     }
 }

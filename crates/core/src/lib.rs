@@ -15,6 +15,7 @@ pub(crate) mod locks;
 mod negotiate;
 pub mod open;
 pub mod path;
+mod pending;
 pub mod post;
 pub mod quota;
 pub mod security;

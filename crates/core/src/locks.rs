@@ -7,7 +7,9 @@
 //! - Reading is refused where another open holds an exclusive lock;
 //!   writing wherever any open holds a shared lock, or another open an
 //!   exclusive one.
-//! - A range of no bytes overlaps nothing.
+//! - A range of no bytes stops no read or write; as a lock it meets only
+//!   a lock of bytes on both sides of it (a zero-byte lock at 10 meets
+//!   {9, 2}, not {10, 1} nor {9, 1}), as Windows has it.
 
 use copyless_proto::status::{self, NtStatus};
 
@@ -27,11 +29,28 @@ fn overlaps(lock: &ByteLock, offset: u64, length: u64) -> bool {
     lock.length != 0 && length != 0 && a < b + u128::from(length) && b < a + u128::from(lock.length)
 }
 
+/// Whether a point lies strictly inside a range: it has bytes of the
+/// range on both sides.
+fn inside(point: u64, offset: u64, length: u64) -> bool {
+    let (p, a) = (u128::from(point), u128::from(offset));
+    a < p && p < a + u128::from(length)
+}
+
+/// Whether two locks' ranges meet, by Windows' rule for ranges of no
+/// bytes.
+fn meets(lock: &ByteLock, offset: u64, length: u64) -> bool {
+    match (lock.length, length) {
+        (0, 0) => false,
+        (0, _) => inside(lock.offset, offset, length),
+        (_, 0) => inside(offset, lock.offset, lock.length),
+        _ => overlaps(lock, offset, length),
+    }
+}
+
 /// Whether `new` may be added to `held`.
 pub fn may_lock(held: &[ByteLock], new: &ByteLock) -> bool {
     !held.iter().any(|l| {
-        overlaps(l, new.offset, new.length)
-            && (new.exclusive || (l.exclusive && l.open != new.open))
+        meets(l, new.offset, new.length) && (new.exclusive || (l.exclusive && l.open != new.open))
     })
 }
 
@@ -68,7 +87,8 @@ pub fn lock_all(held: &mut Vec<ByteLock>, new: &[ByteLock]) -> Result<(), NtStat
     Ok(())
 }
 
-/// Removes the lock of `open` on exactly this range; RANGE_NOT_LOCKED
+/// Removes the lock of `open` on exactly this range, an exclusive one
+/// before a shared one stacked on it (as Windows does); RANGE_NOT_LOCKED
 /// when there is none.
 pub fn unlock(
     held: &mut Vec<ByteLock>,
@@ -76,9 +96,11 @@ pub fn unlock(
     offset: u64,
     length: u64,
 ) -> Result<(), NtStatus> {
+    let mine = |l: &ByteLock| l.open == open && l.offset == offset && l.length == length;
     let at = held
         .iter()
-        .position(|l| l.open == open && l.offset == offset && l.length == length)
+        .position(|l| mine(l) && l.exclusive)
+        .or_else(|| held.iter().position(mine))
         .ok_or(status::RANGE_NOT_LOCKED)?;
     held.remove(at);
     Ok(())
@@ -112,7 +134,11 @@ mod tests {
             may_lock(&held, &lock(1, 20, 80, true)),
             "ends touch, no overlap"
         );
-        assert!(may_lock(&held, &lock(1, 12, 0, true)), "no bytes");
+        assert!(
+            may_lock(&held, &lock(1, 10, 0, true)),
+            "no bytes, at an end"
+        );
+        assert!(!may_lock(&held, &lock(1, 12, 0, true)), "no bytes, inside");
         // Reads stop at others' exclusive locks, writes at any shared one.
         assert!(may_access(&held, 3, 0, 50, false));
         assert!(!may_access(&held, 3, 0, 50, true));
@@ -122,6 +148,43 @@ mod tests {
         // Ranges that reach the end of the offsets.
         let top = vec![lock(1, u64::MAX - 1, u64::MAX, true)];
         assert!(!may_lock(&top, &lock(2, u64::MAX, 1, false)));
+    }
+
+    /// smbtorture smb2.lock.zerobytelength's table, either way round and
+    /// from either open.
+    #[test]
+    fn zero_byte_locks_meet_only_locks_around_them() {
+        let cases = [
+            ((10, 0), (10, 0), true),
+            ((10, 0), (9, 1), true),
+            ((10, 0), (10, 1), true),
+            ((10, 0), (11, 1), true),
+            ((10, 0), (9, 2), false),
+            ((10, 0), (10, 2), true),
+            ((10, 0), (9, 3), false),
+            ((0, 0), (0, 0), true),
+        ];
+        for ((o1, l1), (o2, l2), granted) in cases {
+            for (a, b) in [((o1, l1), (o2, l2)), ((o2, l2), (o1, l1))] {
+                for other in [1, 2] {
+                    let held = [lock(1, a.0, a.1, true)];
+                    assert_eq!(
+                        may_lock(&held, &lock(other, b.0, b.1, true)),
+                        granted,
+                        "{a:?} then {b:?} by open {other}"
+                    );
+                }
+            }
+        }
+        // A zero-byte lock stops no read or write.
+        assert!(may_access(&[lock(1, 10, 0, true)], 2, 0, 100, true));
+    }
+
+    #[test]
+    fn unlock_takes_the_exclusive_lock_first() {
+        let mut held = vec![lock(1, 10, 0, false), lock(1, 10, 0, true)];
+        unlock(&mut held, 1, 10, 0).unwrap();
+        assert_eq!(held, vec![lock(1, 10, 0, false)]);
     }
 
     #[test]

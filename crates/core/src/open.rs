@@ -6,7 +6,7 @@ use std::sync::Arc;
 use copyless_proto::messages::FileId;
 use copyless_vfs::{FileHandle, Vfs};
 
-use crate::file_table::FileKey;
+use crate::file_table::{FileKey, LockWaiter};
 use crate::server::Server;
 
 pub struct Open {
@@ -65,20 +65,23 @@ pub fn current_path(server: &Server, key: &FileKey) -> Option<String> {
     server.files().get(key).map(|f| f.path().to_owned())
 }
 
-/// Releases an open: its share-mode entry goes, and when it was the last
-/// open of a file marked for deletion, the file is removed.
-pub fn close_open(server: &Server, open: Open) {
+/// Releases an open: its share-mode entry and its locks go, and when it
+/// was the last open of a file marked for deletion, the file is removed.
+/// Returns the lock requests its locks stood in the way of.
+pub fn close_open(server: &Server, open: Open) -> Vec<LockWaiter> {
     let OpenKind::File(f) = open.kind else {
-        return;
+        return Vec::new();
     };
-    let unlink = server
+    let closed = server
         .files()
-        .unregister(&f.key, open.file_id.volatile, f.delete_on_close)
+        .unregister(&f.key, open.file_id.volatile, f.delete_on_close);
+    let unlink = closed
+        .last
         .filter(|last| last.delete_pending)
         .map(|last| (last.path, last.is_dir));
     if unlink.is_some() && f.handle.stream.is_some() {
         let _ = f.vfs.delete_stream(&f.handle);
-        return;
+        return closed.wake;
     }
     // The last to close deletes, as themselves.
     let who = f.handle.who().clone();
@@ -88,4 +91,5 @@ pub fn close_open(server: &Server, open: Open) {
         // as Windows leaves it when the delete cannot happen.
         let _ = f.vfs.unlink(&who, &path, is_dir);
     }
+    closed.wake
 }

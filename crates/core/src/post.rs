@@ -1,6 +1,6 @@
 //! Messages between connections: what one connection's request makes
-//! another connection do (end a session now; later, oplock and lease
-//! breaks and notify completions). The core only addresses them; the
+//! another connection do (end a session now, try a waiting lock request
+//! again; later, oplock and lease breaks and notify completions). The core only addresses them; the
 //! engine carries each to the connection named and hands it to
 //! [`Connection::receive`](crate::Connection::receive) there, before any
 //! frame that connection receives after the message was sent.
@@ -30,6 +30,9 @@ pub(crate) enum Kind {
     /// named it as its previous session (MS-SMB2 3.3.5.5.3): it ends, its
     /// opens closed, as if the connection that held it had dropped.
     EndSession { session_id: u64 },
+    /// Byte-range locks went that a lock request pending here (by its
+    /// AsyncId) waited for: it is tried again.
+    LocksReleased { async_id: u64 },
 }
 
 impl Letter {
@@ -39,6 +42,7 @@ impl Letter {
     pub fn may_block(&self) -> bool {
         match self.0 {
             Kind::EndSession { .. } => true,
+            Kind::LocksReleased { .. } => false,
         }
     }
 }

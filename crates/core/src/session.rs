@@ -263,14 +263,12 @@ impl Connection {
 
     pub(crate) fn logoff(&mut self, req: &Req<'_>, w: &mut Writer) -> Result<NtStatus, NtStatus> {
         messages::parse_empty(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
-        let server = self.server.clone();
         if let Some(s) = self.sessions.get_mut(&req.session_id) {
-            for (_, open) in s.opens.drain() {
-                crate::open::close_open(&server, open);
-            }
+            let opens = s.opens.drain().map(|(_, o)| o).collect();
             s.trees.clear();
             s.state = AuthState::LoggedOff;
-            server.sessions.remove(req.session_id);
+            self.server.sessions.remove(req.session_id);
+            self.release_all(req.session_id, opens);
         }
         if !self.logged_off.contains(&req.session_id) {
             self.logged_off.push(req.session_id);
@@ -305,9 +303,7 @@ impl Connection {
         self.server.sessions.remove(sid);
         self.logged_off.retain(|id| *id != sid);
         if let Some(mut s) = self.sessions.remove(&sid) {
-            for (_, open) in s.opens.drain() {
-                crate::open::close_open(&self.server, open);
-            }
+            self.release_all(sid, s.opens.drain().map(|(_, o)| o).collect());
         }
     }
 }

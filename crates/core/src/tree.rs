@@ -151,7 +151,6 @@ impl Connection {
         w: &mut Writer,
     ) -> Result<NtStatus, NtStatus> {
         messages::parse_empty(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
-        let server = self.server.clone();
         let session = self
             .sessions
             .get_mut(&req.session_id)
@@ -166,11 +165,11 @@ impl Connection {
             .filter(|(_, o)| o.tree_id == req.tree_id)
             .map(|(id, _)| *id)
             .collect();
-        for id in ids {
-            if let Some(open) = session.opens.remove(&id) {
-                crate::open::close_open(&server, open);
-            }
-        }
+        let opens = ids
+            .iter()
+            .filter_map(|id| session.opens.remove(id))
+            .collect();
+        self.release_all(req.session_id, opens);
         messages::write_empty_response(w);
         Ok(status::SUCCESS)
     }

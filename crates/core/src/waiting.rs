@@ -7,7 +7,7 @@
 use std::mem;
 use std::time::Duration;
 
-use copyless_proto::header::{Header, FLAG_ASYNC_COMMAND, FLAG_SERVER_TO_REDIR};
+use copyless_proto::header::{Header, FLAG_ASYNC_COMMAND};
 use copyless_proto::messages;
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::{Writer, HEADER_LEN};
@@ -17,6 +17,7 @@ use crate::env::Env;
 use crate::handlers::vfs_status;
 use crate::intent::{Completion, DataFile, Intent, Op, Token, WriteData};
 use crate::open::OpenKind;
+use crate::pending::interim_response;
 
 /// Bytes of a READ reply before its data: the header and the response's
 /// fixed part (MS-SMB2 2.2.20, DataOffset 0x50).
@@ -212,25 +213,7 @@ impl Connection {
             hdr.flags |= FLAG_ASYNC_COMMAND;
             hdr.async_id = async_id;
             let granted = mem::take(&mut w.begun.granted);
-            let interim = Header {
-                credit_charge: hdr.credit_charge,
-                status: status::PENDING,
-                command: hdr.command,
-                credits: granted,
-                flags: FLAG_SERVER_TO_REDIR | FLAG_ASYNC_COMMAND,
-                next_command: 0,
-                message_id: hdr.message_id,
-                async_id,
-                process_id: hdr.process_id,
-                tree_id: 0,
-                session_id: w.begun.reply.header_session_id,
-                signature: [0; 16],
-            };
-            let mut msg = Vec::with_capacity(HEADER_LEN + 9);
-            interim.write(&mut msg);
-            let mut w_body = Writer::new();
-            messages::write_error_response(&mut w_body, &[]);
-            msg.extend_from_slice(&w_body.buf);
+            let msg = interim_response(hdr, granted, w.begun.reply.header_session_id, async_id);
             // Not signed (MS-SMB2 3.3.4.2); sealed when the request was.
             let sealed = w.chain.sealed;
             let released = mem::take(&mut w.chain.granted);
@@ -253,9 +236,12 @@ impl Connection {
     /// CANCEL (MS-SMB2 3.3.5.16): finds the waiting request by AsyncId, or
     /// by MessageId when it has had no interim response, and asks the
     /// engine to stop its intent. A request the engine cannot stop ends as
-    /// it would have.
+    /// it would have. A pending request (pending.rs) ends at once.
     pub(crate) fn cancel(&mut self, hdr: &Header) {
         let by_async = hdr.flags & FLAG_ASYNC_COMMAND != 0;
+        if by_async && self.cancel_pending(hdr.async_id) {
+            return;
+        }
         let found = self.waiting.iter_mut().find(|(_, w)| {
             let h = &w.begun.hdr;
             if by_async {
@@ -399,7 +385,7 @@ impl Connection {
         } else {
             self.drive(chain, &rest, None, env, &mut out);
         }
-        self.collect(&mut out);
+        self.collect(&mut out, env);
         out
     }
 

@@ -6,10 +6,12 @@ use copyless_proto::Writer;
 
 use crate::access;
 use crate::connection::{Compound, Connection, Reply, Req};
+use crate::file_table::{LockWaiter, Locked};
 use crate::handlers::file_times;
 use crate::intent::WriteData;
 use crate::locks::ByteLock;
-use crate::open::{close_open, OpenKind};
+use crate::open::OpenKind;
+use crate::pending::Awaits;
 use crate::waiting::{Wait, WaitOp};
 
 const PIPE_EMPTY: NtStatus = 0xC000_00D9;
@@ -23,7 +25,6 @@ impl Connection {
     ) -> Result<NtStatus, NtStatus> {
         let c = CloseRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
         let id = self.open_mut(req, compound, c.file_id)?.file_id;
-        let server = self.server.clone();
         let session = self
             .sessions
             .get_mut(&req.session_id)
@@ -39,7 +40,7 @@ impl Connection {
             (OpenKind::File(f), true) => f.vfs.stat(&f.handle).ok().map(|st| file_times(&st)),
             _ => None,
         };
-        close_open(&server, open);
+        self.release(req.session_id, open);
         messages::write_close_response(w, times.as_ref());
         Ok(status::SUCCESS)
     }
@@ -192,12 +193,13 @@ impl Connection {
 
 impl Connection {
     /// LOCK (MS-SMB2 3.3.5.14): byte-range locks taken all or none, or
-    /// given back. A lock that would have to wait is refused for now
-    /// (LOCK_NOT_GRANTED), as if it had asked to fail at once.
+    /// given back. A single lock that may wait goes pending until the
+    /// locks in its way go (pending.rs); unlocking wakes the waiters.
     pub(crate) fn lock(
         &mut self,
         req: &Req<'_>,
         compound: &mut Compound,
+        reply: &mut Reply,
         w: &mut Writer,
     ) -> Result<NtStatus, NtStatus> {
         let lr = LockRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
@@ -219,10 +221,12 @@ impl Connection {
                 if el.flags != messages::LOCKFLAG_UNLOCK {
                     return Err(status::INVALID_PARAMETER);
                 }
-                server.files().unlock(&key, id, el.offset, el.length)?;
+                let wake = server.files().unlock(&key, id, el.offset, el.length)?;
+                self.wake(wake);
             }
         } else {
             let several = lr.locks.len() > 1;
+            let may_wait = lr.locks[0].flags & messages::LOCKFLAG_FAIL_IMMEDIATELY == 0;
             let mut new = Vec::with_capacity(lr.locks.len());
             for el in &lr.locks {
                 let fail_at_once = el.flags & messages::LOCKFLAG_FAIL_IMMEDIATELY != 0;
@@ -244,7 +248,26 @@ impl Connection {
                     exclusive,
                 });
             }
-            server.files().lock(&key, &new)?;
+            let async_id = self.next_async_id();
+            let waiter = may_wait.then_some(LockWaiter {
+                connection: self.id(),
+                async_id,
+                open: id,
+            });
+            if waiter.is_some() && !self.may_pend() {
+                return Err(status::INSUFFICIENT_RESOURCES);
+            }
+            if server.files().lock(&key, &new, waiter)? == Locked::Waiting {
+                reply.pend = Some((
+                    async_id,
+                    Awaits::Lock {
+                        key,
+                        open: id,
+                        locks: new,
+                    },
+                ));
+                return Ok(status::PENDING);
+            }
         }
         messages::write_empty_response(w);
         Ok(status::SUCCESS)

@@ -68,7 +68,10 @@ pub fn serve(
     }
     let _ = stream.shutdown(Shutdown::Both);
     // Release share modes and run delete-on-close even after a panic.
-    let _ = catch_unwind(AssertUnwindSafe(|| conn.shutdown()));
+    // Lock requests its locks held up, on other connections, are woken.
+    if let Ok(letters) = catch_unwind(AssertUnwindSafe(|| conn.shutdown())) {
+        post.send(letters);
+    }
 }
 
 struct Run<'a, F> {

@@ -777,9 +777,13 @@ impl<'a> Driver<'a> {
         }
         if let Some(mut conn) = self.conn.take() {
             let closed = compio::runtime::spawn_blocking(move || {
-                let _ = catch_unwind(AssertUnwindSafe(|| conn.shutdown()));
+                catch_unwind(AssertUnwindSafe(|| conn.shutdown())).unwrap_or_default()
             });
-            let _ = closed.await;
+            // Lock requests its locks held up, on other connections, are
+            // woken.
+            if let Ok(letters) = closed.await {
+                self.post.send(letters);
+            }
         }
     }
 }

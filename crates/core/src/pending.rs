@@ -1,0 +1,267 @@
+//! Requests answered later: a request that must wait for something another
+//! request does (a byte-range lock in its way to go) gets an interim
+//! response at once (STATUS_PENDING with an AsyncId, MS-SMB2 3.3.4.2) and
+//! is kept here until it can be answered, is cancelled, or its open
+//! closes. Its final response then goes out with whatever output comes
+//! next: that of the request, letter or timer that ended the wait.
+//!
+//! Unlike [`crate::waiting`], nothing here waits for the engine: what ends
+//! a wait is another request, on this connection or (by a letter) on
+//! another.
+
+use std::mem;
+
+use copyless_proto::header::{Header, FLAG_ASYNC_COMMAND, FLAG_SERVER_TO_REDIR};
+use copyless_proto::messages;
+use copyless_proto::status::{self, NtStatus};
+use copyless_proto::{Writer, HEADER_LEN};
+
+use crate::connection::{Begun, Chain, Connection, Output};
+use crate::env::Env;
+use crate::file_table::{FileKey, LockWaiter, Locked};
+use crate::locks::ByteLock;
+use crate::open::{close_open, Open};
+use crate::post::{Kind, Letter, Message};
+
+/// Requests one connection may have pending at once. Windows may fail
+/// what would go asynchronous when resources are short (MS-SMB2
+/// 3.3.4.2); past this, copyless does, so that no client holds more of
+/// the server's memory and wake-ups than this.
+pub(crate) const MAX_PENDING: usize = 512;
+
+/// What a pending request waits for.
+pub(crate) enum Awaits {
+    /// LOCK: the locks of one open, until the locks in their way go.
+    Lock {
+        key: FileKey,
+        open: u64,
+        locks: Vec<ByteLock>,
+    },
+}
+
+/// A request that has had its interim response.
+pub(crate) struct Pending {
+    /// Its header carries the AsyncId; it grants no credits (the interim
+    /// response did).
+    begun: Begun,
+    /// The request came sealed with this session's key.
+    sealed: Option<u64>,
+    what: Awaits,
+}
+
+impl Pending {
+    fn session_id(&self) -> u64 {
+        self.begun.reply.session_id
+    }
+
+    /// The open it waits on, by volatile file id.
+    fn open(&self) -> u64 {
+        match &self.what {
+            Awaits::Lock { open, .. } => *open,
+        }
+    }
+}
+
+/// A final response decided, to be sent with the next output.
+pub(crate) struct Answer {
+    pending: Pending,
+    result: Result<NtStatus, NtStatus>,
+    /// The response's body behind room for its header.
+    body: Writer,
+}
+
+/// The interim response to `hdr` (MS-SMB2 3.3.4.2): not signed; it grants
+/// the request's credits.
+pub(crate) fn interim_response(
+    hdr: &Header,
+    credits: u16,
+    session_id: u64,
+    async_id: u64,
+) -> Vec<u8> {
+    let interim = Header {
+        credit_charge: hdr.credit_charge,
+        status: status::PENDING,
+        command: hdr.command,
+        credits,
+        flags: FLAG_SERVER_TO_REDIR | FLAG_ASYNC_COMMAND,
+        next_command: 0,
+        message_id: hdr.message_id,
+        async_id,
+        process_id: hdr.process_id,
+        tree_id: 0,
+        session_id,
+        signature: [0; 16],
+    };
+    let mut msg = Vec::with_capacity(HEADER_LEN + 9);
+    interim.write(&mut msg);
+    let mut body = Writer::new();
+    messages::write_error_response(&mut body, &[]);
+    msg.extend_from_slice(&body.buf);
+    msg
+}
+
+/// A body of no more than the header's room and the fixed part of an
+/// empty response (LOCK's).
+fn empty_body() -> Writer {
+    let mut w = Writer::with_capacity(HEADER_LEN + 4);
+    w.zeros(HEADER_LEN);
+    messages::write_empty_response(&mut w);
+    w
+}
+
+impl Connection {
+    /// A new AsyncId: unique on the connection, never zero.
+    pub(crate) fn next_async_id(&mut self) -> u64 {
+        self.last_async_id += 1;
+        self.last_async_id
+    }
+
+    /// Whether another request may go pending.
+    pub(crate) fn may_pend(&self) -> bool {
+        self.pending.len() < MAX_PENDING
+    }
+
+    /// Keeps the request `begun` under `async_id` until it is answered;
+    /// returns its interim response.
+    pub(crate) fn park(
+        &mut self,
+        mut begun: Begun,
+        async_id: u64,
+        what: Awaits,
+        sealed: Option<u64>,
+    ) -> Vec<u8> {
+        let interim = interim_response(
+            &begun.hdr,
+            begun.granted,
+            begun.reply.header_session_id,
+            async_id,
+        );
+        begun.hdr.flags |= FLAG_ASYNC_COMMAND;
+        begun.hdr.async_id = async_id;
+        begun.granted = 0;
+        self.pending.insert(
+            async_id,
+            Pending {
+                begun,
+                sealed,
+                what,
+            },
+        );
+        interim
+    }
+
+    /// Ends the wait of request `async_id`; its final response goes out
+    /// with the next output. Unknown ids (answered already) are ignored.
+    fn answer(&mut self, async_id: u64, result: Result<NtStatus, NtStatus>, body: Writer) {
+        if let Some(pending) = self.pending.remove(&async_id) {
+            self.answers.push(Answer {
+                pending,
+                result,
+                body,
+            });
+        }
+    }
+
+    /// Builds the final responses decided since the last output, each a
+    /// frame of its own. One for a session that has gone altogether is
+    /// dropped: nobody is left to read it.
+    pub(crate) fn send_answers(&mut self, env: &mut dyn Env, out: &mut Output) {
+        for a in mem::take(&mut self.answers) {
+            let Pending {
+                mut begun, sealed, ..
+            } = a.pending;
+            if !self.sessions.contains_key(&begun.reply.session_id) {
+                continue;
+            }
+            if sealed.is_some_and(|sid| !self.sessions.contains_key(&sid)) {
+                continue;
+            }
+            let mut chain = Chain::new(sealed);
+            let bytes = self.finish_one(&mut begun, a.result, a.body, &mut chain);
+            out.requests
+                .push(self.request_trace(&begun.hdr, Some((&bytes, &begun.reply))));
+            chain.out = bytes;
+            chain.prev = Some((0, begun.reply.sign_sid));
+            chain.handled = 1;
+            self.finish_chain(chain, env, out);
+        }
+    }
+
+    /// CANCEL of a pending request (MS-SMB2 3.3.5.16): it ends with
+    /// STATUS_CANCELLED. False when no request is pending under the id.
+    pub(crate) fn cancel_pending(&mut self, async_id: u64) -> bool {
+        let Some(p) = self.pending.get(&async_id) else {
+            return false;
+        };
+        match &p.what {
+            Awaits::Lock { key, .. } => {
+                let key = *key;
+                self.server.files().forget_waiter(&key, self.id(), async_id);
+            }
+        }
+        self.answer(async_id, Err(status::CANCELLED), empty_body());
+        true
+    }
+
+    /// Closes an open: what waited on it ends (a lock request with
+    /// RANGE_NOT_LOCKED, as on Windows), and lock requests its locks
+    /// stood in the way of are tried again.
+    pub(crate) fn release(&mut self, session_id: u64, open: Open) {
+        let volatile = open.file_id.volatile;
+        let wake = close_open(&self.server, open);
+        let ended: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.session_id() == session_id && p.open() == volatile)
+            .map(|(id, _)| *id)
+            .collect();
+        for async_id in ended {
+            self.answer(async_id, Err(status::RANGE_NOT_LOCKED), empty_body());
+        }
+        self.wake(wake);
+    }
+
+    /// Closes every open of a session, or of one of its trees.
+    pub(crate) fn release_all(&mut self, session_id: u64, opens: Vec<Open>) {
+        for open in opens {
+            self.release(session_id, open);
+        }
+    }
+
+    /// Tries again each lock request that waited for locks that went:
+    /// this connection's now, others' by a letter.
+    pub(crate) fn wake(&mut self, waiters: Vec<LockWaiter>) {
+        for w in waiters {
+            if w.connection == self.id() {
+                self.retry_lock(w.async_id);
+            } else {
+                self.outbox.push(Message {
+                    to: w.connection,
+                    letter: Letter(Kind::LocksReleased {
+                        async_id: w.async_id,
+                    }),
+                });
+            }
+        }
+    }
+
+    /// Takes the locks request `async_id` waits for, if they can be had
+    /// now; otherwise it waits on.
+    pub(crate) fn retry_lock(&mut self, async_id: u64) {
+        let Some(Awaits::Lock { key, open, locks }) = self.pending.get(&async_id).map(|p| &p.what)
+        else {
+            return;
+        };
+        let waiter = LockWaiter {
+            connection: self.id(),
+            async_id,
+            open: *open,
+        };
+        let result = self.server.files().lock(key, locks, Some(waiter));
+        match result {
+            Ok(Locked::Waiting) => {}
+            Ok(Locked::Granted) => self.answer(async_id, Ok(status::SUCCESS), empty_body()),
+            Err(e) => self.answer(async_id, Err(e), empty_body()),
+        }
+    }
+}
