@@ -19,6 +19,7 @@ use copyless_proto::transform::{Sealed, TRANSFORM_HEADER_LEN};
 use copyless_proto::{smb1, Writer, HEADER_LEN};
 use copyless_vfs::Identity;
 
+use crate::breaks::Notice;
 use crate::credits::CreditWindow;
 use crate::env::Env;
 use crate::intent::{Intent, Token};
@@ -27,7 +28,7 @@ use crate::post::{ConnectionId, Kind, Letter, Message};
 use crate::server::Server;
 use crate::session::Session;
 use crate::tree::TreeKind;
-use crate::waiting::{Wait, Waiting};
+use crate::waiting::{Hold, Wait, Waiting};
 
 /// The largest SMB2 message the Direct TCP transport can carry (a 24-bit
 /// length), less room for the transform header that encrypts it.
@@ -123,6 +124,9 @@ pub(crate) struct Reply {
     /// The request goes pending under this AsyncId, until what it awaits
     /// happens (see pending.rs).
     pub pend: Option<(u64, Awaits)>,
+    /// The request runs again once what stands in its way is gone (see
+    /// waiting.rs).
+    pub hold: Option<Hold>,
 }
 
 /// A request's reply as far as it is decided before its body is known.
@@ -143,6 +147,8 @@ enum Step {
     Wait(Begun, Wait),
     /// The request is answered later; an interim response goes now.
     Pend(Begun, u64, Awaits),
+    /// The request runs again later.
+    Hold(Begun, Hold),
 }
 
 /// The replies of one received frame, built in order into one frame.
@@ -238,6 +244,11 @@ pub struct Connection {
     pub(crate) pending: HashMap<u64, Pending>,
     /// Their final responses, decided since the last output.
     pub(crate) answers: Vec<Answer>,
+    /// Held requests to run again (waiting.rs), woken since the last
+    /// output.
+    pub(crate) retries: Vec<Token>,
+    /// Oplock break notifications to send (breaks.rs).
+    pub(crate) notices: Vec<Notice>,
 }
 
 impl Connection {
@@ -270,6 +281,8 @@ impl Connection {
             outbox: Vec::new(),
             pending: HashMap::new(),
             answers: Vec::new(),
+            retries: Vec::new(),
+            notices: Vec::new(),
         }
     }
 
@@ -342,6 +355,8 @@ impl Connection {
 
     /// Moves what handling left for the engine into the output.
     pub(crate) fn collect(&mut self, out: &mut Output, env: &mut dyn Env) {
+        self.run_retries(env, out);
+        self.send_notices(env, out);
         self.send_answers(env, out);
         out.cancel.append(&mut self.cancelled);
         out.messages.append(&mut self.outbox);
@@ -356,6 +371,8 @@ impl Connection {
                 }
             }
             Kind::LocksReleased { async_id } => self.retry_lock(async_id),
+            Kind::OplockBreak { open, to } => self.notices.push(Notice { open, to }),
+            Kind::BreakResolved { token } => self.retries.push(token),
         }
         let mut out = Output::default();
         self.collect(&mut out, env);
@@ -403,6 +420,7 @@ impl Connection {
     /// from the user store.
     pub fn handle_timeout(&mut self, env: &mut dyn Env) -> Output {
         self.end_sessions_of_removed_users();
+        self.expire_holds(env.now());
         let mut out = Output::default();
         self.send_interim_responses(env, &mut out);
         self.collect(&mut out, env);
@@ -537,6 +555,11 @@ impl Connection {
                     let p = self.link(&mut chain);
                     chain.out.extend_from_slice(&interim);
                     chain.prev = Some((p, None));
+                }
+                Step::Hold(begun, hold) => {
+                    let rest = msgs[m.offset + m.bytes.len()..].to_vec();
+                    self.hold(chain, begun, m.bytes, rest, hold, env.now());
+                    return;
                 }
                 Step::Wait(begun, wait) => {
                     let rest = msgs[m.offset + m.bytes.len()..].to_vec();
@@ -687,6 +710,7 @@ impl Connection {
             sign_sid: None,
             wait: None,
             pend: None,
+            hold: None,
         };
         let req = Req {
             msg,
@@ -736,6 +760,9 @@ impl Connection {
             }
             if let Some((async_id, what)) = begun.reply.pend.take() {
                 return Step::Pend(begun, async_id, what);
+            }
+            if let Some(hold) = begun.reply.hold.take() {
+                return Step::Hold(begun, hold);
             }
         }
         let bytes = self.finish_one(&mut begun, result, w, chain);
@@ -868,7 +895,7 @@ impl Connection {
     }
 
     /// Checks session, signature and tree, then runs the command.
-    fn run(
+    pub(crate) fn run(
         &mut self,
         req: &Req<'_>,
         reply: &mut Reply,
@@ -920,7 +947,7 @@ impl Connection {
         }
         match c {
             cmd::TREE_DISCONNECT => self.tree_disconnect(req, w),
-            cmd::CREATE => self.create(req, compound, w, env),
+            cmd::CREATE => self.create(req, compound, reply, w, env),
             cmd::CLOSE => self.close(req, compound, w),
             cmd::FLUSH => self.flush(req, compound, reply, w),
             cmd::READ => self.read(req, compound, reply, w),
@@ -935,7 +962,7 @@ impl Connection {
             cmd::CHANGE_NOTIFY if compound.more_follow => Err(status::INTERNAL_ERROR),
             cmd::LOCK => self.lock(req, compound, reply, w),
             cmd::CHANGE_NOTIFY => Err(status::NOT_SUPPORTED),
-            cmd::OPLOCK_BREAK => Err(status::INVALID_PARAMETER),
+            cmd::OPLOCK_BREAK => self.oplock_break(req, compound, w),
             _ => Err(status::INVALID_PARAMETER),
         }
     }

@@ -15,7 +15,9 @@ use std::sync::Arc;
 use copyless_proto::status::{self, NtStatus};
 
 use crate::access::{self, SHARE_CHECKED};
+use crate::intent::Token;
 use crate::locks::{self, ByteLock};
+use crate::oplocks::{self, Ask, Break, OnOpen, Oplock};
 use crate::post::ConnectionId;
 
 /// (share index, device, inode, stream): the last is 0 for a file's main
@@ -61,6 +63,31 @@ pub struct FileState {
     locks: Vec<ByteLock>,
     /// Lock requests waiting for some of them to go.
     lock_waiters: Vec<LockWaiter>,
+    /// Oplocks its opens hold.
+    oplocks: Vec<Oplock>,
+    /// Held requests (a connection and its token) waiting for oplock
+    /// breaks to be acknowledged.
+    break_waiters: Vec<(ConnectionId, Token)>,
+}
+
+/// An open's oplock request, and what came of it.
+#[derive(Debug)]
+pub struct OplockRequest {
+    /// The level asked for (SMB2_OPLOCK_LEVEL_*).
+    pub level: u8,
+    pub connection: ConnectionId,
+    /// Woken when the open must wait for breaks.
+    pub token: Token,
+    /// The open overwrites or supersedes the file...
+    pub truncating: bool,
+    /// ...or creates it.
+    pub created: bool,
+    /// The level granted.
+    pub granted: u8,
+    /// Breaks to send to their holders.
+    pub breaks: Vec<Break>,
+    /// The file whose breaks the open waits for.
+    pub waited_on: Option<FileKey>,
 }
 
 /// A LOCK request that waits, pending, for locks in its way to go: its
@@ -82,11 +109,14 @@ pub enum Locked {
 }
 
 /// What closing an open leaves to do.
+#[derive(Default)]
 pub struct Closed {
     /// It was the file's last open.
     pub last: Option<LastClose>,
     /// Lock requests that may be granted now that its locks are gone.
     pub wake: Vec<LockWaiter>,
+    /// Held requests that waited for its oplock break.
+    pub wake_held: Vec<(ConnectionId, Token)>,
 }
 
 impl FileState {
@@ -172,6 +202,9 @@ pub struct FileTable {
     files: BTreeMap<FileKey, FileState>,
     /// Every file of `files` by (share, path).
     by_path: BTreeSet<(usize, String, FileKey)>,
+    /// Oplocks held on all files, and whether any file has one.
+    oplocks: usize,
+    any_oplocks: Arc<AtomicBool>,
     /// Byte-range locks held on all files...
     byte_locks: usize,
     /// ...and whether there are any, for readers without the table's lock.
@@ -189,25 +222,48 @@ impl FileTable {
         }
     }
 
-    /// Adds an open of the file at `path` after checking delete-pending
-    /// and share modes against every other open of it.
+    /// Adds an open of the file at `path` after checking delete-pending,
+    /// oplocks and share modes against every other open of it. When
+    /// oplocks must be broken first, the request's token joins the file's
+    /// waiters and the answer is PENDING: the open is to be tried again
+    /// once it is woken.
     pub fn register(
         &mut self,
         key: FileKey,
         path: &str,
         is_dir: bool,
         open: OpenRef,
+        oplock: &mut OplockRequest,
     ) -> Result<(), NtStatus> {
         // A stream open without FILE_SHARE_DELETE keeps its file from
         // being opened for DELETE (smb2.streams.delete).
         if key.3 == 0 && open.access & access::DELETE != 0 && self.a_stream_denies_delete(key) {
             return Err(status::SHARING_VIOLATION);
         }
-        if let Some(state) = self.files.get(&key) {
+        if let Some(state) = self.files.get_mut(&key) {
             if state.delete_pending {
                 return Err(status::DELETE_PENDING);
             }
-            if state.counts.conflicts(open.access, open.share_access) {
+            let conflict = state.counts.conflicts(open.access, open.share_access);
+            let ask = Ask {
+                access: open.access,
+                truncating: oplock.truncating,
+                sharing_conflict: conflict,
+            };
+            let before = state.oplocks.len();
+            let decision = oplocks::on_open(&mut state.oplocks, ask);
+            let after = state.oplocks.len();
+            match decision {
+                OnOpen::Wait(breaks) => {
+                    state.break_waiters.push((oplock.connection, oplock.token));
+                    oplock.breaks = breaks;
+                    oplock.waited_on = Some(key);
+                    return Err(status::PENDING);
+                }
+                OnOpen::Go(breaks) => oplock.breaks = breaks,
+            }
+            self.count_oplocks(before, after);
+            if conflict {
                 return Err(status::SHARING_VIOLATION);
             }
         } else {
@@ -218,9 +274,97 @@ impl FileTable {
             is_dir,
             ..Default::default()
         });
+        let others = state.opens.len();
         state.counts.add(&open, 1);
         state.opens.insert(open.id, open);
+        let stat_open = oplocks::is_stat_open(Ask {
+            access: open.access,
+            truncating: oplock.truncating,
+            sharing_conflict: false,
+        });
+        // A stat open of an existing file gets no oplock.
+        oplock.granted = if stat_open && !oplock.created {
+            0
+        } else {
+            oplocks::grant(&state.oplocks, oplock.level, others, is_dir)
+        };
+        if oplock.granted != 0 {
+            state.oplocks.push(Oplock {
+                open: open.id,
+                holder: oplock.connection,
+                level: oplock.granted,
+                breaking_to: None,
+            });
+            self.count_oplocks(0, 1);
+        }
         Ok(())
+    }
+
+    /// Keeps the count of oplocks after a file's went from `before` to
+    /// `after`.
+    fn count_oplocks(&mut self, before: usize, after: usize) {
+        self.oplocks = self.oplocks + after - before;
+        self.any_oplocks.store(self.oplocks > 0, Ordering::Release);
+    }
+
+    /// Says, without the table's lock, whether any file has an oplock:
+    /// writes look no further when none has.
+    pub fn any_oplocks_flag(&self) -> Arc<AtomicBool> {
+        self.any_oplocks.clone()
+    }
+
+    /// The holder of `open` acknowledged a break of its oplock at
+    /// `level`: the level it holds now, and the held requests to wake.
+    pub fn acknowledge_break(
+        &mut self,
+        key: &FileKey,
+        open: u64,
+        level: u8,
+    ) -> Result<(u8, Vec<(ConnectionId, Token)>), NtStatus> {
+        let state = self
+            .files
+            .get_mut(key)
+            .ok_or(status::INVALID_OPLOCK_PROTOCOL)?;
+        let before = state.oplocks.len();
+        let level = oplocks::acknowledge(&mut state.oplocks, open, level)?;
+        let after = state.oplocks.len();
+        let wake = std::mem::take(&mut state.break_waiters);
+        self.count_oplocks(before, after);
+        Ok((level, wake))
+    }
+
+    /// Takes every break under way on the file as acknowledged (its timer
+    /// ran out): the held requests to wake.
+    pub fn end_breaks(&mut self, key: &FileKey) -> Vec<(ConnectionId, Token)> {
+        let Some(state) = self.files.get_mut(key) else {
+            return Vec::new();
+        };
+        let before = state.oplocks.len();
+        oplocks::end_breaks(&mut state.oplocks);
+        let after = state.oplocks.len();
+        let wake = std::mem::take(&mut state.break_waiters);
+        self.count_oplocks(before, after);
+        wake
+    }
+
+    /// A held request that ended another way (cancelled).
+    pub fn forget_break_waiter(&mut self, key: &FileKey, connection: ConnectionId, token: Token) {
+        if let Some(state) = self.files.get_mut(key) {
+            state.break_waiters.retain(|w| *w != (connection, token));
+        }
+    }
+
+    /// The file is written, resized or locked: level II oplocks on it go
+    /// to none, and their holders are to be told.
+    pub fn break_level2(&mut self, key: &FileKey) -> Vec<Break> {
+        let Some(state) = self.files.get_mut(key) else {
+            return Vec::new();
+        };
+        let before = state.oplocks.len();
+        let breaks = oplocks::break_level2(&mut state.oplocks);
+        let after = state.oplocks.len();
+        self.count_oplocks(before, after);
+        breaks
     }
 
     /// Removes open `id`, its locks and its waiting lock requests;
@@ -231,6 +375,7 @@ impl FileTable {
         let mut closed = Closed {
             last: None,
             wake: Vec::new(),
+            wake_held: Vec::new(),
         };
         let Some(state) = self.files.get_mut(key) else {
             return closed;
@@ -239,6 +384,14 @@ impl FileTable {
             state.counts.add(&open, -1);
         }
         state.lock_waiters.retain(|w| w.open != id);
+        let oplocks = state.oplocks.len();
+        state.oplocks.retain(|o| o.open != id);
+        if oplocks != state.oplocks.len() {
+            // Closing instead of acknowledging ends a break too.
+            closed.wake_held = std::mem::take(&mut state.break_waiters);
+            self.oplocks -= oplocks - state.oplocks.len();
+            self.any_oplocks.store(self.oplocks > 0, Ordering::Release);
+        }
         let locks = state.locks.len();
         state.locks.retain(|l| l.open != id);
         if locks != state.locks.len() {
@@ -465,6 +618,19 @@ mod tests {
         }
     }
 
+    fn no_oplock() -> OplockRequest {
+        OplockRequest {
+            level: 0,
+            connection: 1,
+            token: 0,
+            truncating: false,
+            created: false,
+            granted: 0,
+            breaks: Vec::new(),
+            waited_on: None,
+        }
+    }
+
     fn open(id: u64, access: u32, share_access: u32) -> OpenRef {
         OpenRef {
             id,
@@ -481,22 +647,52 @@ mod tests {
         let stream = (0, 1, 11, stream_id(Some("s")));
         let sibling = (0, 1, 12, 0);
         let other_share = (1, 1, 13, 0);
-        t.register(dir, "a", true, open(1, access::DELETE, 7))
+        t.register(dir, "a", true, open(1, access::DELETE, 7), &mut no_oplock())
             .unwrap();
-        t.register(file, "a/f", false, open(2, FILE_READ_DATA, 7))
-            .unwrap();
-        t.register(stream, "a/f", false, open(3, FILE_READ_DATA, 3))
-            .unwrap();
-        t.register(sibling, "a0", false, open(4, FILE_READ_DATA, 7))
-            .unwrap();
-        t.register(other_share, "a/f", false, open(5, FILE_READ_DATA, 7))
-            .unwrap();
+        t.register(
+            file,
+            "a/f",
+            false,
+            open(2, FILE_READ_DATA, 7),
+            &mut no_oplock(),
+        )
+        .unwrap();
+        t.register(
+            stream,
+            "a/f",
+            false,
+            open(3, FILE_READ_DATA, 3),
+            &mut no_oplock(),
+        )
+        .unwrap();
+        t.register(
+            sibling,
+            "a0",
+            false,
+            open(4, FILE_READ_DATA, 7),
+            &mut no_oplock(),
+        )
+        .unwrap();
+        t.register(
+            other_share,
+            "a/f",
+            false,
+            open(5, FILE_READ_DATA, 7),
+            &mut no_oplock(),
+        )
+        .unwrap();
         assert!(t.dir_open_for_delete(0, "a"));
         assert!(!t.dir_open_for_delete(0, "a/f"));
         // The stream does not share delete: the file cannot be opened
         // for DELETE.
         assert_eq!(
-            t.register(file, "a/f", false, open(6, access::DELETE, 7)),
+            t.register(
+                file,
+                "a/f",
+                false,
+                open(6, access::DELETE, 7),
+                &mut no_oplock()
+            ),
             Err(status::SHARING_VIOLATION)
         );
         t.moved(&dir, "a", "b");
@@ -518,10 +714,11 @@ mod tests {
     fn a_rename_needs_the_others_to_share_delete() {
         let mut t = FileTable::default();
         let f = (0, 1, 2, 0);
-        t.register(f, "f", false, open(1, access::DELETE, 0))
+        t.register(f, "f", false, open(1, access::DELETE, 0), &mut no_oplock())
             .unwrap();
         assert!(!t.others_deny_delete(&f, 1));
-        t.register(f, "f", false, open(2, 0x0080, 0)).unwrap();
+        t.register(f, "f", false, open(2, 0x0080, 0), &mut no_oplock())
+            .unwrap();
         assert!(t.others_deny_delete(&f, 1));
         assert!(t.unregister(&f, 2, false).last.is_none());
         assert!(!t.others_deny_delete(&f, 1));

@@ -3,6 +3,7 @@
 //! system is reached only through the share's `copyless_vfs::Vfs`.
 
 pub mod access;
+mod breaks;
 pub mod connection;
 pub mod credits;
 pub mod encryption;
@@ -14,6 +15,7 @@ pub mod intent;
 pub(crate) mod locks;
 mod negotiate;
 pub mod open;
+pub mod oplocks;
 pub mod path;
 mod pending;
 pub mod post;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use copyless_proto::messages::FileId;
 use copyless_vfs::{FileHandle, Vfs};
 
-use crate::file_table::{FileKey, LockWaiter};
+use crate::file_table::{Closed, FileKey};
 use crate::server::Server;
 
 pub struct Open {
@@ -65,23 +65,24 @@ pub fn current_path(server: &Server, key: &FileKey) -> Option<String> {
     server.files().get(key).map(|f| f.path().to_owned())
 }
 
-/// Releases an open: its share-mode entry and its locks go, and when it
-/// was the last open of a file marked for deletion, the file is removed.
-/// Returns the lock requests its locks stood in the way of.
-pub fn close_open(server: &Server, open: Open) -> Vec<LockWaiter> {
+/// Releases an open: its share-mode entry, its locks and its oplock go,
+/// and when it was the last open of a file marked for deletion, the file
+/// is removed. Returns what waited on them, to be woken.
+pub fn close_open(server: &Server, open: Open) -> Closed {
     let OpenKind::File(f) = open.kind else {
-        return Vec::new();
+        return Closed::default();
     };
-    let closed = server
+    let mut closed = server
         .files()
         .unregister(&f.key, open.file_id.volatile, f.delete_on_close);
     let unlink = closed
         .last
+        .take()
         .filter(|last| last.delete_pending)
         .map(|last| (last.path, last.is_dir));
     if unlink.is_some() && f.handle.stream.is_some() {
         let _ = f.vfs.delete_stream(&f.handle);
-        return closed.wake;
+        return closed;
     }
     // The last to close deletes, as themselves.
     let who = f.handle.who().clone();
@@ -91,5 +92,5 @@ pub fn close_open(server: &Server, open: Open) -> Vec<LockWaiter> {
         // as Windows leaves it when the delete cannot happen.
         let _ = f.vfs.unlink(&who, &path, is_dir);
     }
-    closed.wake
+    closed
 }

@@ -208,7 +208,7 @@ impl Connection {
     /// stood in the way of are tried again.
     pub(crate) fn release(&mut self, session_id: u64, open: Open) {
         let volatile = open.file_id.volatile;
-        let wake = close_open(&self.server, open);
+        let closed = close_open(&self.server, open);
         let ended: Vec<u64> = self
             .pending
             .iter()
@@ -218,7 +218,8 @@ impl Connection {
         for async_id in ended {
             self.answer(async_id, Err(status::RANGE_NOT_LOCKED), empty_body());
         }
-        self.wake(wake);
+        self.wake(closed.wake);
+        self.wake_held(closed.wake_held);
     }
 
     /// Closes every open of a session, or of one of its trees.

@@ -33,6 +33,12 @@ pub(crate) enum Kind {
     /// Byte-range locks went that a lock request pending here (by its
     /// AsyncId) waited for: it is tried again.
     LocksReleased { async_id: u64 },
+    /// An oplock this connection's open holds is broken: the holder is to
+    /// be told.
+    OplockBreak { open: u64, to: u8 },
+    /// The oplock breaks a held request here waited for are done: it runs
+    /// again.
+    BreakResolved { token: u64 },
 }
 
 impl Letter {
@@ -42,7 +48,9 @@ impl Letter {
     pub fn may_block(&self) -> bool {
         match self.0 {
             Kind::EndSession { .. } => true,
-            Kind::LocksReleased { .. } => false,
+            Kind::LocksReleased { .. } | Kind::OplockBreak { .. } => false,
+            // The request runs again, and opens files.
+            Kind::BreakResolved { .. } => true,
         }
     }
 }

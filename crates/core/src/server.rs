@@ -122,8 +122,10 @@ pub struct Server {
     /// Authenticated sessions and the connections that hold them.
     pub sessions: SessionTable,
     files: Mutex<FileTable>,
-    /// The table says here whether any file has a byte-range lock.
+    /// The table says here whether any file has a byte-range lock...
     any_byte_locks: Arc<AtomicBool>,
+    /// ...or an oplock.
+    any_oplocks: Arc<AtomicBool>,
     next_id: AtomicU64,
 }
 
@@ -141,6 +143,7 @@ impl Server {
             credentials,
             sessions: SessionTable::default(),
             any_byte_locks: files.any_locks_flag(),
+            any_oplocks: files.any_oplocks_flag(),
             files: Mutex::new(files),
             next_id: AtomicU64::new(1),
         })
@@ -157,6 +160,12 @@ impl Server {
     /// writes need not ask the table.
     pub fn has_byte_locks(&self) -> bool {
         self.any_byte_locks.load(Ordering::Acquire)
+    }
+
+    /// Whether any file has an oplock; while none has, writes need not
+    /// ask the table for level II oplocks to break.
+    pub fn has_oplocks(&self) -> bool {
+        self.any_oplocks.load(Ordering::Acquire)
     }
 
     pub fn files(&self) -> MutexGuard<'_, FileTable> {

@@ -12,8 +12,9 @@ use copyless_proto::messages;
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::{Writer, HEADER_LEN};
 
-use crate::connection::{Begun, Chain, Connection, Output};
+use crate::connection::{Begun, Chain, Connection, Output, Req};
 use crate::env::Env;
+use crate::file_table::FileKey;
 use crate::handlers::vfs_status;
 use crate::intent::{Completion, DataFile, Intent, Op, Token, WriteData};
 use crate::open::OpenKind;
@@ -93,7 +94,26 @@ enum Finish {
         volatile: u64,
     },
     Flush,
+    /// The request runs again from the start (see [`Hold`]).
+    Retry {
+        msg: Vec<u8>,
+        key: FileKey,
+    },
 }
+
+/// A request that runs again from the start once what stood in its way is
+/// gone: a CREATE waits so for other opens' oplocks to be broken
+/// (oplock.rs). The handler has registered `token` with the file table's
+/// waiters of file `key`, which wake it.
+pub(crate) struct Hold {
+    pub token: Token,
+    pub key: FileKey,
+}
+
+/// How long a request waits for an oplock break to be acknowledged before
+/// the server takes it as given, as Windows does (35 s, MS-SMB2 3.3.2.1
+/// Oplock Break Acknowledgment Timer).
+pub(crate) const BREAK_TIMEOUT: Duration = Duration::from_secs(35);
 
 impl Connection {
     /// Sends the wait's intent out and keeps the compound until its
@@ -233,6 +253,124 @@ impl Connection {
         }
     }
 
+    /// Keeps the compound stopped at a request that runs again when its
+    /// hold's token is woken (or its break times out).
+    pub(crate) fn hold(
+        &mut self,
+        mut chain: Chain,
+        begun: Begun,
+        msg: &[u8],
+        rest: Vec<u8>,
+        hold: Hold,
+        now: u64,
+    ) {
+        let start = self.link(&mut chain);
+        self.waiting.insert(
+            hold.token,
+            Waiting {
+                chain,
+                begun,
+                finish: Finish::Retry {
+                    msg: msg.to_vec(),
+                    key: hold.key,
+                },
+                rest,
+                start,
+                since: now,
+                cancelled: false,
+            },
+        );
+    }
+
+    /// A token for a request that is about to be held.
+    pub(crate) fn next_hold_token(&mut self) -> Token {
+        let token = self.next_token;
+        self.next_token += 1;
+        token
+    }
+
+    /// Runs held requests again: those woken since the last output, and
+    /// those whose wait was cancelled (they end with STATUS_CANCELLED).
+    pub(crate) fn run_retries(&mut self, env: &mut dyn Env, out: &mut Output) {
+        while !self.retries.is_empty() {
+            for token in mem::take(&mut self.retries) {
+                self.retry(token, env, out);
+            }
+        }
+    }
+
+    fn retry(&mut self, token: Token, env: &mut dyn Env, out: &mut Output) {
+        if !matches!(
+            self.waiting.get(&token).map(|w| &w.finish),
+            Some(Finish::Retry { .. })
+        ) {
+            return;
+        }
+        let Some(Waiting {
+            mut chain,
+            mut begun,
+            finish: Finish::Retry { msg, .. },
+            rest,
+            cancelled,
+            ..
+        }) = self.waiting.remove(&token)
+        else {
+            return;
+        };
+        let mut w = Writer::with_capacity(HEADER_LEN + 128);
+        w.zeros(HEADER_LEN);
+        let result = if cancelled {
+            Err(status::CANCELLED)
+        } else {
+            let req = Req {
+                msg: &msg,
+                hdr: begun.hdr,
+                session_id: begun.reply.session_id,
+                tree_id: begun.reply.tree_id,
+                encrypted: chain.sealed.is_some(),
+                frame_at: None,
+            };
+            let result = self.run(&req, &mut begun.reply, &mut chain.compound, &mut w, env);
+            if let (Ok(_), Some(hold)) = (&result, begun.reply.hold.take()) {
+                self.hold(chain, begun, &msg, rest, hold, env.now());
+                return;
+            }
+            result
+        };
+        let bytes = self.finish_one(&mut begun, result, w, &mut chain);
+        out.requests
+            .push(self.request_trace(&begun.hdr, Some((&bytes, &begun.reply))));
+        let start = chain.out.len();
+        chain.out.extend_from_slice(&bytes);
+        chain.prev = Some((start, begun.reply.sign_sid));
+        if begun.reply.disconnect || rest.is_empty() {
+            chain.disconnect |= begun.reply.disconnect;
+            self.finish_chain(chain, env, out);
+        } else {
+            self.drive(chain, &rest, None, env, out);
+        }
+    }
+
+    /// Held requests whose oplock breaks were not acknowledged in time:
+    /// the breaks are taken as done, and whoever waited on them runs
+    /// again.
+    pub(crate) fn expire_holds(&mut self, now: u64) {
+        let after = BREAK_TIMEOUT.as_nanos() as u64 / 100;
+        let expired: Vec<FileKey> = self
+            .waiting
+            .values()
+            .filter(|w| now.saturating_sub(w.since) >= after)
+            .filter_map(|w| match &w.finish {
+                Finish::Retry { key, .. } => Some(*key),
+                _ => None,
+            })
+            .collect();
+        for key in expired {
+            let wake = self.server.files().end_breaks(&key);
+            self.wake_held(wake);
+        }
+    }
+
     /// CANCEL (MS-SMB2 3.3.5.16): finds the waiting request by AsyncId, or
     /// by MessageId when it has had no interim response, and asks the
     /// engine to stop its intent. A request the engine cannot stop ends as
@@ -250,11 +388,20 @@ impl Connection {
                 h.flags & FLAG_ASYNC_COMMAND == 0 && h.message_id == hdr.message_id
             }
         });
-        if let Some((token, w)) = found {
-            if !w.cancelled {
-                w.cancelled = true;
-                self.cancelled.push(*token);
+        let Some((token, w)) = found.filter(|(_, w)| !w.cancelled) else {
+            return;
+        };
+        w.cancelled = true;
+        let token = *token;
+        match &w.finish {
+            // A held request ends now; it leaves the file's waiters.
+            Finish::Retry { key, .. } => {
+                let key = *key;
+                let id = self.id();
+                self.server.files().forget_break_waiter(&key, id, token);
+                self.retries.push(token);
             }
+            _ => self.cancelled.push(token),
         }
     }
 

@@ -322,6 +322,42 @@ impl LockRequest {
     }
 }
 
+// ---- OPLOCK_BREAK ----
+
+pub const OPLOCK_LEVEL_NONE: u8 = 0x00;
+pub const OPLOCK_LEVEL_II: u8 = 0x01;
+pub const OPLOCK_LEVEL_EXCLUSIVE: u8 = 0x08;
+pub const OPLOCK_LEVEL_BATCH: u8 = 0x09;
+pub const OPLOCK_LEVEL_LEASE: u8 = 0xFF;
+
+/// SMB2 Oplock Break Acknowledgment (MS-SMB2 2.2.24.1): the level the
+/// client lowered its oplock to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OplockBreakAck {
+    pub oplock_level: u8,
+    pub file_id: FileId,
+}
+
+impl OplockBreakAck {
+    pub fn parse(msg: &[u8]) -> Result<Self> {
+        let mut r = body(msg, 24)?;
+        let oplock_level = r.u8()?;
+        r.skip(5)?;
+        let file_id = FileId::read(&mut r)?;
+        Ok(OplockBreakAck {
+            oplock_level,
+            file_id,
+        })
+    }
+}
+
+/// The Oplock Break Notification and the Oplock Break Response
+/// (MS-SMB2 2.2.23.1, 2.2.25.1), which share one layout.
+pub fn write_oplock_break(w: &mut Writer, oplock_level: u8, file_id: FileId) {
+    w.u16(24).u8(oplock_level).u8(0).u32(0);
+    file_id.write(w);
+}
+
 // ---- FLUSH ----
 
 pub fn parse_flush(msg: &[u8]) -> Result<FileId> {

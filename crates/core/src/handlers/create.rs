@@ -10,14 +10,15 @@ use copyless_proto::{utf16, Writer};
 use copyless_vfs::{attr, CreateAction, Disposition, Kind, OpenRequest, Opened, Vfs, VfsError};
 
 use crate::access::{self, map_generic};
-use crate::connection::{Compound, Connection, Req};
+use crate::connection::{Compound, Connection, Reply, Req};
 use crate::env::Env;
-use crate::file_table::{stream_id, FileKey, OpenRef};
+use crate::file_table::{stream_id, FileKey, OpenRef, OplockRequest};
 use crate::handlers::{file_times, vfs_status};
 use crate::open::{FileOpen, Open, OpenKind};
 use crate::security::{self, Caller};
 use crate::server::Server;
 use crate::tree::TreeKind;
+use crate::waiting::Hold;
 
 pub const FILE_DIRECTORY_FILE: u32 = 0x0000_0001;
 pub const FILE_WRITE_THROUGH: u32 = 0x0000_0002;
@@ -54,6 +55,7 @@ impl Connection {
         &mut self,
         req: &Req<'_>,
         compound: &mut Compound,
+        reply: &mut Reply,
         w: &mut Writer,
         _env: &mut dyn Env,
     ) -> Result<NtStatus, NtStatus> {
@@ -74,6 +76,16 @@ impl Connection {
         }
         let contexts = cc::parse_chain(cr.contexts).map_err(|_| status::INVALID_PARAMETER)?;
         let server = self.server.clone();
+        let mut oplock = OplockRequest {
+            level: cr.oplock_level,
+            connection: self.id(),
+            token: self.next_hold_token(),
+            truncating: matches!(cr.create_disposition, SUPERSEDE | OVERWRITE | OVERWRITE_IF),
+            created: false,
+            granted: 0,
+            breaks: Vec::new(),
+            waited_on: None,
+        };
         let connection_opens: usize = self.sessions.values().map(|s| s.opens.len()).sum();
         let session = self
             .sessions
@@ -155,14 +167,48 @@ impl Connection {
         let rights = (granted, tree.maximal_access);
         let outcome = match &stream {
             None => open_or_create(
-                &server, index, vfs, &path, &cr, kind, rights, &caller, read_only, id,
-            )?,
+                &server,
+                index,
+                vfs,
+                &path,
+                &cr,
+                kind,
+                rights,
+                &caller,
+                read_only,
+                id,
+                &mut oplock,
+            ),
             Some(name) => {
                 if kind == Kind::Directory {
                     return Err(status::NOT_A_DIRECTORY);
                 }
-                open_or_create_stream(&server, index, vfs, &path, name, &cr, rights, &caller, id)?
+                open_or_create_stream(
+                    &server,
+                    index,
+                    vfs,
+                    &path,
+                    name,
+                    &cr,
+                    rights,
+                    &caller,
+                    id,
+                    &mut oplock,
+                )
             }
+        };
+        let outcome = match (outcome, oplock.waited_on) {
+            // Oplocks of other opens are being broken: the request runs
+            // again once their holders answered (or closed).
+            (Err(status::PENDING), Some(key)) => {
+                self.send_breaks(oplock.breaks);
+                reply.hold = Some(Hold {
+                    token: oplock.token,
+                    key,
+                });
+                return Ok(status::PENDING);
+            }
+            (outcome, _) => outcome?,
         };
         let Outcome {
             opened,
@@ -228,8 +274,8 @@ impl Connection {
             },
         );
         compound.file_id = Some(file_id);
-        let action_code = action;
-        messages::write_create_response(w, 0, action_code, &times, file_id, &ctx_bytes);
+        messages::write_create_response(w, oplock.granted, action, &times, file_id, &ctx_bytes);
+        self.send_breaks(oplock.breaks);
         Ok(status::SUCCESS)
     }
 }
@@ -271,6 +317,7 @@ fn open_or_create(
     caller: &Caller<'_>,
     read_only: bool,
     id: u64,
+    oplock: &mut OplockRequest,
 ) -> Result<Outcome, NtStatus> {
     let disposition = cr.create_disposition;
     let wants_read = granted & (access::FILE_READ_DATA | access::FILE_EXECUTE) != 0;
@@ -325,7 +372,7 @@ fn open_or_create(
                 {
                     return Err(status::CANNOT_DELETE);
                 }
-                register(server, index, &opened, id, granted, cr.share_access)?;
+                register(server, index, &opened, id, granted, cr.share_access, oplock)?;
                 let mut opened = opened;
                 let action = if truncating {
                     let attrs = (cr.file_attributes & attr::SETTABLE) | attr::ARCHIVE;
@@ -379,7 +426,8 @@ fn open_or_create(
                 };
                 match create_inheriting(vfs, &req, caller)? {
                     Some(opened) => {
-                        register(server, index, &opened, id, granted, cr.share_access)?;
+                        oplock.created = true;
+                        register(server, index, &opened, id, granted, cr.share_access, oplock)?;
                         return Ok(Outcome {
                             opened,
                             action: ACTION_CREATED,
@@ -428,6 +476,7 @@ fn register(
     id: u64,
     access: u32,
     share_access: u32,
+    oplock: &mut OplockRequest,
 ) -> Result<(), NtStatus> {
     server.files().register(
         file_key(index, opened),
@@ -438,6 +487,7 @@ fn register(
             access,
             share_access,
         },
+        oplock,
     )
 }
 
@@ -495,6 +545,7 @@ fn open_or_create_stream(
     (granted, maximal): (u32, u32),
     caller: &Caller<'_>,
     id: u64,
+    oplock: &mut OplockRequest,
 ) -> Result<Outcome, NtStatus> {
     let disposition = match cr.create_disposition {
         SUPERSEDE => Disposition::Supersede,
@@ -564,7 +615,8 @@ fn open_or_create_stream(
             return Err(vfs_status(&e));
         }
     };
-    register(server, index, &opened, id, granted, cr.share_access)?;
+    oplock.created = matches!(opened.action, CreateAction::Created);
+    register(server, index, &opened, id, granted, cr.share_access, oplock)?;
     let action = match opened.action {
         CreateAction::Superseded => ACTION_SUPERSEDED,
         CreateAction::Opened => ACTION_OPENED,

@@ -142,6 +142,9 @@ impl Connection {
         }
         self.check_charge(req, wr.data.len() as u32)?;
         let locked = self.server.has_byte_locks().then(|| self.server.clone());
+        if self.server.has_oplocks() {
+            self.break_level2_for(req, compound, wr.file_id)?;
+        }
         let open = self.open_mut(req, compound, wr.file_id)?;
         let access = open.access;
         let volatile = open.file_id.volatile;
@@ -192,6 +195,24 @@ impl Connection {
 }
 
 impl Connection {
+    /// Writing and locking a file break the level II oplocks on it, the
+    /// writer's own too (MS-FSA 2.1.5.3, 2.1.5.7): their holders are told,
+    /// and answer nothing.
+    fn break_level2_for(
+        &mut self,
+        req: &Req<'_>,
+        compound: &mut Compound,
+        id: messages::FileId,
+    ) -> Result<(), NtStatus> {
+        let open = self.open_mut(req, compound, id)?;
+        if let OpenKind::File(f) = &open.kind {
+            let key = f.key;
+            let breaks = self.server.files().break_level2(&key);
+            self.send_breaks(breaks);
+        }
+        Ok(())
+    }
+
     /// LOCK (MS-SMB2 3.3.5.14): byte-range locks taken all or none, or
     /// given back. A single lock that may wait goes pending until the
     /// locks in its way go (pending.rs); unlocking wakes the waiters.
@@ -205,6 +226,9 @@ impl Connection {
         let lr = LockRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
         if lr.locks.is_empty() {
             return Err(status::INVALID_PARAMETER);
+        }
+        if self.server.has_oplocks() && lr.locks[0].flags & messages::LOCKFLAG_UNLOCK == 0 {
+            self.break_level2_for(req, compound, lr.file_id)?;
         }
         let server = self.server.clone();
         let open = self.open_mut(req, compound, lr.file_id)?;

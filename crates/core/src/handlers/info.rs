@@ -131,6 +131,8 @@ impl Connection {
         let OpenKind::File(f) = &mut open.kind else {
             return Err(status::NOT_SUPPORTED);
         };
+        // A new size breaks level II oplocks (MS-FSA 2.1.5.14.4, .14.11).
+        let mut breaks = Vec::new();
         if s.info_type == messages::INFO_SECURITY {
             if read_only {
                 return Err(status::ACCESS_DENIED);
@@ -219,6 +221,7 @@ impl Connection {
                     return Err(status::INVALID_PARAMETER);
                 }
                 f.vfs.set_len(&f.handle, len).map_err(|e| vfs_status(&e))?;
+                breaks = server.files().break_level2(&f.key);
             }
             class::FILE_ALLOCATION_INFORMATION => {
                 need(access::FILE_WRITE_DATA)?;
@@ -235,6 +238,7 @@ impl Connection {
                         .set_allocation(&f.handle, len)
                         .map_err(|e| vfs_status(&e))?;
                 }
+                breaks = server.files().break_level2(&f.key);
             }
             class::FILE_POSITION_INFORMATION => {
                 f.position = fscc::decode_u64(s.buffer).map_err(bad)?;
@@ -248,6 +252,7 @@ impl Connection {
             }
             _ => return Err(status::INVALID_INFO_CLASS),
         }
+        self.send_breaks(breaks);
         messages::write_set_info_response(w);
         Ok(status::SUCCESS)
     }

@@ -1,0 +1,217 @@
+//! Oplocks between two clients, each on its own connection: granted,
+//! broken by the other's open, acknowledged, given up by closing, timed
+//! out, and broken to none by a write.
+
+use copyless_proto::client::{self as wire, CreateParams, CreateReply};
+use copyless_proto::command;
+use copyless_proto::header::{Header, FLAG_ASYNC_COMMAND, FLAG_SIGNED};
+use copyless_proto::messages::{
+    FileId, OPLOCK_LEVEL_BATCH, OPLOCK_LEVEL_EXCLUSIVE, OPLOCK_LEVEL_II, OPLOCK_LEVEL_NONE,
+};
+use copyless_proto::status;
+use copyless_scripted::{config, memory_server, put_file, Client, Reply, Request, Users};
+use std::sync::Arc;
+
+const READ_WRITE: u32 = 0x0012_019f;
+const OPEN_IF: u32 = 3;
+const OVERWRITE_IF: u32 = 5;
+
+fn create(name: &str, oplock_level: u8, disposition: u32) -> Request {
+    Request::new(command::CREATE, 1, |w| {
+        wire::write_create_request(
+            w,
+            &CreateParams {
+                oplock_level,
+                desired_access: READ_WRITE,
+                file_attributes: 0,
+                share_access: 7,
+                disposition,
+                options: 0x40,
+                name,
+                contexts: &[],
+            },
+        )
+        .unwrap()
+    })
+}
+
+/// The file id and oplock level of a CREATE reply.
+fn opened(r: &Reply) -> (FileId, u8) {
+    assert_eq!(r.status(), status::SUCCESS);
+    let c = CreateReply::parse(&r.msg).unwrap();
+    (c.file_id, c.oplock_level)
+}
+
+/// The file id and level of a break notification.
+fn notification(r: &Reply) -> (FileId, u8) {
+    assert_eq!(r.header.command, command::OPLOCK_BREAK);
+    assert_eq!(r.header.message_id, u64::MAX);
+    let body = &r.msg[64..];
+    assert_eq!(u16::from_le_bytes([body[0], body[1]]), 24);
+    let id = FileId {
+        persistent: u64::from_le_bytes(body[8..16].try_into().unwrap()),
+        volatile: u64::from_le_bytes(body[16..24].try_into().unwrap()),
+    };
+    (id, body[2])
+}
+
+fn ack(id: FileId, level: u8) -> Request {
+    Request::new(command::OPLOCK_BREAK, 1, |w| {
+        w.u16(24).u8(level).u8(0).u32(0);
+        w.u64(id.persistent).u64(id.volatile);
+    })
+}
+
+fn setup() -> (Client, Client) {
+    let users = Arc::new(Users::default());
+    users.add("u", "pw");
+    let (server, vfs) = memory_server(config(), users);
+    put_file(vfs.as_ref(), "doc", &[1; 100]);
+    let a = Client::login(server.clone(), "u", "pw");
+    let b = Client::login(server, "u", "pw");
+    (a, b)
+}
+
+/// `a` holds a batch oplock on "doc"; `b` opens it too and is held until
+/// `a` answers the break the letter brings: returns `a`'s file id.
+fn held_by_a_break(a: &mut Client, b: &mut Client) -> FileId {
+    let (fa, level) = opened(&a.call(create("doc", OPLOCK_LEVEL_BATCH, OPEN_IF)));
+    assert_eq!(level, OPLOCK_LEVEL_BATCH, "the only open gets what it asks");
+    assert!(
+        b.send(vec![create("doc", OPLOCK_LEVEL_BATCH, OPEN_IF)])
+            .is_empty(),
+        "the second open waits for the break"
+    );
+    let letter = b.posted.pop().expect("a letter for the holder");
+    assert_eq!(letter.to, a.conn.id());
+    let replies = a.receive(letter.letter);
+    assert_eq!(replies.len(), 1);
+    assert_eq!(notification(&replies[0]), (fa, OPLOCK_LEVEL_II));
+    fa
+}
+
+#[test]
+fn a_second_open_waits_for_the_break_and_gets_level_ii() {
+    let (mut a, mut b) = setup();
+    let fa = held_by_a_break(&mut a, &mut b);
+    let r = a.call(ack(fa, OPLOCK_LEVEL_II));
+    assert_eq!(r.status(), status::SUCCESS);
+    assert_eq!(
+        r.msg[64 + 2],
+        OPLOCK_LEVEL_II,
+        "the response names the level"
+    );
+    let letter = a.posted.pop().expect("the waiting connection is woken");
+    let replies = b.receive(letter.letter);
+    assert_eq!(replies.len(), 1);
+    let (_, level) = opened(&replies[0]);
+    assert_eq!(level, OPLOCK_LEVEL_II, "others are open: level II at most");
+    // The break is over: a second acknowledgement is a protocol error.
+    assert_eq!(
+        a.call(ack(fa, OPLOCK_LEVEL_NONE)).status(),
+        status::INVALID_OPLOCK_PROTOCOL
+    );
+}
+
+#[test]
+fn closing_instead_of_acknowledging_lets_the_open_through() {
+    let (mut a, mut b) = setup();
+    let fa = held_by_a_break(&mut a, &mut b);
+    assert_eq!(a.close(fa), status::SUCCESS);
+    let letter = a.posted.pop().unwrap();
+    let (_, level) = opened(&b.receive(letter.letter)[0]);
+    assert_eq!(level, OPLOCK_LEVEL_BATCH, "it is the only open now");
+}
+
+#[test]
+fn a_break_nobody_answers_ends_after_35_seconds() {
+    let (mut a, mut b) = setup();
+    let fa = held_by_a_break(&mut a, &mut b);
+    b.env.now += 34 * 10_000_000;
+    let replies = b.tick();
+    assert!(
+        replies
+            .iter()
+            .all(|r| r.header.command != command::CREATE || r.status() == status::PENDING),
+        "still waiting at 34 s"
+    );
+    b.env.now += 2 * 10_000_000;
+    let replies = b.tick();
+    let done: Vec<&Reply> = replies
+        .iter()
+        .filter(|r| r.status() != status::PENDING)
+        .collect();
+    assert_eq!(done.len(), 1);
+    assert_eq!(opened(done[0]).1, OPLOCK_LEVEL_II);
+    assert!(
+        done[0].header.flags & FLAG_ASYNC_COMMAND != 0,
+        "after its interim"
+    );
+    assert_eq!(
+        a.call(ack(fa, OPLOCK_LEVEL_II)).status(),
+        status::INVALID_OPLOCK_PROTOCOL,
+        "too late"
+    );
+}
+
+#[test]
+fn a_held_open_can_be_cancelled() {
+    let (mut a, mut b) = setup();
+    held_by_a_break(&mut a, &mut b);
+    // Past the interim response, so that CANCEL names its AsyncId.
+    b.env.now += 10_000_000;
+    let interim = b.tick();
+    assert_eq!(interim.len(), 1);
+    assert_eq!(interim[0].status(), status::PENDING);
+    let mut frame = Vec::new();
+    Header {
+        command: command::CANCEL,
+        flags: FLAG_ASYNC_COMMAND | if b.is_signing() { FLAG_SIGNED } else { 0 },
+        async_id: interim[0].header.async_id,
+        session_id: b.session_id,
+        ..Header::default()
+    }
+    .write(&mut frame);
+    frame.extend_from_slice(&[4, 0, 0, 0]);
+    b.sign(&mut frame);
+    let replies = b.handle_frame(&frame);
+    assert_eq!(replies.len(), 1);
+    assert_eq!(replies[0].status(), status::CANCELLED);
+}
+
+#[test]
+fn writes_and_overwrites_break_level_ii_to_none_without_waiting() {
+    let (mut a, mut b) = setup();
+    let (fa, level) = opened(&a.call(create("doc", OPLOCK_LEVEL_II, OPEN_IF)));
+    assert_eq!(level, OPLOCK_LEVEL_II);
+    let (fb, level) = opened(&b.call(create("doc", OPLOCK_LEVEL_EXCLUSIVE, OPEN_IF)));
+    assert_eq!(level, OPLOCK_LEVEL_II, "another open is there");
+    // b's write breaks both: its own at once, a's by a letter.
+    let replies = b.send(vec![Request::new(command::WRITE, 1, |w| {
+        wire::write_write_request_head(w, fb, 0, 1, 0);
+        w.u8(9);
+    })]);
+    assert_eq!(replies.len(), 2);
+    let (breaks, writes): (Vec<&Reply>, Vec<&Reply>) = replies
+        .iter()
+        .partition(|r| r.header.command == command::OPLOCK_BREAK);
+    assert_eq!(writes[0].status(), status::SUCCESS);
+    assert_eq!(notification(breaks[0]), (fb, OPLOCK_LEVEL_NONE));
+    let letter = b.posted.pop().unwrap();
+    assert_eq!(
+        notification(&a.receive(letter.letter)[0]),
+        (fa, OPLOCK_LEVEL_NONE)
+    );
+    // Nothing to acknowledge from level II.
+    assert_eq!(
+        a.call(ack(fa, OPLOCK_LEVEL_NONE)).status(),
+        status::INVALID_OPLOCK_PROTOCOL
+    );
+    // An overwrite breaks level II without waiting either.
+    let (_, level) = opened(&a.call(create("doc", OPLOCK_LEVEL_II, OPEN_IF)));
+    assert_eq!(level, OPLOCK_LEVEL_II);
+    let r = b.send(vec![create("doc", OPLOCK_LEVEL_NONE, OVERWRITE_IF)]);
+    assert_eq!(r.len(), 1, "no wait");
+    assert_eq!(opened(&r[0]).1, OPLOCK_LEVEL_NONE);
+    assert_eq!(b.posted.len(), 1, "a's new level II open is told");
+}
