@@ -108,6 +108,12 @@ pub enum Locked {
     Waiting,
 }
 
+/// The paths beneath directory `path` are those from "path/" up to (not
+/// including) "path0", '0' being the character after '/'.
+fn beneath(path: &str) -> (String, String) {
+    (format!("{path}/"), format!("{path}0"))
+}
+
 /// What closing an open leaves to do.
 #[derive(Default)]
 pub struct Closed {
@@ -525,6 +531,18 @@ impl FileTable {
             .any(|(_, s)| s.is_dir && s.counts.delete_access > 0)
     }
 
+    /// Whether anything is open beneath the directory at `path`.
+    pub fn is_open_beneath(&self, share: usize, path: &str) -> bool {
+        let (from, to) = beneath(path);
+        self.by_path
+            .range((
+                Bound::Included((share, from, (0, 0, 0, 0))),
+                Bound::Excluded((share, to, (0, 0, 0, 0))),
+            ))
+            .next()
+            .is_some()
+    }
+
     /// Whether anything is open at `path`.
     pub fn is_open_at(&self, share: usize, path: &str) -> bool {
         self.at_path(share, path).next().is_some()
@@ -534,10 +552,7 @@ impl FileTable {
     /// streams, and everything open beneath it, are at their new paths.
     pub fn moved(&mut self, key: &FileKey, from: &str, to: &str) {
         let share = key.0;
-        let prefix = format!("{from}/");
-        // Beneath `from`: paths from "from/" up to (not including)
-        // "from0", '0' being the character after '/'.
-        let beneath_end = format!("{from}0");
+        let (prefix, beneath_end) = beneath(from);
         let mut moves: Vec<(String, FileKey)> = self
             .by_path
             .range((

@@ -339,6 +339,11 @@ fn rename(
         if table.dir_open_for_delete(share, parent) {
             return Err(status::SHARING_VIOLATION);
         }
+        // Nor does it rename a directory with anything open beneath it
+        // (smb2.rename.rename_dir_openfile).
+        if f.is_dir && table.is_open_beneath(share, state.path()) {
+            return Err(status::ACCESS_DENIED);
+        }
         state.path().to_owned()
     };
     if let Ok(existing) = f.vfs.resolve(f.handle.who(), target) {
