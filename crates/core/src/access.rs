@@ -2,6 +2,8 @@
 //! 2.1.5.1.2).
 
 pub const FILE_READ_DATA: u32 = 0x0000_0001;
+/// FILE_READ_DATA, as a directory's right to be listed.
+pub const FILE_LIST_DIRECTORY: u32 = FILE_READ_DATA;
 pub const FILE_WRITE_DATA: u32 = 0x0000_0002;
 pub const FILE_APPEND_DATA: u32 = 0x0000_0004;
 pub const FILE_READ_EA: u32 = 0x0000_0008;

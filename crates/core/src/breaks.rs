@@ -4,31 +4,70 @@
 //! requests it wakes. The rules of granting and breaking are oplocks.rs'.
 
 use copyless_proto::header::{Header, FLAG_SERVER_TO_REDIR};
+use copyless_proto::lease::{self, LeaseBreakAck};
 use copyless_proto::messages::{self, FileId, OplockBreakAck, OPLOCK_LEVEL_LEASE};
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::{command as cmd, Writer, HEADER_LEN};
 
-use crate::connection::{Compound, Connection, Output, Req};
+use crate::connection::{Compound, Connection, Output, Reply, Req};
 use crate::env::Env;
+use crate::file_table::FileKey;
 use crate::intent::Token;
+use crate::leases::LeaseBreak;
+use crate::open::FileOpen;
 use crate::open::OpenKind;
 use crate::oplocks::Break;
 use crate::post::{ConnectionId, Kind, Letter, Message};
+use crate::server::Server;
+use crate::waiting::Hold;
 
-/// A break notification this connection is to send: the open (its
-/// volatile file id) and the level offered.
-pub(crate) struct Notice {
-    pub open: u64,
-    pub to: u8,
+/// A break notification this connection is to send.
+pub(crate) enum Notice {
+    /// An oplock's: the open (its volatile file id) and the level
+    /// offered.
+    Oplock {
+        open: u64,
+        to: u8,
+    },
+    Lease(LeaseBreak),
+}
+
+/// Whether other clients' leases on `f`'s file cache handles, which a
+/// rename or delete through open `by` must wait for them to give up: the
+/// file and the breaks to send, with `hold` (a connection and a token)
+/// made a waiter. None when nothing stands in the way.
+pub(crate) fn handles_cached(
+    server: &Server,
+    f: &FileOpen,
+    by: u64,
+    hold: (ConnectionId, Token),
+) -> Option<(FileKey, Vec<LeaseBreak>)> {
+    if !server.has_oplocks() {
+        return None;
+    }
+    let (breaks, wait) = server.files().break_handle_caching(&f.key, by, hold);
+    wait.then_some((f.key, breaks))
 }
 
 impl Connection {
+    /// Holds a request until the leases broken for it are acknowledged.
+    pub(crate) fn hold_for_leases(
+        &mut self,
+        (key, breaks): (FileKey, Vec<LeaseBreak>),
+        reply: &mut Reply,
+        token: Token,
+    ) -> Result<NtStatus, NtStatus> {
+        self.send_lease_breaks(breaks);
+        reply.hold = Some(Hold { token, key });
+        Ok(status::PENDING)
+    }
+
     /// Tells each holder of a broken oplock: this connection's own at the
     /// next output, others' by a letter.
     pub(crate) fn send_breaks(&mut self, breaks: Vec<Break>) {
         for b in breaks {
             if b.holder == self.id() {
-                self.notices.push(Notice {
+                self.notices.push(Notice::Oplock {
                     open: b.open,
                     to: b.to,
                 });
@@ -39,6 +78,26 @@ impl Connection {
                         open: b.open,
                         to: b.to,
                     }),
+                });
+            }
+        }
+    }
+
+    /// Tells each client whose lease is broken, on the connection of its
+    /// lease's oldest open.
+    pub(crate) fn send_lease_breaks(&mut self, breaks: Vec<LeaseBreak>) {
+        for b in breaks {
+            let to = self
+                .server
+                .clients
+                .oldest(&b.client)
+                .unwrap_or(b.connection);
+            if to == self.id() {
+                self.notices.push(Notice::Lease(b));
+            } else {
+                self.outbox.push(Message {
+                    to,
+                    letter: Letter(Kind::LeaseBreak(b)),
                 });
             }
         }
@@ -65,25 +124,47 @@ impl Connection {
     /// closed is dropped.
     pub(crate) fn send_notices(&mut self, env: &mut dyn Env, out: &mut Output) {
         for n in std::mem::take(&mut self.notices) {
-            let Some(session) = self
-                .sessions
-                .values_mut()
-                .find(|s| s.opens.contains_key(&n.open))
-            else {
-                continue;
+            let mut w = Writer::new();
+            // An oplock's break names the open's session; a lease's none
+            // (it is the client's), and goes sealed when the client's
+            // sessions are.
+            let session = match &n {
+                Notice::Oplock { open, to } => {
+                    let Some(session) = self
+                        .sessions
+                        .values_mut()
+                        .find(|s| s.opens.contains_key(open))
+                    else {
+                        continue;
+                    };
+                    messages::write_oplock_break(&mut w, *to, session.opens[open].file_id);
+                    session
+                }
+                Notice::Lease(b) => {
+                    let Some(session) = self
+                        .sessions
+                        .values_mut()
+                        .filter(|s| s.is_valid())
+                        .max_by_key(|s| s.encrypt_data)
+                    else {
+                        continue;
+                    };
+                    lease::write_lease_break(&mut w, b.epoch, b.flags, &b.key, b.current, b.new);
+                    session
+                }
             };
-            let file_id = session.opens[&n.open].file_id;
             let header = Header {
                 command: cmd::OPLOCK_BREAK,
                 flags: FLAG_SERVER_TO_REDIR,
                 message_id: u64::MAX,
-                session_id: session.id,
+                session_id: match n {
+                    Notice::Oplock { .. } => session.id,
+                    Notice::Lease(_) => 0,
+                },
                 ..Header::default()
             };
-            let mut msg = Vec::with_capacity(HEADER_LEN + 24);
+            let mut msg = Vec::with_capacity(HEADER_LEN + 44);
             header.write(&mut msg);
-            let mut w = Writer::new();
-            messages::write_oplock_break(&mut w, n.to, file_id);
             msg.extend_from_slice(&w.buf);
             let frame = match session.ciphers.as_mut().filter(|_| session.encrypt_data) {
                 Some(c) => {
@@ -106,6 +187,11 @@ impl Connection {
         compound: &mut Compound,
         w: &mut Writer,
     ) -> Result<NtStatus, NtStatus> {
+        match lease::break_ack_size(req.msg) {
+            Some(24) => {}
+            Some(36) => return self.lease_break_ack(req, w),
+            _ => return Err(status::INVALID_PARAMETER),
+        }
         let ack = OplockBreakAck::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
         let server = self.server.clone();
         let open = self.open_mut(req, compound, ack.file_id)?;
@@ -123,6 +209,19 @@ impl Connection {
                 .acknowledge_break(&key, file_id.volatile, ack.oplock_level)?;
         self.wake_held(wake);
         messages::write_oplock_break(w, level, file_id);
+        Ok(status::SUCCESS)
+    }
+
+    /// A Lease Break Acknowledgment (MS-SMB2 3.3.5.22.2): the client's
+    /// lease, by this connection's ClientGuid, takes the state
+    /// acknowledged; a further break may follow at once.
+    fn lease_break_ack(&mut self, req: &Req<'_>, w: &mut Writer) -> Result<NtStatus, NtStatus> {
+        let ack = LeaseBreakAck::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
+        let id = (self.client_guid, ack.key);
+        let (next, wake) = self.server.files().acknowledge_lease(&id, ack.state)?;
+        self.send_lease_breaks(next.into_iter().collect());
+        self.wake_held(wake);
+        lease::write_lease_break_response(w, &ack.key, ack.state);
         Ok(status::SUCCESS)
     }
 }

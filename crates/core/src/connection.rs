@@ -22,6 +22,7 @@ use copyless_vfs::Identity;
 use crate::breaks::Notice;
 use crate::credits::CreditWindow;
 use crate::env::Env;
+use crate::file_table::Seen;
 use crate::intent::{Intent, Token};
 use crate::pending::{Answer, Awaits, Pending};
 use crate::post::{ConnectionId, Kind, Letter, Message};
@@ -249,6 +250,11 @@ pub struct Connection {
     pub(crate) retries: Vec<Token>,
     /// Oplock break notifications to send (breaks.rs).
     pub(crate) notices: Vec<Notice>,
+    /// A held request is running again (waiting.rs).
+    pub(crate) retrying: bool,
+    /// Changes this connection's watching opens are to be told of
+    /// (notify.rs).
+    pub(crate) seen: Vec<Seen>,
 }
 
 impl Connection {
@@ -283,6 +289,8 @@ impl Connection {
             answers: Vec::new(),
             retries: Vec::new(),
             notices: Vec::new(),
+            seen: Vec::new(),
+            retrying: false,
         }
     }
 
@@ -357,6 +365,7 @@ impl Connection {
     pub(crate) fn collect(&mut self, out: &mut Output, env: &mut dyn Env) {
         self.run_retries(env, out);
         self.send_notices(env, out);
+        self.take_changes();
         self.send_answers(env, out);
         out.cancel.append(&mut self.cancelled);
         out.messages.append(&mut self.outbox);
@@ -371,8 +380,10 @@ impl Connection {
                 }
             }
             Kind::LocksReleased { async_id } => self.retry_lock(async_id),
-            Kind::OplockBreak { open, to } => self.notices.push(Notice { open, to }),
+            Kind::OplockBreak { open, to } => self.notices.push(Notice::Oplock { open, to }),
+            Kind::LeaseBreak(b) => self.notices.push(Notice::Lease(b)),
             Kind::BreakResolved { token } => self.retries.push(token),
+            Kind::Changed(seen) => self.seen.extend(seen),
         }
         let mut out = Output::default();
         self.collect(&mut out, env);
@@ -654,6 +665,9 @@ impl Connection {
     /// Closes every open of every session (the connection went away);
     /// returns the letters that wake what its locks held up elsewhere.
     pub fn shutdown(&mut self) -> Vec<Message> {
+        if self.dialect != 0 {
+            self.server.clients.leave(self.client_guid, self.id());
+        }
         let ids: Vec<u64> = self.sessions.keys().copied().collect();
         for id in ids {
             self.remove_session(id);
@@ -948,20 +962,20 @@ impl Connection {
         match c {
             cmd::TREE_DISCONNECT => self.tree_disconnect(req, w),
             cmd::CREATE => self.create(req, compound, reply, w, env),
-            cmd::CLOSE => self.close(req, compound, w),
+            cmd::CLOSE => self.close(req, compound, reply, w),
             cmd::FLUSH => self.flush(req, compound, reply, w),
             cmd::READ => self.read(req, compound, reply, w),
             cmd::WRITE => self.write(req, compound, reply, w),
             cmd::QUERY_DIRECTORY => self.query_directory(req, compound, w),
             cmd::QUERY_INFO => self.query_info(req, compound, w),
-            cmd::SET_INFO => self.set_info(req, compound, w),
+            cmd::SET_INFO => self.set_info(req, compound, reply, w),
             cmd::IOCTL => self.ioctl(req, compound, reply, w),
             // CHANGE_NOTIFY always goes asynchronous; inside a compound,
             // short of the last request, Windows fails such a request with
             // STATUS_INTERNAL_ERROR (MS-SMB2 <159>).
             cmd::CHANGE_NOTIFY if compound.more_follow => Err(status::INTERNAL_ERROR),
             cmd::LOCK => self.lock(req, compound, reply, w),
-            cmd::CHANGE_NOTIFY => Err(status::NOT_SUPPORTED),
+            cmd::CHANGE_NOTIFY => self.change_notify(req, compound, reply, w),
             cmd::OPLOCK_BREAK => self.oplock_break(req, compound, w),
             _ => Err(status::INVALID_PARAMETER),
         }

@@ -16,9 +16,12 @@ use copyless_proto::status::{self, NtStatus};
 
 use crate::access::{self, SHARE_CHECKED};
 use crate::intent::Token;
+use crate::leases::{self, Lease, LeaseBreak, LeaseId};
 use crate::locks::{self, ByteLock};
 use crate::oplocks::{self, Ask, Break, OnOpen, Oplock};
 use crate::post::ConnectionId;
+use copyless_proto::lease::{HANDLE_CACHING, READ_CACHING, WRITE_CACHING};
+use copyless_proto::messages::OPLOCK_LEVEL_II;
 
 /// (share index, device, inode, stream): the last is 0 for a file's main
 /// data and [`stream_id`] for an alternate data stream, so each stream
@@ -46,6 +49,8 @@ pub struct OpenRef {
     pub id: u64,
     pub access: u32,
     pub share_access: u32,
+    /// The lease it shares, if it named one.
+    pub lease: Option<LeaseId>,
 }
 
 /// Everything known about an open file across all its opens.
@@ -67,7 +72,55 @@ pub struct FileState {
     oplocks: Vec<Oplock>,
     /// Held requests (a connection and its token) waiting for oplock
     /// breaks to be acknowledged.
-    break_waiters: Vec<(ConnectionId, Token)>,
+    break_waiters: Vec<Held>,
+    /// Opens of this directory that watch it for changes.
+    watchers: Vec<Watcher>,
+    /// Leases on the file (kept in the table's `leases`).
+    leases: Vec<LeaseId>,
+}
+
+/// A lease an open asks for: its name, the caching it wants, and for
+/// version 2 the parent's key and the epoch.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseAsk {
+    pub id: LeaseId,
+    pub state: u32,
+    pub v2: Option<([u8; 16], u16)>,
+}
+
+/// The lease an open has, as its CREATE response tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseGrant {
+    pub state: u32,
+    pub breaking: bool,
+    pub epoch: u16,
+    pub v2: Option<[u8; 16]>,
+}
+
+/// A held request: its connection and token (waiting.rs).
+pub type Held = (ConnectionId, Token);
+
+/// An open of a directory that CHANGE_NOTIFY made watch it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Watcher {
+    pub connection: ConnectionId,
+    /// The open (its volatile file id).
+    pub open: u64,
+    /// The completion filter of its last request.
+    pub filter: u32,
+    /// Its subtree too, not only its entries.
+    pub recursive: bool,
+}
+
+/// A change a watcher is to be told of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    pub connection: ConnectionId,
+    pub open: u64,
+    pub action: u32,
+    /// The changed entry's name beneath the watched directory, with `\`
+    /// between components.
+    pub name: String,
 }
 
 /// An open's oplock request, and what came of it.
@@ -88,6 +141,14 @@ pub struct OplockRequest {
     pub breaks: Vec<Break>,
     /// The file whose breaks the open waits for.
     pub waited_on: Option<FileKey>,
+    /// A lease asked for instead of an oplock...
+    pub lease: Option<LeaseAsk>,
+    /// ...and the lease the open has.
+    pub lease_granted: Option<LeaseGrant>,
+    /// Lease breaks to send.
+    pub lease_breaks: Vec<LeaseBreak>,
+    /// The request runs again after waiting for breaks.
+    pub retry: bool,
 }
 
 /// A LOCK request that waits, pending, for locks in its way to go: its
@@ -108,6 +169,46 @@ pub enum Locked {
     Waiting,
 }
 
+/// Breaks the leases of other keys on a file that an open is about to
+/// join (Samba's delay_for_oplock, MS-FSA 2.1.4.12): write caching goes
+/// (handle caching too when the open would fail its share-mode check; all
+/// of it when the open overwrites). Returns whether the open must wait
+/// for the acknowledgements.
+fn break_leases_on_open(
+    all: &mut HashMap<LeaseId, Lease>,
+    state: &FileState,
+    own: Option<LeaseId>,
+    ask: Ask,
+    oplock: &mut OplockRequest,
+) -> bool {
+    let delay = if ask.sharing_conflict {
+        HANDLE_CACHING
+    } else {
+        WRITE_CACHING
+    };
+    let overwrite = ask.truncating && !ask.sharing_conflict;
+    let lease_stat = leases::is_lease_stat_open(ask.access);
+    let mut hold = false;
+    for id in state.leases.iter().filter(|id| Some(**id) != own) {
+        let Some(l) = all.get_mut(id) else { continue };
+        if lease_stat {
+            continue;
+        }
+        let current = l.state;
+        let target = if overwrite { 0 } else { current & !delay };
+        if current & !target == 0 {
+            hold |= l.breaking && oplock.retry;
+            continue;
+        }
+        let was_breaking = l.breaking;
+        if let Some(b) = l.break_to(id, target) {
+            oplock.lease_breaks.push(b);
+        }
+        hold |= current & delay != 0 || (was_breaking && oplock.retry);
+    }
+    hold
+}
+
 /// The paths beneath directory `path` are those from "path/" up to (not
 /// including) "path0", '0' being the character after '/'.
 fn beneath(path: &str) -> (String, String) {
@@ -122,12 +223,29 @@ pub struct Closed {
     /// Lock requests that may be granted now that its locks are gone.
     pub wake: Vec<LockWaiter>,
     /// Held requests that waited for its oplock break.
-    pub wake_held: Vec<(ConnectionId, Token)>,
+    pub wake_held: Vec<Held>,
+    /// The file was deleted: its path, and whether it was a directory.
+    pub removed: Option<(String, bool)>,
+    /// Watchers of a directory whose deletion became pending.
+    pub doomed: Vec<Seen>,
 }
 
 impl FileState {
     pub fn path(&self) -> &str {
         &self.path
+    }
+
+    /// Word for the watchers of a directory about to be deleted.
+    fn doomed(&self) -> Vec<Seen> {
+        self.watchers
+            .iter()
+            .map(|w| Seen {
+                connection: w.connection,
+                open: w.open,
+                action: crate::notify::DIRECTORY_DELETED,
+                name: String::new(),
+            })
+            .collect()
     }
 }
 
@@ -208,6 +326,11 @@ pub struct FileTable {
     files: BTreeMap<FileKey, FileState>,
     /// Every file of `files` by (share, path).
     by_path: BTreeSet<(usize, String, FileKey)>,
+    /// Watching opens on all directories, and whether there are any.
+    watchers: usize,
+    any_watchers: Arc<AtomicBool>,
+    /// Every lease, by client and key.
+    leases: HashMap<LeaseId, Lease>,
     /// Oplocks held on all files, and whether any file has one.
     oplocks: usize,
     any_oplocks: Arc<AtomicBool>,
@@ -222,9 +345,17 @@ impl FileTable {
         self.files.get(key)
     }
 
-    pub fn set_delete_pending(&mut self, key: &FileKey, pending: bool) {
-        if let Some(state) = self.files.get_mut(key) {
-            state.delete_pending = pending;
+    /// Marks the file for deletion at its last close, or no longer; a
+    /// directory's watchers come back when it is, to be told.
+    pub fn set_delete_pending(&mut self, key: &FileKey, pending: bool) -> Vec<Seen> {
+        let Some(state) = self.files.get_mut(key) else {
+            return Vec::new();
+        };
+        state.delete_pending = pending;
+        if pending {
+            state.doomed()
+        } else {
+            Vec::new()
         }
     }
 
@@ -246,6 +377,13 @@ impl FileTable {
         if key.3 == 0 && open.access & access::DELETE != 0 && self.a_stream_denies_delete(key) {
             return Err(status::SHARING_VIOLATION);
         }
+        // A lease belongs to one file: its key names no other.
+        let own = oplock.lease.map(|l| l.id);
+        if let Some(l) = own.and_then(|id| self.leases.get(&id)) {
+            if l.file != key {
+                return Err(status::INVALID_PARAMETER);
+            }
+        }
         if let Some(state) = self.files.get_mut(&key) {
             if state.delete_pending {
                 return Err(status::DELETE_PENDING);
@@ -259,14 +397,18 @@ impl FileTable {
             let before = state.oplocks.len();
             let decision = oplocks::on_open(&mut state.oplocks, ask);
             let after = state.oplocks.len();
-            match decision {
-                OnOpen::Wait(breaks) => {
-                    state.break_waiters.push((oplock.connection, oplock.token));
-                    oplock.breaks = breaks;
-                    oplock.waited_on = Some(key);
-                    return Err(status::PENDING);
-                }
-                OnOpen::Go(breaks) => oplock.breaks = breaks,
+            let (mut hold, breaks) = match decision {
+                OnOpen::Wait(breaks) => (true, breaks),
+                OnOpen::Go(breaks) => (false, breaks),
+            };
+            oplock.breaks = breaks;
+            if !oplocks::is_stat_open(ask) {
+                hold |= break_leases_on_open(&mut self.leases, state, own, ask, oplock);
+            }
+            if hold {
+                state.break_waiters.push((oplock.connection, oplock.token));
+                oplock.waited_on = Some(key);
+                return Err(status::PENDING);
             }
             self.count_oplocks(before, after);
             if conflict {
@@ -281,18 +423,78 @@ impl FileTable {
             ..Default::default()
         });
         let others = state.opens.len();
-        state.counts.add(&open, 1);
-        state.opens.insert(open.id, open);
         let stat_open = oplocks::is_stat_open(Ask {
             access: open.access,
             truncating: oplock.truncating,
             sharing_conflict: false,
         });
-        // A stat open of an existing file gets no oplock.
-        oplock.granted = if stat_open && !oplock.created {
+        // Directories get no lease (no directory leasing is offered).
+        let open = OpenRef {
+            lease: own.filter(|_| !is_dir),
+            ..open
+        };
+        if let Some(ask) = oplock.lease.filter(|_| !is_dir) {
+            // Others: leases of other keys, oplocks, and opens that are
+            // not stat opens and not of this lease.
+            let other_leases = state.leases.iter().any(|id| *id != ask.id);
+            let other_opens = state.opens.values().any(|o| {
+                o.lease != Some(ask.id)
+                    && !oplocks::is_stat_open(Ask {
+                        access: o.access,
+                        truncating: false,
+                        sharing_conflict: false,
+                    })
+            });
+            let oplocked = !state.oplocks.is_empty();
+            let granted =
+                leases::grantable(ask.state, other_leases || other_opens || oplocked, oplocked);
+            let lease = self.leases.entry(ask.id).or_insert_with(|| {
+                state.leases.push(ask.id);
+                Lease {
+                    file: key,
+                    state: granted,
+                    breaking: false,
+                    break_to_requested: 0,
+                    break_to_required: 0,
+                    epoch: ask.v2.map_or(0, |(_, e)| e.wrapping_add(1)),
+                    v2: ask.v2.map(|(parent, _)| parent),
+                    opens: Vec::new(),
+                }
+            });
+            if !lease.opens.is_empty() {
+                leases::upgrade(lease, ask.state, granted);
+            }
+            lease.opens.push((open.id, oplock.connection));
+            self.any_oplocks.store(true, Ordering::Release);
+            oplock.lease_granted = Some(LeaseGrant {
+                state: lease.state,
+                breaking: lease.breaking,
+                epoch: lease.epoch,
+                v2: lease.v2,
+            });
+        }
+        state.counts.add(&open, 1);
+        state.opens.insert(open.id, open);
+        if oplock.lease.is_some() {
+            return Ok(());
+        }
+        // A stat open of an existing file gets no oplock; while another
+        // client caches handles under a lease, no open gets one.
+        let leased_handles = state
+            .leases
+            .iter()
+            .filter_map(|id| self.leases.get(id))
+            .any(|l| l.state & HANDLE_CACHING != 0);
+        oplock.granted = if (stat_open && !oplock.created) || leased_handles {
             0
         } else {
-            oplocks::grant(&state.oplocks, oplock.level, others, is_dir)
+            let others = others.max(usize::from(!state.leases.is_empty()));
+            let granted = oplocks::grant(&state.oplocks, oplock.level, others, is_dir);
+            if state.leases.is_empty() {
+                granted
+            } else {
+                granted.min(OPLOCK_LEVEL_II)
+            }
         };
         if oplock.granted != 0 {
             state.oplocks.push(Oplock {
@@ -310,11 +512,17 @@ impl FileTable {
     /// `after`.
     fn count_oplocks(&mut self, before: usize, after: usize) {
         self.oplocks = self.oplocks + after - before;
-        self.any_oplocks.store(self.oplocks > 0, Ordering::Release);
+        self.note_caching();
     }
 
-    /// Says, without the table's lock, whether any file has an oplock:
-    /// writes look no further when none has.
+    /// Keeps the flag that says whether any oplock or lease is held.
+    fn note_caching(&self) {
+        let any = self.oplocks > 0 || !self.leases.is_empty();
+        self.any_oplocks.store(any, Ordering::Release);
+    }
+
+    /// Says, without the table's lock, whether any file has an oplock or
+    /// a lease: writes look no further when none has.
     pub fn any_oplocks_flag(&self) -> Arc<AtomicBool> {
         self.any_oplocks.clone()
     }
@@ -326,7 +534,7 @@ impl FileTable {
         key: &FileKey,
         open: u64,
         level: u8,
-    ) -> Result<(u8, Vec<(ConnectionId, Token)>), NtStatus> {
+    ) -> Result<(u8, Vec<Held>), NtStatus> {
         let state = self
             .files
             .get_mut(key)
@@ -341,10 +549,15 @@ impl FileTable {
 
     /// Takes every break under way on the file as acknowledged (its timer
     /// ran out): the held requests to wake.
-    pub fn end_breaks(&mut self, key: &FileKey) -> Vec<(ConnectionId, Token)> {
+    pub fn end_breaks(&mut self, key: &FileKey) -> Vec<Held> {
         let Some(state) = self.files.get_mut(key) else {
             return Vec::new();
         };
+        for id in &state.leases {
+            if let Some(l) = self.leases.get_mut(id) {
+                l.time_out();
+            }
+        }
         let before = state.oplocks.len();
         oplocks::end_breaks(&mut state.oplocks);
         let after = state.oplocks.len();
@@ -360,17 +573,87 @@ impl FileTable {
         }
     }
 
-    /// The file is written, resized or locked: level II oplocks on it go
-    /// to none, and their holders are to be told.
-    pub fn break_level2(&mut self, key: &FileKey) -> Vec<Break> {
+    /// The file is written, resized or locked through open `by`: level
+    /// II oplocks on it go to none, and the read caching of other
+    /// clients' leases, unless `by`'s own lease caches writes (then no
+    /// one else caches anything). Their holders are to be told; nobody
+    /// waits.
+    pub fn break_level2(&mut self, key: &FileKey, by: u64) -> (Vec<Break>, Vec<LeaseBreak>) {
         let Some(state) = self.files.get_mut(key) else {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         };
+        let own = state.opens.get(&by).and_then(|o| o.lease);
+        if own
+            .and_then(|id| self.leases.get(&id))
+            .is_some_and(|l| l.state & WRITE_CACHING != 0)
+        {
+            return (Vec::new(), Vec::new());
+        }
+        let mut lease_breaks = Vec::new();
+        for id in state.leases.iter().filter(|id| Some(**id) != own) {
+            if let Some(l) = self.leases.get_mut(id) {
+                if l.state & READ_CACHING != 0 {
+                    lease_breaks.extend(l.break_to(id, 0));
+                }
+            }
+        }
         let before = state.oplocks.len();
         let breaks = oplocks::break_level2(&mut state.oplocks);
         let after = state.oplocks.len();
         self.count_oplocks(before, after);
-        breaks
+        (breaks, lease_breaks)
+    }
+
+    /// The file is about to be renamed or deleted through open `by`: the
+    /// other clients' leases lose handle caching (their cached handles
+    /// would stand in the way), and the request waits, as `waiter`, until
+    /// they acknowledged (MS-FSA 2.1.5.14.1-2). Returns the breaks to
+    /// send and whether to wait.
+    pub fn break_handle_caching(
+        &mut self,
+        key: &FileKey,
+        by: u64,
+        waiter: (ConnectionId, Token),
+    ) -> (Vec<LeaseBreak>, bool) {
+        let Some(state) = self.files.get_mut(key) else {
+            return (Vec::new(), false);
+        };
+        let own = state.opens.get(&by).and_then(|o| o.lease);
+        let mut breaks = Vec::new();
+        let mut wait = false;
+        for id in state.leases.iter().filter(|id| Some(**id) != own) {
+            if let Some(l) = self.leases.get_mut(id) {
+                if l.state & HANDLE_CACHING != 0 {
+                    breaks.extend(l.break_to(id, l.state & !HANDLE_CACHING));
+                    wait = true;
+                }
+            }
+        }
+        if wait {
+            state.break_waiters.push(waiter);
+        }
+        (breaks, wait)
+    }
+
+    /// The client acknowledged a break of its lease `id` with `state`:
+    /// the break that follows, if any, and the held requests to wake.
+    pub fn acknowledge_lease(
+        &mut self,
+        id: &LeaseId,
+        state: u32,
+    ) -> Result<(Option<LeaseBreak>, Vec<Held>), NtStatus> {
+        let l = self
+            .leases
+            .get_mut(id)
+            .ok_or(status::OBJECT_NAME_NOT_FOUND)?;
+        let next = l.acknowledge(id, state)?;
+        let file = l.file;
+        let wake = self
+            .files
+            .get_mut(&file)
+            .map(|s| std::mem::take(&mut s.break_waiters))
+            .unwrap_or_default();
+        Ok((next, wake))
     }
 
     /// Removes open `id`, its locks and its waiting lock requests;
@@ -382,21 +665,44 @@ impl FileTable {
             last: None,
             wake: Vec::new(),
             wake_held: Vec::new(),
+            removed: None,
+            doomed: Vec::new(),
         };
         let Some(state) = self.files.get_mut(key) else {
             return closed;
         };
         if let Some(open) = state.opens.remove(&id) {
             state.counts.add(&open, -1);
+            // The last open of a lease ends it, and any break of it.
+            if let Some(lid) = open.lease {
+                if let Some(l) = self.leases.get_mut(&lid) {
+                    l.opens.retain(|(o, _)| *o != id);
+                    if l.opens.is_empty() {
+                        self.leases.remove(&lid);
+                        state.leases.retain(|x| *x != lid);
+                        closed.wake_held.append(&mut state.break_waiters);
+                        let any = self.oplocks > 0 || !self.leases.is_empty();
+                        self.any_oplocks.store(any, Ordering::Release);
+                    }
+                }
+            }
         }
         state.lock_waiters.retain(|w| w.open != id);
+        let watchers = state.watchers.len();
+        state.watchers.retain(|w| w.open != id);
+        if watchers != state.watchers.len() {
+            self.watchers -= watchers - state.watchers.len();
+            self.any_watchers
+                .store(self.watchers > 0, Ordering::Release);
+        }
         let oplocks = state.oplocks.len();
         state.oplocks.retain(|o| o.open != id);
         if oplocks != state.oplocks.len() {
             // Closing instead of acknowledging ends a break too.
             closed.wake_held = std::mem::take(&mut state.break_waiters);
             self.oplocks -= oplocks - state.oplocks.len();
-            self.any_oplocks.store(self.oplocks > 0, Ordering::Release);
+            let any = self.oplocks > 0 || !self.leases.is_empty();
+            self.any_oplocks.store(any, Ordering::Release);
         }
         let locks = state.locks.len();
         state.locks.retain(|l| l.open != id);
@@ -406,6 +712,9 @@ impl FileTable {
             closed.wake = std::mem::take(&mut state.lock_waiters);
         }
         if delete_on_close {
+            if !state.delete_pending {
+                closed.doomed = state.doomed();
+            }
             state.delete_pending = true;
         }
         if !state.opens.is_empty() {
@@ -531,6 +840,69 @@ impl FileTable {
             .any(|(_, s)| s.is_dir && s.counts.delete_access > 0)
     }
 
+    /// Makes (or updates) `w` a watcher of the directory `key`.
+    pub fn watch(&mut self, key: &FileKey, w: Watcher) {
+        let Some(state) = self.files.get_mut(key) else {
+            return;
+        };
+        match state.watchers.iter_mut().find(|o| o.open == w.open) {
+            Some(old) => *old = w,
+            None => {
+                state.watchers.push(w);
+                self.watchers += 1;
+                self.any_watchers.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    /// Says, without the table's lock, whether any directory is watched:
+    /// changes look no further when none is.
+    pub fn any_watchers_flag(&self) -> Arc<AtomicBool> {
+        self.any_watchers.clone()
+    }
+
+    /// Who is to be told that the entry at `path` of `share` changed:
+    /// watchers of its directory, and recursive watchers of the
+    /// directories above, whose filters take `class` and none of
+    /// `except`.
+    pub fn watchers_of(
+        &self,
+        share: usize,
+        path: &str,
+        action: u32,
+        class: u32,
+        except: u32,
+    ) -> Vec<Seen> {
+        let mut seen = Vec::new();
+        let mut dir = path;
+        let mut direct = true;
+        loop {
+            let parent = dir.rsplit_once('/').map_or("", |(p, _)| p);
+            let name = if parent.is_empty() {
+                path
+            } else {
+                &path[parent.len() + 1..]
+            };
+            for (_, state) in self.at_path(share, parent) {
+                for w in &state.watchers {
+                    if w.filter & class != 0 && w.filter & except == 0 && (direct || w.recursive) {
+                        seen.push(Seen {
+                            connection: w.connection,
+                            open: w.open,
+                            action,
+                            name: name.replace('/', "\\"),
+                        });
+                    }
+                }
+            }
+            if parent.is_empty() {
+                return seen;
+            }
+            dir = parent;
+            direct = false;
+        }
+    }
+
     /// Whether anything is open beneath the directory at `path`.
     pub fn is_open_beneath(&self, share: usize, path: &str) -> bool {
         let (from, to) = beneath(path);
@@ -607,11 +979,13 @@ mod tests {
                                 id: 1,
                                 access: a1,
                                 share_access: s1,
+                                lease: None,
                             },
                             OpenRef {
                                 id: 2,
                                 access: a2,
                                 share_access: s2,
+                                lease: None,
                             },
                         ];
                         let mut counts = ShareCounts::default();
@@ -643,6 +1017,10 @@ mod tests {
             granted: 0,
             breaks: Vec::new(),
             waited_on: None,
+            lease: None,
+            lease_granted: None,
+            lease_breaks: Vec::new(),
+            retry: false,
         }
     }
 
@@ -651,6 +1029,7 @@ mod tests {
             id,
             access,
             share_access,
+            lease: None,
         }
     }
 

@@ -95,12 +95,13 @@ impl Connection {
         }
         self.dialect = dialect;
         self.client_guid = nr.client_guid;
+        self.server.clients.join(self.client_guid, self.id());
         self.client_security_mode = nr.security_mode;
         self.client_capabilities = nr.capabilities;
         self.client_dialects = nr.dialects.clone();
         self.server_security_mode = self.security_mode();
         self.server_capabilities = if dialect >= neg::DIALECT_210 {
-            neg::CAP_LARGE_MTU
+            neg::CAP_LARGE_MTU | neg::CAP_LEASING
         } else {
             0
         };

@@ -38,6 +38,10 @@ pub struct FileOpen {
     /// FileModeInformation flags from the create options.
     pub mode: u32,
     pub dir: Option<crate::enumeration::Enumeration>,
+    /// The directory is watched for changes (CHANGE_NOTIFY).
+    pub watch: Option<Box<crate::notify::Watch>>,
+    /// Data was written through it: watchers hear of it at its close.
+    pub written: bool,
 }
 
 impl FileOpen {
@@ -90,7 +94,9 @@ pub fn close_open(server: &Server, open: Open) -> Closed {
     if let Some((path, is_dir)) = unlink {
         // Failure here (the directory became non-empty) leaves the file,
         // as Windows leaves it when the delete cannot happen.
-        let _ = f.vfs.unlink(&who, &path, is_dir);
+        if f.vfs.unlink(&who, &path, is_dir).is_ok() {
+            closed.removed = Some((path, is_dir));
+        }
     }
     closed
 }

@@ -50,6 +50,13 @@ fn path_of(name: &str) -> Result<String, NtStatus> {
     }
     let mut out = String::with_capacity(trimmed.len());
     for comp in trimmed.split('\\') {
+        // `a\b\..` names `a`, as on Windows; above the share root there
+        // is nothing to name.
+        if comp == ".." && !out.is_empty() {
+            let parent = out.rfind('/').unwrap_or(0);
+            out.truncate(parent);
+            continue;
+        }
         check_component(comp)?;
         if !out.is_empty() {
             out.push('/');
@@ -132,8 +139,15 @@ mod tests {
         assert_eq!(from_smb_str("dir\\").unwrap(), "dir");
         assert_eq!(from_smb_str("f::$DATA").unwrap(), "f");
         assert_eq!(from_smb_str("\\a"), Err(status::INVALID_PARAMETER));
+        assert_eq!(from_smb_str("a\\..\\b").unwrap(), "b");
+        assert_eq!(from_smb_str("a\\b\\..").unwrap(), "a");
         assert_eq!(
-            from_smb_str("a\\..\\b"),
+            from_smb_str("..\\a"),
+            Err(status::OBJECT_PATH_SYNTAX_BAD),
+            "nothing above the share root"
+        );
+        assert_eq!(
+            from_smb_str("a\\..\\.."),
             Err(status::OBJECT_PATH_SYNTAX_BAD)
         );
         assert_eq!(from_smb_str("a\\\\b"), Err(status::OBJECT_NAME_INVALID));

@@ -20,8 +20,9 @@ use crate::connection::{Begun, Chain, Connection, Output};
 use crate::env::Env;
 use crate::file_table::{FileKey, LockWaiter, Locked};
 use crate::locks::ByteLock;
-use crate::open::{close_open, Open};
+use crate::open::{close_open, current_path, Open};
 use crate::post::{Kind, Letter, Message};
+use copyless_fscc::notify::{action, filter};
 
 /// Requests one connection may have pending at once. Windows may fail
 /// what would go asynchronous when resources are short (MS-SMB2
@@ -37,6 +38,9 @@ pub(crate) enum Awaits {
         open: u64,
         locks: Vec<ByteLock>,
     },
+    /// CHANGE_NOTIFY: a change in the open's directory, to be reported in
+    /// at most `room` bytes.
+    Notify { open: u64, room: u32 },
 }
 
 /// A request that has had its interim response.
@@ -57,7 +61,7 @@ impl Pending {
     /// The open it waits on, by volatile file id.
     fn open(&self) -> u64 {
         match &self.what {
-            Awaits::Lock { open, .. } => *open,
+            Awaits::Lock { open, .. } | Awaits::Notify { open, .. } => *open,
         }
     }
 }
@@ -152,7 +156,12 @@ impl Connection {
 
     /// Ends the wait of request `async_id`; its final response goes out
     /// with the next output. Unknown ids (answered already) are ignored.
-    fn answer(&mut self, async_id: u64, result: Result<NtStatus, NtStatus>, body: Writer) {
+    pub(crate) fn answer(
+        &mut self,
+        async_id: u64,
+        result: Result<NtStatus, NtStatus>,
+        body: Writer,
+    ) {
         if let Some(pending) = self.pending.remove(&async_id) {
             self.answers.push(Answer {
                 pending,
@@ -187,10 +196,19 @@ impl Connection {
         }
     }
 
-    /// CANCEL of a pending request (MS-SMB2 3.3.5.16): it ends with
-    /// STATUS_CANCELLED. False when no request is pending under the id.
-    pub(crate) fn cancel_pending(&mut self, async_id: u64) -> bool {
-        let Some(p) = self.pending.get(&async_id) else {
+    /// CANCEL of a pending request (MS-SMB2 3.3.5.16), named by its
+    /// AsyncId or, without one, by its MessageId and session: it ends with
+    /// STATUS_CANCELLED. False when no such request is pending.
+    pub(crate) fn cancel_pending(&mut self, hdr: &Header) -> bool {
+        let found = if hdr.flags & FLAG_ASYNC_COMMAND != 0 {
+            self.pending.get_key_value(&hdr.async_id)
+        } else {
+            self.pending.iter().find(|(_, p)| {
+                p.begun.hdr.message_id == hdr.message_id
+                    && p.begun.reply.session_id == hdr.session_id
+            })
+        };
+        let Some((&async_id, p)) = found else {
             return false;
         };
         match &p.what {
@@ -198,25 +216,55 @@ impl Connection {
                 let key = *key;
                 self.server.files().forget_waiter(&key, self.id(), async_id);
             }
+            Awaits::Notify { .. } => {}
         }
         self.answer(async_id, Err(status::CANCELLED), empty_body());
         true
     }
 
     /// Closes an open: what waited on it ends (a lock request with
-    /// RANGE_NOT_LOCKED, as on Windows), and lock requests its locks
-    /// stood in the way of are tried again.
+    /// RANGE_NOT_LOCKED, a change notification with NOTIFY_CLEANUP, as
+    /// on Windows), and lock requests its locks stood in the way of are
+    /// tried again.
     pub(crate) fn release(&mut self, session_id: u64, open: Open) {
         let volatile = open.file_id.volatile;
+        let share = open.file().map(|f| f.key.0);
+        // A file written through this open is reported modified as it
+        // closes, once however many writes it took (MS-FSA 2.1.5.4).
+        let written = open
+            .file()
+            .filter(|f| f.written && self.server.has_watchers())
+            .and_then(|f| current_path(&self.server, &f.key));
         let closed = close_open(&self.server, open);
-        let ended: Vec<u64> = self
+        if let (Some(share), Some(path)) = (share, &written) {
+            if closed.removed.is_none() {
+                let class = filter::LAST_WRITE | filter::SIZE;
+                self.report_change(share, path, action::MODIFIED, class);
+            }
+        }
+        if let (Some(share), Some((path, is_dir))) = (share, &closed.removed) {
+            self.report_name(share, path, action::REMOVED, *is_dir);
+        }
+        self.seen.extend(closed.doomed);
+        let ended: Vec<(u64, NtStatus)> = self
             .pending
             .iter()
             .filter(|(_, p)| p.session_id() == session_id && p.open() == volatile)
-            .map(|(id, _)| *id)
+            .map(|(id, p)| match p.what {
+                Awaits::Lock { .. } => (*id, status::RANGE_NOT_LOCKED),
+                Awaits::Notify { .. } => (*id, status::NOTIFY_CLEANUP),
+            })
             .collect();
-        for async_id in ended {
-            self.answer(async_id, Err(status::RANGE_NOT_LOCKED), empty_body());
+        for (async_id, st) in ended {
+            let result = match st {
+                status::NOTIFY_CLEANUP => Ok(st),
+                _ => Err(st),
+            };
+            let body = match result {
+                Ok(_) => crate::notify::response_body(&[]),
+                Err(_) => empty_body(),
+            };
+            self.answer(async_id, result, body);
         }
         self.wake(closed.wake);
         self.wake_held(closed.wake_held);
@@ -244,6 +292,17 @@ impl Connection {
                 });
             }
         }
+    }
+
+    /// The oldest CHANGE_NOTIFY waiting on open `open`, and its room.
+    pub(crate) fn pending_notify(&self, open: u64) -> Option<(u64, u32)> {
+        self.pending
+            .iter()
+            .filter_map(|(id, p)| match p.what {
+                Awaits::Notify { open: o, room } if o == open => Some((*id, room)),
+                _ => None,
+            })
+            .min()
     }
 
     /// Takes the locks request `async_id` waits for, if they can be had

@@ -8,6 +8,9 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use crate::file_table::Seen;
+use crate::leases::LeaseBreak;
+
 /// Names a connection for the life of the process (see
 /// [`Connection::id`](crate::Connection::id)).
 pub type ConnectionId = u64;
@@ -39,6 +42,11 @@ pub(crate) enum Kind {
     /// The oplock breaks a held request here waited for are done: it runs
     /// again.
     BreakResolved { token: u64 },
+    /// Directories opens here watch changed.
+    Changed(Vec<Seen>),
+    /// A lease of this connection's client is broken: the client is to be
+    /// told.
+    LeaseBreak(LeaseBreak),
 }
 
 impl Letter {
@@ -48,10 +56,45 @@ impl Letter {
     pub fn may_block(&self) -> bool {
         match self.0 {
             Kind::EndSession { .. } => true,
-            Kind::LocksReleased { .. } | Kind::OplockBreak { .. } => false,
+            Kind::LocksReleased { .. }
+            | Kind::OplockBreak { .. }
+            | Kind::LeaseBreak(_)
+            | Kind::Changed(_) => false,
             // The request runs again, and opens files.
             Kind::BreakResolved { .. } => true,
         }
+    }
+}
+
+/// Every client's connections, oldest first, by ClientGuid: a lease is
+/// the client's, and its breaks go to the client's oldest connection
+/// (as Windows and Samba send them), whichever connection opened it.
+#[derive(Default)]
+pub struct ClientTable {
+    clients: Mutex<HashMap<[u8; 16], Vec<ConnectionId>>>,
+}
+
+impl ClientTable {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 16], Vec<ConnectionId>>> {
+        self.clients.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn join(&self, client: [u8; 16], connection: ConnectionId) {
+        self.lock().entry(client).or_default().push(connection);
+    }
+
+    pub(crate) fn leave(&self, client: [u8; 16], connection: ConnectionId) {
+        let mut clients = self.lock();
+        if let Some(list) = clients.get_mut(&client) {
+            list.retain(|c| *c != connection);
+            if list.is_empty() {
+                clients.remove(&client);
+            }
+        }
+    }
+
+    pub(crate) fn oldest(&self, client: &[u8; 16]) -> Option<ConnectionId> {
+        self.lock().get(client).and_then(|l| l.first().copied())
     }
 }
 

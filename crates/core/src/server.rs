@@ -8,7 +8,7 @@ use copyless_auth::Credentials;
 use copyless_vfs::{Identity, Vfs};
 
 use crate::file_table::FileTable;
-use crate::post::SessionTable;
+use crate::post::{ClientTable, SessionTable};
 use crate::quota::OpenQuota;
 
 #[derive(Debug, Clone)]
@@ -121,11 +121,14 @@ pub struct Server {
     pub open_quota: Arc<OpenQuota>,
     /// Authenticated sessions and the connections that hold them.
     pub sessions: SessionTable,
+    /// Each client's connections, by ClientGuid.
+    pub clients: ClientTable,
     files: Mutex<FileTable>,
     /// The table says here whether any file has a byte-range lock...
     any_byte_locks: Arc<AtomicBool>,
-    /// ...or an oplock.
+    /// ...or an oplock, and whether any directory is watched.
     any_oplocks: Arc<AtomicBool>,
+    any_watchers: Arc<AtomicBool>,
     next_id: AtomicU64,
 }
 
@@ -142,8 +145,10 @@ impl Server {
             shares: shares.into_iter().map(Arc::new).collect(),
             credentials,
             sessions: SessionTable::default(),
+            clients: ClientTable::default(),
             any_byte_locks: files.any_locks_flag(),
             any_oplocks: files.any_oplocks_flag(),
+            any_watchers: files.any_watchers_flag(),
             files: Mutex::new(files),
             next_id: AtomicU64::new(1),
         })
@@ -166,6 +171,12 @@ impl Server {
     /// ask the table for level II oplocks to break.
     pub fn has_oplocks(&self) -> bool {
         self.any_oplocks.load(Ordering::Acquire)
+    }
+
+    /// Whether any directory is watched (CHANGE_NOTIFY); while none is,
+    /// changes need not be looked up.
+    pub fn has_watchers(&self) -> bool {
+        self.any_watchers.load(Ordering::Acquire)
     }
 
     pub fn files(&self) -> MutexGuard<'_, FileTable> {

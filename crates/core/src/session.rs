@@ -298,12 +298,21 @@ impl Connection {
         }
     }
 
-    /// Closes everything a session holds and forgets it.
+    /// Closes everything a session holds and ends it, as a logoff does:
+    /// it is kept a while with its keys, so that what its closing ends
+    /// (a waiting change notification) is answered signed, and a late
+    /// request on it gets a signed USER_SESSION_DELETED.
     pub(crate) fn remove_session(&mut self, sid: u64) {
         self.server.sessions.remove(sid);
-        self.logged_off.retain(|id| *id != sid);
-        if let Some(mut s) = self.sessions.remove(&sid) {
-            self.release_all(sid, s.opens.drain().map(|(_, o)| o).collect());
+        let Some(s) = self.sessions.get_mut(&sid) else {
+            return;
+        };
+        let opens = s.opens.drain().map(|(_, o)| o).collect();
+        s.trees.clear();
+        s.state = AuthState::LoggedOff;
+        if !self.logged_off.contains(&sid) {
+            self.logged_off.push(sid);
         }
+        self.release_all(sid, opens);
     }
 }

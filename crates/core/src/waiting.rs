@@ -330,7 +330,9 @@ impl Connection {
                 encrypted: chain.sealed.is_some(),
                 frame_at: None,
             };
+            self.retrying = true;
             let result = self.run(&req, &mut begun.reply, &mut chain.compound, &mut w, env);
+            self.retrying = false;
             if let (Ok(_), Some(hold)) = (&result, begun.reply.hold.take()) {
                 self.hold(chain, begun, &msg, rest, hold, env.now());
                 return;
@@ -377,15 +379,18 @@ impl Connection {
     /// it would have. A pending request (pending.rs) ends at once.
     pub(crate) fn cancel(&mut self, hdr: &Header) {
         let by_async = hdr.flags & FLAG_ASYNC_COMMAND != 0;
-        if by_async && self.cancel_pending(hdr.async_id) {
+        if self.cancel_pending(hdr) {
             return;
         }
+        // A CANCEL without an AsyncId names its request by MessageId,
+        // whether or not an interim response has gone out meanwhile
+        // (MS-SMB2 3.3.5.16 searches every request of the connection).
         let found = self.waiting.iter_mut().find(|(_, w)| {
             let h = &w.begun.hdr;
             if by_async {
                 hdr.async_id != 0 && h.async_id == hdr.async_id
             } else {
-                h.flags & FLAG_ASYNC_COMMAND == 0 && h.message_id == hdr.message_id
+                h.message_id == hdr.message_id
             }
         });
         let Some((token, w)) = found.filter(|(_, w)| !w.cancelled) else {

@@ -11,6 +11,7 @@ mod dir;
 mod error;
 mod file_info;
 mod fs_info;
+pub mod notify;
 mod security;
 mod set_info;
 mod wire;

@@ -9,6 +9,7 @@ pub mod command;
 pub mod compound;
 pub mod create_context;
 pub mod header;
+pub mod lease;
 pub mod messages;
 pub mod negotiate;
 pub mod smb1;

@@ -358,6 +358,52 @@ pub fn write_oplock_break(w: &mut Writer, oplock_level: u8, file_id: FileId) {
     file_id.write(w);
 }
 
+// ---- CHANGE_NOTIFY ----
+
+/// Watch the directory's whole subtree, not only its entries.
+pub const WATCH_TREE: u16 = 0x0001;
+
+/// SMB2 CHANGE_NOTIFY Request (MS-SMB2 2.2.35).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChangeNotifyRequest {
+    pub flags: u16,
+    pub output_buffer_length: u32,
+    pub file_id: FileId,
+    pub completion_filter: u32,
+}
+
+impl ChangeNotifyRequest {
+    pub fn parse(msg: &[u8]) -> Result<Self> {
+        let mut r = body(msg, 32)?;
+        let flags = r.u16()?;
+        let output_buffer_length = r.u32()?;
+        let file_id = FileId::read(&mut r)?;
+        let completion_filter = r.u32()?;
+        Ok(ChangeNotifyRequest {
+            flags,
+            output_buffer_length,
+            file_id,
+            completion_filter,
+        })
+    }
+}
+
+/// SMB2 CHANGE_NOTIFY Response (MS-SMB2 2.2.36) around `changes`, a
+/// FILE_NOTIFY_INFORMATION chain (empty when there is nothing to say).
+pub fn write_change_notify_response(w: &mut Writer, changes: &[u8]) {
+    let offset = if changes.is_empty() {
+        0
+    } else {
+        HEADER_LEN as u16 + 8
+    };
+    w.u16(9).u16(offset).u32(changes.len() as u32);
+    if changes.is_empty() {
+        w.u8(0);
+    } else {
+        w.bytes(changes);
+    }
+}
+
 // ---- FLUSH ----
 
 pub fn parse_flush(msg: &[u8]) -> Result<FileId> {

@@ -5,6 +5,7 @@ pub type NtStatus = u32;
 pub const SUCCESS: NtStatus = 0x0000_0000;
 pub const PENDING: NtStatus = 0x0000_0103;
 pub const NOTIFY_ENUM_DIR: NtStatus = 0x0000_010C;
+pub const NOTIFY_CLEANUP: NtStatus = 0x0000_010B;
 pub const BUFFER_OVERFLOW: NtStatus = 0x8000_0005;
 pub const NO_MORE_FILES: NtStatus = 0x8000_0006;
 pub const UNSUCCESSFUL: NtStatus = 0xC000_0001;

@@ -3,8 +3,11 @@
 
 use std::sync::Arc;
 
+use copyless_fscc::notify;
 use copyless_proto::create_context::{self as cc, CreateContext};
-use copyless_proto::messages::{self, CreateRequest, FileId};
+use copyless_proto::lease::{self, LeaseContext};
+use copyless_proto::messages::{self, CreateRequest, FileId, OPLOCK_LEVEL_LEASE};
+use copyless_proto::negotiate::{DIALECT_210, DIALECT_300};
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::{utf16, Writer};
 use copyless_vfs::{attr, CreateAction, Disposition, Kind, OpenRequest, Opened, Vfs, VfsError};
@@ -12,7 +15,7 @@ use copyless_vfs::{attr, CreateAction, Disposition, Kind, OpenRequest, Opened, V
 use crate::access::{self, map_generic};
 use crate::connection::{Compound, Connection, Reply, Req};
 use crate::env::Env;
-use crate::file_table::{stream_id, FileKey, OpenRef, OplockRequest};
+use crate::file_table::{stream_id, FileKey, LeaseAsk, OpenRef, OplockRequest};
 use crate::handlers::{file_times, vfs_status};
 use crate::open::{FileOpen, Open, OpenKind};
 use crate::security::{self, Caller};
@@ -51,6 +54,32 @@ struct Outcome {
 }
 
 impl Connection {
+    /// The lease a CREATE asks for (MS-SMB2 3.3.5.9.8, .11): with
+    /// OplockLevel LEASE on SMB 2.1 and later, an RqLs context whose key
+    /// is not all zeros; version 2 only on SMB 3. A context of another
+    /// size is malformed.
+    fn lease_asked(
+        &self,
+        cr: &CreateRequest<'_>,
+        contexts: &[CreateContext<'_>],
+    ) -> Result<Option<LeaseAsk>, NtStatus> {
+        if cr.oplock_level != OPLOCK_LEVEL_LEASE || self.dialect < DIALECT_210 {
+            return Ok(None);
+        }
+        let Some(c) = contexts.iter().find(|c| c.name == cc::RQLS) else {
+            return Ok(None);
+        };
+        let l = LeaseContext::parse(c.data).map_err(|_| status::INVALID_PARAMETER)?;
+        if l.key == [0; 16] || (l.v2.is_some() && self.dialect < DIALECT_300) {
+            return Ok(None);
+        }
+        Ok(Some(LeaseAsk {
+            id: (self.client_guid, l.key),
+            state: l.state,
+            v2: l.v2,
+        }))
+    }
+
     pub(crate) fn create(
         &mut self,
         req: &Req<'_>,
@@ -75,9 +104,14 @@ impl Connection {
             return Err(status::ACCESS_DENIED);
         }
         let contexts = cc::parse_chain(cr.contexts).map_err(|_| status::INVALID_PARAMETER)?;
+        let lease = self.lease_asked(&cr, &contexts)?;
         let server = self.server.clone();
         let mut oplock = OplockRequest {
-            level: cr.oplock_level,
+            level: if cr.oplock_level == OPLOCK_LEVEL_LEASE {
+                0
+            } else {
+                cr.oplock_level
+            },
             connection: self.id(),
             token: self.next_hold_token(),
             truncating: matches!(cr.create_disposition, SUPERSEDE | OVERWRITE | OVERWRITE_IF),
@@ -85,6 +119,10 @@ impl Connection {
             granted: 0,
             breaks: Vec::new(),
             waited_on: None,
+            lease,
+            lease_granted: None,
+            lease_breaks: Vec::new(),
+            retry: self.retrying,
         };
         let connection_opens: usize = self.sessions.values().map(|s| s.opens.len()).sum();
         let session = self
@@ -202,6 +240,7 @@ impl Connection {
             // again once their holders answered (or closed).
             (Err(status::PENDING), Some(key)) => {
                 self.send_breaks(oplock.breaks);
+                self.send_lease_breaks(oplock.lease_breaks);
                 reply.hold = Some(Hold {
                     token: oplock.token,
                     key,
@@ -216,6 +255,7 @@ impl Connection {
             granted,
             maximal,
         } = outcome;
+        let created = (action == ACTION_CREATED).then(|| (opened.path.clone(), opened.stat.is_dir));
         let key = file_key(index, &opened);
         let file_id = FileId {
             persistent: id,
@@ -235,6 +275,21 @@ impl Connection {
                 d.extend_from_slice(&[0u8; 16]);
                 reply_contexts.push((cc::QFID, d));
             }
+        }
+        let mut oplock_level = oplock.granted;
+        if let (Some(ask), Some(g)) = (oplock.lease, oplock.lease_granted) {
+            oplock_level = OPLOCK_LEVEL_LEASE;
+            let granted = LeaseContext {
+                key: ask.id.1,
+                state: g.state,
+                flags: if g.breaking {
+                    lease::FLAG_BREAK_IN_PROGRESS
+                } else {
+                    0
+                },
+                v2: g.v2.map(|parent| (parent, g.epoch)),
+            };
+            reply_contexts.push((cc::RQLS, granted.encode()));
         }
         let ctx_bytes = cc::build_chain(&reply_contexts);
         let times = file_times(&opened.stat);
@@ -270,12 +325,18 @@ impl Connection {
                     position: 0,
                     mode,
                     dir: None,
+                    watch: None,
+                    written: false,
                 }),
             },
         );
         compound.file_id = Some(file_id);
-        messages::write_create_response(w, oplock.granted, action, &times, file_id, &ctx_bytes);
+        messages::write_create_response(w, oplock_level, action, &times, file_id, &ctx_bytes);
         self.send_breaks(oplock.breaks);
+        self.send_lease_breaks(oplock.lease_breaks);
+        if let (Some((path, is_dir)), None) = (created, &stream) {
+            self.report_name(index, &path, notify::action::ADDED, is_dir);
+        }
         Ok(status::SUCCESS)
     }
 }
@@ -486,6 +547,7 @@ fn register(
             id,
             access,
             share_access,
+            lease: None,
         },
         oplock,
     )

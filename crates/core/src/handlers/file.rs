@@ -5,6 +5,7 @@ use copyless_proto::status::{self, NtStatus};
 use copyless_proto::Writer;
 
 use crate::access;
+use crate::breaks::handles_cached;
 use crate::connection::{Compound, Connection, Reply, Req};
 use crate::file_table::{LockWaiter, Locked};
 use crate::handlers::file_times;
@@ -21,10 +22,21 @@ impl Connection {
         &mut self,
         req: &Req<'_>,
         compound: &mut Compound,
+        reply: &mut Reply,
         w: &mut Writer,
     ) -> Result<NtStatus, NtStatus> {
         let c = CloseRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
-        let id = self.open_mut(req, compound, c.file_id)?.file_id;
+        let hold = (self.id(), self.next_hold_token());
+        let server = self.server.clone();
+        let open = self.open_mut(req, compound, c.file_id)?;
+        let id = open.file_id;
+        // Closing an open made to delete the file takes handle caching
+        // from the other clients' leases first, and waits for them.
+        if let Some(f) = open.file().filter(|f| f.delete_on_close) {
+            if let Some(h) = handles_cached(&server, f, id.volatile, hold) {
+                return self.hold_for_leases(h, reply, hold.1);
+            }
+        }
         let session = self
             .sessions
             .get_mut(&req.session_id)
@@ -159,6 +171,7 @@ impl Connection {
                 if access & (access::FILE_WRITE_DATA | access::FILE_APPEND_DATA) == 0 {
                     return Err(status::ACCESS_DENIED);
                 }
+                f.written = true;
                 if let Some(server) = locked {
                     let len = wr.data.len() as u64;
                     if !server
@@ -205,10 +218,12 @@ impl Connection {
         id: messages::FileId,
     ) -> Result<(), NtStatus> {
         let open = self.open_mut(req, compound, id)?;
+        let by = open.file_id.volatile;
         if let OpenKind::File(f) = &open.kind {
             let key = f.key;
-            let breaks = self.server.files().break_level2(&key);
+            let (breaks, lease_breaks) = self.server.files().break_level2(&key, by);
             self.send_breaks(breaks);
+            self.send_lease_breaks(lease_breaks);
         }
         Ok(())
     }

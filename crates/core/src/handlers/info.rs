@@ -1,6 +1,7 @@
 //! QUERY_INFO and SET_INFO (MS-SMB2 3.3.5.20, 3.3.5.21) for files, file
 //! systems and security descriptors.
 
+use copyless_fscc::notify::{action, filter};
 use copyless_fscc::{self as fscc, class, FsInfo, QueryContext};
 use copyless_proto::messages::{self, QueryInfoRequest, SetInfoRequest};
 use copyless_proto::status::{self, NtStatus};
@@ -8,9 +9,10 @@ use copyless_proto::Writer;
 use copyless_vfs::{attr, SetTimes};
 
 use crate::access;
-use crate::connection::{Compound, Connection, Req};
+use crate::breaks::handles_cached;
+use crate::connection::{Compound, Connection, Reply, Req};
 use crate::handlers::{file_info, vfs_status};
-use crate::open::{FileOpen, OpenKind};
+use crate::open::{current_path, FileOpen, OpenKind};
 use crate::path;
 use crate::security;
 use crate::server::Server;
@@ -116,6 +118,7 @@ impl Connection {
         &mut self,
         req: &Req<'_>,
         compound: &mut Compound,
+        reply: &mut Reply,
         w: &mut Writer,
     ) -> Result<NtStatus, NtStatus> {
         let s = SetInfoRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
@@ -126,18 +129,34 @@ impl Connection {
         let server = self.server.clone();
         let read_only = self.tree_read_only(req);
         let my_id = self.file_id(s.file_id, compound)?.volatile;
+        // A rename or delete first takes handle caching from the other
+        // clients' leases, and waits for them to let go, as `hold`.
+        let hold = (self.id(), self.next_hold_token());
         let open = self.open_mut(req, compound, s.file_id)?;
         let granted = open.access;
         let OpenKind::File(f) = &mut open.kind else {
             return Err(status::NOT_SUPPORTED);
         };
         // A new size breaks level II oplocks (MS-FSA 2.1.5.14.4, .14.11).
-        let mut breaks = Vec::new();
+        let mut breaks = (Vec::new(), Vec::new());
+        // What watchers of the file's directory are told: the entries'
+        // paths, the action, and the kind of change.
+        let share = f.key.0;
+        let here = current_path(&server, &f.key).unwrap_or_default();
+        let name_class = if f.is_dir {
+            filter::DIR_NAME
+        } else {
+            filter::FILE_NAME
+        };
+        let mut changed: Vec<(String, u32, u32)> = Vec::new();
+        let mut seen = Vec::new();
+        let mut renamed_file = None;
         if s.info_type == messages::INFO_SECURITY {
             if read_only {
                 return Err(status::ACCESS_DENIED);
             }
             set_security(f, granted, s.additional_information, s.buffer)?;
+            self.report_change(share, &here, action::MODIFIED, filter::SECURITY);
             messages::write_set_info_response(w);
             return Ok(status::SUCCESS);
         }
@@ -178,6 +197,18 @@ impl Connection {
                 f.vfs
                     .set_times(&f.handle, &times)
                     .map_err(|e| vfs_status(&e))?;
+                let class = [
+                    (b.attributes != 0, filter::ATTRIBUTES),
+                    (times.creation_time.is_some(), filter::CREATION),
+                    (times.last_access_time.is_some(), filter::LAST_ACCESS),
+                    (times.last_write_time.is_some(), filter::LAST_WRITE),
+                ]
+                .iter()
+                .filter(|(set, _)| *set)
+                .fold(0, |c, (_, bit)| c | bit);
+                if class != 0 {
+                    changed.push((here.clone(), action::MODIFIED, class));
+                }
             }
             class::FILE_RENAME_INFORMATION => {
                 need(access::DELETE)?;
@@ -194,7 +225,21 @@ impl Connection {
                 if target.is_empty() {
                     return Err(status::OBJECT_NAME_INVALID);
                 }
-                rename(&server, f, my_id, &target, r.replace_if_exists)?;
+                if let Some(h) = handles_cached(&server, f, my_id, hold) {
+                    return self.hold_for_leases(h, reply, hold.1);
+                }
+                let (from, to) = rename(&server, f, my_id, &target, r.replace_if_exists)?;
+                let parent = |p: &str| p.rsplit_once('/').map_or("", |(d, _)| d).to_owned();
+                if !f.is_dir {
+                    renamed_file = Some(to.clone());
+                }
+                if parent(&from) == parent(&to) {
+                    changed.push((from, action::RENAMED_OLD_NAME, name_class));
+                    changed.push((to, action::RENAMED_NEW_NAME, name_class));
+                } else {
+                    changed.push((from, action::REMOVED, name_class));
+                    changed.push((to, action::ADDED, name_class));
+                }
             }
             class::FILE_DISPOSITION_INFORMATION | class::FILE_DISPOSITION_INFORMATION_EX => {
                 need(access::DELETE)?;
@@ -211,8 +256,12 @@ impl Connection {
                     if f.is_dir && !f.vfs.is_empty_dir(&f.handle).map_err(|e| vfs_status(&e))? {
                         return Err(status::DIRECTORY_NOT_EMPTY);
                     }
+                    if let Some(h) = handles_cached(&server, f, my_id, hold) {
+                        return self.hold_for_leases(h, reply, hold.1);
+                    }
                 }
-                server.files().set_delete_pending(&f.key, delete);
+                let doomed = server.files().set_delete_pending(&f.key, delete);
+                seen.extend(doomed);
             }
             class::FILE_END_OF_FILE_INFORMATION => {
                 need(access::FILE_WRITE_DATA)?;
@@ -221,7 +270,8 @@ impl Connection {
                     return Err(status::INVALID_PARAMETER);
                 }
                 f.vfs.set_len(&f.handle, len).map_err(|e| vfs_status(&e))?;
-                breaks = server.files().break_level2(&f.key);
+                breaks = server.files().break_level2(&f.key, my_id);
+                changed.push((here.clone(), action::MODIFIED, filter::SIZE));
             }
             class::FILE_ALLOCATION_INFORMATION => {
                 need(access::FILE_WRITE_DATA)?;
@@ -238,7 +288,8 @@ impl Connection {
                         .set_allocation(&f.handle, len)
                         .map_err(|e| vfs_status(&e))?;
                 }
-                breaks = server.files().break_level2(&f.key);
+                breaks = server.files().break_level2(&f.key, my_id);
+                changed.push((here.clone(), action::MODIFIED, filter::SIZE));
             }
             class::FILE_POSITION_INFORMATION => {
                 f.position = fscc::decode_u64(s.buffer).map_err(bad)?;
@@ -252,7 +303,15 @@ impl Connection {
             }
             _ => return Err(status::INVALID_INFO_CLASS),
         }
-        self.send_breaks(breaks);
+        self.send_breaks(breaks.0);
+        self.send_lease_breaks(breaks.1);
+        for (path, action, class) in changed {
+            self.report_change(share, &path, action, class);
+        }
+        if let Some(path) = renamed_file {
+            self.report_renamed_file(share, &path);
+        }
+        self.seen.extend(seen);
         messages::write_set_info_response(w);
         Ok(status::SUCCESS)
     }
@@ -325,7 +384,7 @@ fn rename(
     my_id: u64,
     target: &str,
     replace: bool,
-) -> Result<(), NtStatus> {
+) -> Result<(String, String), NtStatus> {
     let share = f.key.0;
     let from = {
         let table = server.files();
@@ -359,7 +418,7 @@ fn rename(
         .rename(f.handle.who(), &from, target, replace)
         .map_err(|e| vfs_status(&e))?;
     server.files().moved(&f.key, &from, &new_path);
-    Ok(())
+    Ok((from, new_path))
 }
 
 /// SET_INFO of a security descriptor (MS-SMB2 3.3.5.21.3): the parts

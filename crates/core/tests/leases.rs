@@ -1,0 +1,151 @@
+//! Leases between two clients (two ClientGuids, each on its own
+//! connection): granted, broken by the other's open and by writes,
+//! acknowledged, and held opens run again.
+
+use copyless_proto::client::{self as wire, CreateParams, CreateReply};
+use copyless_proto::command;
+use copyless_proto::create_context::{self as cc, RQLS};
+use copyless_proto::lease::{LeaseContext, HANDLE_CACHING, READ_CACHING, WRITE_CACHING};
+use copyless_proto::messages::{FileId, OPLOCK_LEVEL_LEASE};
+use copyless_proto::status;
+use copyless_scripted::{config, memory_server, put_file, Client, Dialect, Reply, Request, Users};
+use std::sync::Arc;
+
+const R: u32 = READ_CACHING;
+const H: u32 = HANDLE_CACHING;
+const W: u32 = WRITE_CACHING;
+
+fn create(name: &str, key: [u8; 16], state: u32) -> Request {
+    let lease = LeaseContext {
+        key,
+        state,
+        flags: 0,
+        v2: Some(([0; 16], 0)),
+    }
+    .encode();
+    let contexts = cc::build_chain(&[(RQLS, lease)]);
+    Request::new(command::CREATE, 1, |w| {
+        wire::write_create_request(
+            w,
+            &CreateParams {
+                oplock_level: OPLOCK_LEVEL_LEASE,
+                desired_access: 0x0012_019f,
+                file_attributes: 0,
+                share_access: 7,
+                disposition: 3,
+                options: 0x40,
+                name,
+                contexts: &contexts,
+            },
+        )
+        .unwrap()
+    })
+}
+
+/// The file id, and the lease state and epoch the CREATE reply grants.
+fn granted(r: &Reply) -> (FileId, u32, u16) {
+    assert_eq!(r.status(), status::SUCCESS);
+    let c = CreateReply::parse(&r.msg).unwrap();
+    assert_eq!(c.oplock_level, OPLOCK_LEVEL_LEASE);
+    let ctx = cc::parse_chain(c.contexts).unwrap();
+    let lease = ctx
+        .iter()
+        .find(|c| c.name == RQLS)
+        .expect("a lease context");
+    let l = LeaseContext::parse(lease.data).unwrap();
+    (c.file_id, l.state, l.v2.unwrap().1)
+}
+
+/// A lease break notification: key, flags, current and new state.
+fn lease_break(r: &Reply) -> ([u8; 16], u32, u32, u32) {
+    assert_eq!(r.header.command, command::OPLOCK_BREAK);
+    assert_eq!(r.header.message_id, u64::MAX);
+    assert_eq!(
+        r.header.session_id, 0,
+        "a lease is the client's, not a session's"
+    );
+    let b = &r.msg[64..];
+    assert_eq!(u16::from_le_bytes([b[0], b[1]]), 44);
+    let u32_at = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+    (
+        b[8..24].try_into().unwrap(),
+        u32_at(4),
+        u32_at(24),
+        u32_at(28),
+    )
+}
+
+fn ack(key: [u8; 16], state: u32) -> Request {
+    Request::new(command::OPLOCK_BREAK, 1, |w| {
+        w.u16(36).u16(0).u32(0).bytes(&key).u32(state).u64(0);
+    })
+}
+
+fn setup() -> (Client, Client) {
+    let users = Arc::new(Users::default());
+    users.add("u", "pw");
+    let (server, vfs) = memory_server(config(), users);
+    put_file(vfs.as_ref(), "doc", &[1; 10]);
+    (
+        Client::login_with(server.clone(), Dialect::Smb311, "u", "pw"),
+        Client::login_with(server, Dialect::Smb311, "u", "pw"),
+    )
+}
+
+#[test]
+fn another_clients_open_waits_for_write_caching_to_be_given_up() {
+    let (mut a, mut b) = setup();
+    assert_ne!(a.conn.id(), b.conn.id());
+    let (fa, state, epoch) = granted(&a.call(create("doc", [1; 16], R | H | W)));
+    assert_eq!((state, epoch), (R | H | W, 1), "the only user caches all");
+    assert!(b.send(vec![create("doc", [2; 16], R | H | W)]).is_empty());
+    let letter = b.posted.pop().unwrap();
+    let notice = a.receive(letter.letter);
+    assert_eq!(lease_break(&notice[0]), ([1; 16], 1, R | H | W, R | H));
+    // More than offered is refused, and the break goes on.
+    assert_eq!(
+        a.call(ack([1; 16], R | H | W)).status(),
+        status::REQUEST_NOT_ACCEPTED
+    );
+    assert_eq!(
+        a.call(ack([9; 16], R)).status(),
+        status::OBJECT_NAME_NOT_FOUND
+    );
+    let r = a.call(ack([1; 16], R | H));
+    assert_eq!(r.status(), status::SUCCESS);
+    assert_eq!(
+        a.call(ack([1; 16], R)).status(),
+        status::UNSUCCESSFUL,
+        "no break now"
+    );
+    let letter = a.posted.pop().unwrap();
+    let (_, state, _) = granted(&b.receive(letter.letter)[0]);
+    assert_eq!(state, R | H, "two users: no write caching");
+    // Closing the last open ends the lease: its key is free again.
+    assert_eq!(a.close(fa), status::SUCCESS);
+    assert_eq!(
+        a.call(ack([1; 16], R)).status(),
+        status::OBJECT_NAME_NOT_FOUND
+    );
+}
+
+#[test]
+fn a_write_breaks_other_clients_read_caching_without_waiting() {
+    let (mut a, mut b) = setup();
+    granted(&a.call(create("doc", [1; 16], R)));
+    let (fb, state, _) = granted(&b.call(create("doc", [2; 16], R)));
+    assert_eq!(state, R);
+    let replies = b.send(vec![Request::new(command::WRITE, 1, |w| {
+        wire::write_write_request_head(w, fb, 0, 1, 0);
+        w.u8(5);
+    })]);
+    assert_eq!(replies.len(), 1, "the writer's own lease is not broken");
+    let letter = b.posted.pop().unwrap();
+    let notice = a.receive(letter.letter);
+    assert_eq!(
+        lease_break(&notice[0]),
+        ([1; 16], 0, R, 0),
+        "no answer wanted"
+    );
+    assert_eq!(a.call(ack([1; 16], 0)).status(), status::UNSUCCESSFUL);
+}

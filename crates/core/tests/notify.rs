@@ -1,0 +1,185 @@
+//! Change notification: a watching open on one connection hears of what
+//! another connection creates, renames and deletes, kept between requests
+//! and answered at once, and the request ends on close.
+
+use copyless_fscc::notify::{action, filter};
+use copyless_proto::command;
+use copyless_proto::messages::FileId;
+use copyless_proto::status;
+use copyless_scripted::{
+    config, create_request_with, memory_server, Client, Reply, Request, Users,
+};
+use std::sync::Arc;
+
+fn notify(id: FileId, filter: u32, recursive: bool, room: u32) -> Request {
+    Request::new(command::CHANGE_NOTIFY, 1, |w| {
+        w.u16(32).u16(u16::from(recursive)).u32(room);
+        w.u64(id.persistent).u64(id.volatile);
+        w.u32(filter).u32(0);
+    })
+}
+
+/// The (action, name) entries of a CHANGE_NOTIFY response.
+fn entries(r: &Reply) -> Vec<(u32, String)> {
+    assert_eq!(r.status(), status::SUCCESS);
+    let u32_at = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+    let body = &r.msg[64..];
+    let len = u32_at(body, 4) as usize;
+    let mut buf = &r.msg[72..72 + len];
+    let mut out = Vec::new();
+    loop {
+        let (next, act, n) = (u32_at(buf, 0), u32_at(buf, 4), u32_at(buf, 8) as usize);
+        let units: Vec<u16> = buf[12..12 + n]
+            .chunks(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .collect();
+        out.push((act, String::from_utf16(&units).unwrap()));
+        if next == 0 {
+            return out;
+        }
+        buf = &buf[next as usize..];
+    }
+}
+
+fn setup() -> (Client, Client, FileId) {
+    let users = Arc::new(Users::default());
+    users.add("u", "pw");
+    let (server, _vfs) = memory_server(config(), users);
+    let mut a = Client::login(server.clone(), "u", "pw");
+    let b = Client::login(server, "u", "pw");
+    let dir = a.create("docs", true).unwrap();
+    (a, b, dir)
+}
+
+/// Lets the letters `from` posted reach `to`.
+fn post(from: &mut Client, to: &mut Client) -> Vec<Reply> {
+    let mut replies = Vec::new();
+    for m in std::mem::take(&mut from.posted) {
+        assert_eq!(m.to, to.conn.id());
+        replies.extend(to.receive(m.letter));
+    }
+    replies
+}
+
+const NAMES: u32 = filter::FILE_NAME | filter::DIR_NAME;
+
+#[test]
+fn a_waiting_request_hears_of_a_file_another_client_creates() {
+    let (mut a, mut b, dir) = setup();
+    let r = a.call(notify(dir, NAMES | filter::LAST_WRITE, false, 4096));
+    assert_eq!(r.status(), status::PENDING, "nothing yet: it waits");
+    let f = b.create("docs\\report.txt", false).unwrap();
+    let replies = post(&mut b, &mut a);
+    assert_eq!(replies.len(), 1);
+    assert_eq!(
+        entries(&replies[0]),
+        vec![(action::ADDED, "report.txt".into())]
+    );
+    // Kept while no request waits: a write and close, a rename.
+    let written = Request::new(command::WRITE, 1, |w| {
+        copyless_proto::client::write_write_request_head(w, f, 0, 1, 0);
+        w.u8(1);
+    });
+    assert_eq!(b.call(written).status(), status::SUCCESS);
+    assert_eq!(b.close(f), status::SUCCESS);
+    post(&mut b, &mut a);
+    let r = a.call(notify(dir, NAMES, false, 4096));
+    assert_eq!(
+        entries(&r),
+        vec![(action::MODIFIED, "report.txt".into())],
+        "the first request's filter stays: names and writes"
+    );
+}
+
+#[test]
+fn the_watch_takes_its_subtree_only_when_asked() {
+    let (mut a, mut b, dir) = setup();
+    assert_eq!(
+        a.call(notify(dir, NAMES, true, 4096)).status(),
+        status::PENDING
+    );
+    b.create("docs\\2027", true).unwrap();
+    b.create("docs\\2027\\plan.txt", false).unwrap();
+    let replies = post(&mut b, &mut a);
+    assert_eq!(entries(&replies[0]), vec![(action::ADDED, "2027".into())]);
+    let r = a.call(notify(dir, NAMES, true, 4096));
+    assert_eq!(entries(&r), vec![(action::ADDED, "2027\\plan.txt".into())]);
+
+    let shallow = a.create("docs", true).unwrap();
+    assert_eq!(
+        a.call(notify(shallow, NAMES, false, 4096)).status(),
+        status::PENDING
+    );
+    b.create("docs\\2027\\deeper.txt", false).unwrap();
+    let replies = post(&mut b, &mut a);
+    assert!(
+        replies.is_empty(),
+        "only the recursive watch hears of it, and keeps it"
+    );
+}
+
+#[test]
+fn more_than_the_buffer_holds_is_enum_dir() {
+    let (mut a, mut b, dir) = setup();
+    // The first request sets a buffer of 40 bytes: two short entries.
+    assert_eq!(
+        a.call(notify(dir, NAMES, false, 40)).status(),
+        status::PENDING
+    );
+    b.create("docs\\a", false).unwrap();
+    post(&mut b, &mut a);
+    for name in ["docs\\b", "docs\\c", "docs\\d"] {
+        b.create(name, false).unwrap();
+    }
+    post(&mut b, &mut a);
+    let r = a.call(notify(dir, NAMES, false, 4096));
+    assert_eq!(r.status(), status::NOTIFY_ENUM_DIR);
+    // The overflow is reported once; then the watch goes on.
+    assert_eq!(
+        a.call(notify(dir, NAMES, false, 4096)).status(),
+        status::PENDING
+    );
+}
+
+#[test]
+fn closing_the_directory_or_deleting_it_ends_the_request() {
+    let (mut a, mut b, dir) = setup();
+    assert_eq!(
+        a.call(notify(dir, NAMES, false, 4096)).status(),
+        status::PENDING
+    );
+    let replies = a.send(vec![Request::new(command::CLOSE, 1, |w| {
+        w.u16(24)
+            .u16(0)
+            .u32(0)
+            .u64(dir.persistent)
+            .u64(dir.volatile);
+    })]);
+    let statuses: Vec<u32> = replies.iter().map(Reply::status).collect();
+    assert!(statuses.contains(&status::NOTIFY_CLEANUP), "{statuses:x?}");
+
+    let dir = a.create("docs", true).unwrap();
+    assert_eq!(
+        a.call(notify(dir, NAMES, false, 4096)).status(),
+        status::PENDING
+    );
+    // Another client removes the directory: deletion becomes pending
+    // while a's open keeps it.
+    let gone = b
+        .open(create_request_with("docs", 0x0001_0000, 7, 1, 0x1001))
+        .unwrap();
+    assert_eq!(b.close(gone), status::SUCCESS);
+    let replies = post(&mut b, &mut a);
+    assert_eq!(replies.len(), 1);
+    assert_eq!(replies[0].status(), status::DELETE_PENDING);
+}
+
+#[test]
+fn a_file_handle_cannot_be_watched() {
+    let (mut a, _b, _dir) = setup();
+    let f = a.create("docs\\f", false).unwrap();
+    assert_eq!(
+        a.call(notify(f, NAMES, false, 4096)).status(),
+        status::INVALID_PARAMETER
+    );
+}

@@ -1,0 +1,107 @@
+"""Leases between two smbprotocol clients, each on its own connection, as
+Windows Explorer and Office cache a document under one: the first client
+holds read, handle and write caching, and the second opening the file to
+write breaks its write caching."""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections import OrderedDict
+
+from smbprotocol.connection import Dialects
+from smbprotocol.create_contexts import (CreateContextName, LeaseState, SMB2CreateContextRequest,
+                                         SMB2CreateRequestLease)
+from smbprotocol.header import Commands, NtStatus
+from smbprotocol.open import (CreateDisposition, CreateOptions, FileAttributes,
+                              ImpersonationLevel, Open, RequestedOplockLevel, ShareAccess,
+                              SMB2CreateResponse)
+
+from smbprotocol.structure import BytesField, Structure
+
+from test_acl import connect
+from test_oplocks import listen_for_notifications
+
+READ_WRITE = 0x0012019F
+SHARE_ALL = ShareAccess.FILE_SHARE_READ | ShareAccess.FILE_SHARE_WRITE | ShareAccess.FILE_SHARE_DELETE
+RWH = (LeaseState.SMB2_LEASE_READ_CACHING | LeaseState.SMB2_LEASE_HANDLE_CACHING
+       | LeaseState.SMB2_LEASE_WRITE_CACHING)
+
+
+def lease_context(key: bytes, state) -> SMB2CreateContextRequest:
+    lease = SMB2CreateRequestLease()
+    lease["lease_key"] = key
+    lease["lease_state"] = state
+    context = SMB2CreateContextRequest()
+    context["buffer_name"] = CreateContextName.SMB2_CREATE_REQUEST_LEASE
+    context["buffer_data"] = lease
+    return context
+
+
+def create(h: Open, key: bytes, send=True):
+    return h.create(ImpersonationLevel.Impersonation, READ_WRITE, FileAttributes.FILE_ATTRIBUTE_NORMAL,
+                    SHARE_ALL, CreateDisposition.FILE_OPEN_IF, CreateOptions.FILE_NON_DIRECTORY_FILE,
+                    create_contexts=[lease_context(key, RWH)],
+                    oplock_level=RequestedOplockLevel.SMB2_OPLOCK_LEVEL_LEASE, send=send)
+
+
+class LeaseBreakAck(Structure):
+    """An SMB2 Lease Break Acknowledgment (MS-SMB2 2.2.24.2), which
+    smbprotocol does not model: its bytes as given."""
+
+    COMMAND = Commands.SMB2_OPLOCK_BREAK
+
+    def __init__(self, body: bytes = b""):
+        self.fields = OrderedDict([("body", BytesField(size=len(body), default=body))])
+        super().__init__()
+
+
+def send_lease_ack(tree, body: bytes) -> bytes:
+    connection = tree.session.connection
+    request = connection.send(LeaseBreakAck(body), tree.session.session_id, tree.tree_connect_id)
+    return connection.receive(request, timeout=10)["data"].get_value()
+
+
+def granted_state(contexts) -> int:
+    (lease,) = [c for c in contexts if hasattr(c, "fields") and "lease_state" in c.fields]
+    return lease["lease_state"].get_value()
+
+
+def test_opening_for_write_breaks_the_other_clients_write_caching(server):
+    first, second = connect(server, Dialects.SMB_3_1_1), connect(server, Dialects.SMB_3_1_1)
+    try:
+        a = Open(first, "budget.xlsx")
+        contexts = create(a, os.urandom(16))
+        assert a.oplock_level == RequestedOplockLevel.SMB2_OPLOCK_LEVEL_LEASE
+        assert granted_state(contexts) == RWH, "the only user caches everything"
+        notifications = listen_for_notifications(first.session.connection)
+
+        b = Open(second, "budget.xlsx")
+        msg, _ = create(b, os.urandom(16), send=False)
+        opening = second.session.connection.send(msg, second.session.session_id,
+                                                  second.tree_connect_id)
+        assert notifications.response_event.wait(10), "no lease break reached the first client"
+        body = notifications.response["data"].get_value()
+        size, _epoch, flags = struct.unpack_from("<HHI", body)
+        current, new = struct.unpack_from("<II", body, 24)
+        assert size == 44
+        assert flags & 0x01, "the break wants an acknowledgment"
+        assert (current, new) == (RWH, RWH & ~LeaseState.SMB2_LEASE_WRITE_CACHING), \
+            "write caching goes, read and handle caching stay"
+        if opening.response_event.is_set():
+            assert opening.response["status"].get_value() == NtStatus.STATUS_PENDING, \
+                "the second open waits for the acknowledgment"
+
+        # The first client flushes its cached writes and acknowledges.
+        ack = struct.pack("<HHI16sIQ", 36, 0, 0, body[8:24], new, 0)
+        response = send_lease_ack(first, ack)
+        assert struct.unpack_from("<I", response, 24)[0] == new, "the response names the state"
+
+        reply = second.session.connection.receive(opening, timeout=10)
+        created = SMB2CreateResponse()
+        created.unpack(reply["data"].get_value())
+        assert created["oplock_level"].get_value() == RequestedOplockLevel.SMB2_OPLOCK_LEVEL_LEASE
+        a.close()
+    finally:
+        first.session.connection.disconnect()
+        second.session.connection.disconnect()
