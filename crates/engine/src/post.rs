@@ -63,9 +63,10 @@ impl PostOffice {
         })
     }
 
-    /// Delivers each letter to its connection's inbox. The core sends a
-    /// connection at most one letter per session it ends, so the inboxes
-    /// stay small however a client behaves.
+    /// Delivers each letter to its connection's inbox. Each letter comes
+    /// of a request another connection made (a session ended, locks given
+    /// back, an oplock or lease broken, a directory changed), so a
+    /// connection receives no more than the others' requests make.
     pub fn send(&self, messages: Vec<Message>) {
         if messages.is_empty() {
             return;

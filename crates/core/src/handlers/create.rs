@@ -104,6 +104,24 @@ impl Connection {
             return Err(status::ACCESS_DENIED);
         }
         let contexts = cc::parse_chain(cr.contexts).map_err(|_| status::INVALID_PARAMETER)?;
+        // Context names are at least four bytes (smbtorture
+        // smb2.create.blob); a snapshot (TWrp) names nothing here.
+        if contexts.iter().any(|c| c.name.len() < 4) {
+            return Err(status::INVALID_PARAMETER);
+        }
+        if contexts.iter().any(|c| c.name == cc::TWRP) {
+            return Err(status::OBJECT_NAME_NOT_FOUND);
+        }
+        let allocation = contexts
+            .iter()
+            .find(|c| c.name == cc::ALSI)
+            .map(|c| {
+                c.data
+                    .try_into()
+                    .map(u64::from_le_bytes)
+                    .map_err(|_| status::INVALID_PARAMETER)
+            })
+            .transpose()?;
         let lease = self.lease_asked(&cr, &contexts)?;
         let server = self.server.clone();
         let mut oplock = OplockRequest {
@@ -250,11 +268,22 @@ impl Connection {
             (outcome, _) => outcome?,
         };
         let Outcome {
-            opened,
+            mut opened,
             action,
             granted,
             maximal,
         } = outcome;
+        // A new or emptied file gets the allocation asked for (AlSi).
+        if let Some(size) = allocation.filter(|s| *s > 0 && !opened.stat.is_dir) {
+            if action != ACTION_OPENED {
+                let vfs = share.vfs.as_ref();
+                if vfs.set_allocation(&opened.handle, size).is_ok() {
+                    if let Ok(st) = vfs.stat(&opened.handle) {
+                        opened.stat = st;
+                    }
+                }
+            }
+        }
         let created = (action == ACTION_CREATED).then(|| (opened.path.clone(), opened.stat.is_dir));
         let key = file_key(index, &opened);
         let file_id = FileId {
