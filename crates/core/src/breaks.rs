@@ -17,7 +17,7 @@ use crate::leases::LeaseBreak;
 use crate::open::FileOpen;
 use crate::open::OpenKind;
 use crate::oplocks::Break;
-use crate::post::{ConnectionId, Kind, Letter, Message};
+use crate::post::{ConnectionId, Kind};
 use crate::server::Server;
 use crate::waiting::Hold;
 
@@ -66,20 +66,8 @@ impl Connection {
     /// next output, others' by a letter.
     pub(crate) fn send_breaks(&mut self, breaks: Vec<Break>) {
         for b in breaks {
-            if b.holder == self.id() {
-                self.notices.push(Notice::Oplock {
-                    open: b.open,
-                    to: b.to,
-                });
-            } else {
-                self.outbox.push(Message {
-                    to: b.holder,
-                    letter: Letter(Kind::OplockBreak {
-                        open: b.open,
-                        to: b.to,
-                    }),
-                });
-            }
+            let (open, to) = (b.open, b.to);
+            self.post(b.holder, Kind::OplockBreak { open, to });
         }
     }
 
@@ -92,14 +80,7 @@ impl Connection {
                 .clients
                 .oldest(&b.client)
                 .unwrap_or(b.connection);
-            if to == self.id() {
-                self.notices.push(Notice::Lease(b));
-            } else {
-                self.outbox.push(Message {
-                    to,
-                    letter: Letter(Kind::LeaseBreak(b)),
-                });
-            }
+            self.post(to, Kind::LeaseBreak(b));
         }
     }
 
@@ -107,14 +88,7 @@ impl Connection {
     /// by a letter.
     pub(crate) fn wake_held(&mut self, held: Vec<(ConnectionId, Token)>) {
         for (connection, token) in held {
-            if connection == self.id() {
-                self.retries.push(token);
-            } else {
-                self.outbox.push(Message {
-                    to: connection,
-                    letter: Letter(Kind::BreakResolved { token }),
-                });
-            }
+            self.post(connection, Kind::BreakResolved { token });
         }
     }
 

@@ -252,6 +252,8 @@ pub struct Connection {
     pub(crate) notices: Vec<Notice>,
     /// A held request is running again (waiting.rs).
     pub(crate) retrying: bool,
+    /// A request was held: its interim response goes with this output.
+    pub(crate) interim_now: bool,
     /// Changes this connection's watching opens are to be told of
     /// (notify.rs).
     pub(crate) seen: Vec<Seen>,
@@ -291,6 +293,7 @@ impl Connection {
             notices: Vec::new(),
             seen: Vec::new(),
             retrying: false,
+            interim_now: false,
         }
     }
 
@@ -364,6 +367,9 @@ impl Connection {
     /// Moves what handling left for the engine into the output.
     pub(crate) fn collect(&mut self, out: &mut Output, env: &mut dyn Env) {
         self.run_retries(env, out);
+        if std::mem::take(&mut self.interim_now) {
+            self.send_interim_responses(env, out);
+        }
         self.send_notices(env, out);
         self.take_changes();
         self.send_answers(env, out);
@@ -373,7 +379,27 @@ impl Connection {
 
     /// Does what another connection's letter asks.
     pub fn receive(&mut self, letter: Letter, env: &mut dyn Env) -> Output {
-        match letter.0 {
+        self.take_letter(letter.0);
+        let mut out = Output::default();
+        self.collect(&mut out, env);
+        out
+    }
+
+    /// Sends a letter to connection `to`. One for this connection is
+    /// done at once, as receiving it would do it.
+    pub(crate) fn post(&mut self, to: ConnectionId, kind: Kind) {
+        if to == self.id() {
+            self.take_letter(kind);
+        } else {
+            self.outbox.push(Message {
+                to,
+                letter: Letter(kind),
+            });
+        }
+    }
+
+    fn take_letter(&mut self, kind: Kind) {
+        match kind {
             Kind::EndSession { session_id } => {
                 if self.sessions.get(&session_id).is_some_and(|s| s.is_valid()) {
                     self.remove_session(session_id);
@@ -385,9 +411,6 @@ impl Connection {
             Kind::BreakResolved { token } => self.retries.push(token),
             Kind::Changed(seen) => self.seen.extend(seen),
         }
-        let mut out = Output::default();
-        self.collect(&mut out, env);
-        out
     }
 
     /// Whether handling `msg` may call the share's filesystem and so

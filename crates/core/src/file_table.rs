@@ -187,13 +187,12 @@ fn break_leases_on_open(
         WRITE_CACHING
     };
     let overwrite = ask.truncating && !ask.sharing_conflict;
-    let lease_stat = leases::is_lease_stat_open(ask.access);
+    if leases::is_lease_stat_open(ask.access) {
+        return false;
+    }
     let mut hold = false;
     for id in state.leases.iter().filter(|id| Some(**id) != own) {
         let Some(l) = all.get_mut(id) else { continue };
-        if lease_stat {
-            continue;
-        }
         let current = l.state;
         let target = if overwrite { 0 } else { current & !delay };
         if current & !target == 0 {
@@ -402,7 +401,7 @@ impl FileTable {
                 OnOpen::Go(breaks) => (false, breaks),
             };
             oplock.breaks = breaks;
-            if !oplocks::is_stat_open(ask) {
+            if !oplocks::is_stat_open(ask.access, ask.truncating) {
                 hold |= break_leases_on_open(&mut self.leases, state, own, ask, oplock);
             }
             if hold {
@@ -423,11 +422,7 @@ impl FileTable {
             ..Default::default()
         });
         let others = state.opens.len();
-        let stat_open = oplocks::is_stat_open(Ask {
-            access: open.access,
-            truncating: oplock.truncating,
-            sharing_conflict: false,
-        });
+        let stat_open = oplocks::is_stat_open(open.access, oplock.truncating);
         // Directories get no lease (no directory leasing is offered).
         let open = OpenRef {
             lease: own.filter(|_| !is_dir),
@@ -437,14 +432,10 @@ impl FileTable {
             // Others: leases of other keys, oplocks, and opens that are
             // not stat opens and not of this lease.
             let other_leases = state.leases.iter().any(|id| *id != ask.id);
-            let other_opens = state.opens.values().any(|o| {
-                o.lease != Some(ask.id)
-                    && !oplocks::is_stat_open(Ask {
-                        access: o.access,
-                        truncating: false,
-                        sharing_conflict: false,
-                    })
-            });
+            let other_opens = state
+                .opens
+                .values()
+                .any(|o| o.lease != Some(ask.id) && !oplocks::is_stat_open(o.access, false));
             let oplocked = !state.oplocks.is_empty();
             let granted =
                 leases::grantable(ask.state, other_leases || other_opens || oplocked, oplocked);

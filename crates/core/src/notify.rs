@@ -17,7 +17,7 @@ use crate::connection::{Compound, Connection, Reply, Req};
 use crate::file_table::{Seen, Watcher};
 use crate::open::OpenKind;
 use crate::pending::Awaits;
-use crate::post::{Kind, Letter, Message};
+use crate::post::Kind;
 
 /// The action of a [`Seen`] that says the watched directory itself is to
 /// be deleted: waiting requests end with STATUS_DELETE_PENDING.
@@ -205,16 +205,12 @@ impl Connection {
     /// is answered, or they are kept.
     pub(crate) fn take_changes(&mut self) {
         let me = self.id();
-        let (mine, theirs): (Vec<Seen>, Vec<Seen>) = std::mem::take(&mut self.seen)
+        let (mine, mut theirs): (Vec<Seen>, Vec<Seen>) = std::mem::take(&mut self.seen)
             .into_iter()
             .partition(|s| s.connection == me);
-        let mut theirs = theirs;
         theirs.sort_by_key(|s| s.connection);
         for batch in theirs.chunk_by(|a, b| a.connection == b.connection) {
-            self.outbox.push(Message {
-                to: batch[0].connection,
-                letter: Letter(Kind::Changed(batch.to_vec())),
-            });
+            self.post(batch[0].connection, Kind::Changed(batch.to_vec()));
         }
         let mut touched = Vec::new();
         for s in mine {

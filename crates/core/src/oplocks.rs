@@ -66,16 +66,16 @@ pub enum OnOpen {
 /// An open that only reads or writes attributes and leaves the data be:
 /// it breaks no oplock and gets none (smbtorture smb2.oplock.statopen1
 /// has READ_CONTROL break a batch oplock).
-pub fn is_stat_open(ask: Ask) -> bool {
-    !ask.truncating
-        && ask.access
+pub fn is_stat_open(access: u32, truncating: bool) -> bool {
+    !truncating
+        && access
             & !(access::FILE_READ_ATTRIBUTES | access::FILE_WRITE_ATTRIBUTES | access::SYNCHRONIZE)
             == 0
 }
 
 /// Which breaks an open of the file makes, and whether it must wait.
 pub fn on_open(held: &mut Vec<Oplock>, ask: Ask) -> OnOpen {
-    if is_stat_open(ask) {
+    if is_stat_open(ask.access, ask.truncating) {
         return OnOpen::Go(Vec::new());
     }
     let mut breaks = Vec::new();

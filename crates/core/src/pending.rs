@@ -21,7 +21,7 @@ use crate::env::Env;
 use crate::file_table::{FileKey, LockWaiter, Locked};
 use crate::locks::ByteLock;
 use crate::open::{close_open, current_path, Open};
-use crate::post::{Kind, Letter, Message};
+use crate::post::Kind;
 use copyless_fscc::notify::{action, filter};
 
 /// Requests one connection may have pending at once. Windows may fail
@@ -246,25 +246,19 @@ impl Connection {
             self.report_name(share, path, action::REMOVED, *is_dir);
         }
         self.seen.extend(closed.doomed);
-        let ended: Vec<(u64, NtStatus)> = self
+        let ended: Vec<(u64, bool)> = self
             .pending
             .iter()
             .filter(|(_, p)| p.session_id() == session_id && p.open() == volatile)
-            .map(|(id, p)| match p.what {
-                Awaits::Lock { .. } => (*id, status::RANGE_NOT_LOCKED),
-                Awaits::Notify { .. } => (*id, status::NOTIFY_CLEANUP),
-            })
+            .map(|(id, p)| (*id, matches!(p.what, Awaits::Notify { .. })))
             .collect();
-        for (async_id, st) in ended {
-            let result = match st {
-                status::NOTIFY_CLEANUP => Ok(st),
-                _ => Err(st),
-            };
-            let body = match result {
-                Ok(_) => crate::notify::response_body(&[]),
-                Err(_) => empty_body(),
-            };
-            self.answer(async_id, result, body);
+        for (async_id, notify) in ended {
+            if notify {
+                let body = crate::notify::response_body(&[]);
+                self.answer(async_id, Ok(status::NOTIFY_CLEANUP), body);
+            } else {
+                self.answer(async_id, Err(status::RANGE_NOT_LOCKED), empty_body());
+            }
         }
         self.wake(closed.wake);
         self.wake_held(closed.wake_held);
@@ -281,16 +275,8 @@ impl Connection {
     /// this connection's now, others' by a letter.
     pub(crate) fn wake(&mut self, waiters: Vec<LockWaiter>) {
         for w in waiters {
-            if w.connection == self.id() {
-                self.retry_lock(w.async_id);
-            } else {
-                self.outbox.push(Message {
-                    to: w.connection,
-                    letter: Letter(Kind::LocksReleased {
-                        async_id: w.async_id,
-                    }),
-                });
-            }
+            let async_id = w.async_id;
+            self.post(w.connection, Kind::LocksReleased { async_id });
         }
     }
 

@@ -15,7 +15,7 @@ use copyless_vfs::Identity;
 use crate::connection::{Connection, Reply, Req};
 use crate::env::Env;
 use crate::open::Open;
-use crate::post::{Kind, Letter, Message};
+use crate::post::Kind;
 use crate::server::Server;
 use crate::tree::Tree;
 
@@ -286,16 +286,12 @@ impl Connection {
         let Some(owner) = self.server.sessions.take_if_user(previous, user) else {
             return;
         };
-        if owner == self.id() {
-            self.remove_session(previous);
-        } else {
-            self.outbox.push(Message {
-                to: owner,
-                letter: Letter(Kind::EndSession {
-                    session_id: previous,
-                }),
-            });
-        }
+        self.post(
+            owner,
+            Kind::EndSession {
+                session_id: previous,
+            },
+        );
     }
 
     /// Closes everything a session holds and ends it, as a logoff does:

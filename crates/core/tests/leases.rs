@@ -98,7 +98,9 @@ fn another_clients_open_waits_for_write_caching_to_be_given_up() {
     assert_ne!(a.conn.id(), b.conn.id());
     let (fa, state, epoch) = granted(&a.call(create("doc", [1; 16], R | H | W)));
     assert_eq!((state, epoch), (R | H | W, 1), "the only user caches all");
-    assert!(b.send(vec![create("doc", [2; 16], R | H | W)]).is_empty());
+    let interim = b.send(vec![create("doc", [2; 16], R | H | W)]);
+    assert_eq!(interim.len(), 1, "held, with an interim response");
+    assert_eq!(interim[0].status(), status::PENDING);
     let letter = b.posted.pop().unwrap();
     let notice = a.receive(letter.letter);
     assert_eq!(lease_break(&notice[0]), ([1; 16], 1, R | H | W, R | H));

@@ -2,7 +2,7 @@
 //! connection, as Windows keeps them.
 
 use copyless_proto::command;
-use copyless_proto::header::{Header, FLAG_ASYNC_COMMAND, FLAG_SIGNED};
+use copyless_proto::header::{Header, FLAG_ASYNC_COMMAND};
 use copyless_proto::messages::{
     FileId, LOCKFLAG_EXCLUSIVE, LOCKFLAG_FAIL_IMMEDIATELY, LOCKFLAG_SHARED, LOCKFLAG_UNLOCK,
 };
@@ -27,16 +27,8 @@ const SH: u32 = LOCKFLAG_SHARED | LOCKFLAG_FAIL_IMMEDIATELY;
 
 #[test]
 fn locks_stop_other_opens_until_unlocked_or_closed() {
-    let users = Arc::new(Users::default());
-    users.add("u", "pw");
-    let (server, vfs) = memory_server(config(), users);
-    put_file(vfs.as_ref(), "f", &[7; 64]);
-    let mut a = Client::login(server.clone(), "u", "pw");
-    let mut b = Client::login(server, "u", "pw");
-    let fa = a.open(create_request("f", false)).unwrap();
-    let fb = b.open(create_request("f", false)).unwrap();
-
-    assert_eq!(a.call(lock(fa, &[(0, 10, EX)])).status(), status::SUCCESS);
+    // a holds an exclusive lock on 0..10.
+    let (mut a, mut b, fa, fb) = two_clients();
     assert_eq!(
         b.call(read_request(fb, 5, 1, 1)).status(),
         status::FILE_LOCK_CONFLICT
@@ -105,21 +97,6 @@ fn final_status(replies: &[Reply], async_id: u64) -> u32 {
     finals[0].status()
 }
 
-fn cancel(c: &mut Client, async_id: u64) -> Vec<Reply> {
-    let mut frame = Vec::new();
-    Header {
-        command: command::CANCEL,
-        flags: FLAG_ASYNC_COMMAND | if c.is_signing() { FLAG_SIGNED } else { 0 },
-        async_id,
-        session_id: c.session_id,
-        ..Header::default()
-    }
-    .write(&mut frame);
-    frame.extend_from_slice(&[4, 0, 0, 0]);
-    c.sign(&mut frame);
-    c.handle_frame(&frame)
-}
-
 fn two_clients() -> (Client, Client, FileId, FileId) {
     let users = Arc::new(Users::default());
     users.add("u", "pw");
@@ -185,11 +162,8 @@ fn a_waiting_lock_that_still_meets_a_lock_waits_on() {
 fn cancel_close_and_logoff_end_a_waiting_lock() {
     let (mut a, mut b, fa, fb) = two_clients();
     let waiting = lock_pending(&mut b, fb, 0, 1);
-    assert_eq!(
-        final_status(&cancel(&mut b, waiting), waiting),
-        status::CANCELLED
-    );
-    assert!(cancel(&mut b, waiting).is_empty(), "nothing left to cancel");
+    assert_eq!(final_status(&b.cancel(waiting), waiting), status::CANCELLED);
+    assert!(b.cancel(waiting).is_empty(), "nothing left to cancel");
 
     let waiting = lock_pending(&mut b, fb, 0, 1);
     let replies = b.send(vec![Request::new(command::CLOSE, 1, |w| {

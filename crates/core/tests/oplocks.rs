@@ -4,7 +4,7 @@
 
 use copyless_proto::client::{self as wire, CreateParams, CreateReply};
 use copyless_proto::command;
-use copyless_proto::header::{Header, FLAG_ASYNC_COMMAND, FLAG_SIGNED};
+use copyless_proto::header::FLAG_ASYNC_COMMAND;
 use copyless_proto::messages::{
     FileId, OPLOCK_LEVEL_BATCH, OPLOCK_LEVEL_EXCLUSIVE, OPLOCK_LEVEL_II, OPLOCK_LEVEL_NONE,
 };
@@ -73,27 +73,27 @@ fn setup() -> (Client, Client) {
 }
 
 /// `a` holds a batch oplock on "doc"; `b` opens it too and is held until
-/// `a` answers the break the letter brings: returns `a`'s file id.
-fn held_by_a_break(a: &mut Client, b: &mut Client) -> FileId {
+/// `a` answers the break the letter brings: returns `a`'s file id and
+/// the AsyncId of `b`'s held open.
+fn held_by_a_break(a: &mut Client, b: &mut Client) -> (FileId, u64) {
     let (fa, level) = opened(&a.call(create("doc", OPLOCK_LEVEL_BATCH, OPEN_IF)));
     assert_eq!(level, OPLOCK_LEVEL_BATCH, "the only open gets what it asks");
-    assert!(
-        b.send(vec![create("doc", OPLOCK_LEVEL_BATCH, OPEN_IF)])
-            .is_empty(),
-        "the second open waits for the break"
-    );
+    let interim = b.send(vec![create("doc", OPLOCK_LEVEL_BATCH, OPEN_IF)]);
+    assert_eq!(interim.len(), 1, "the second open waits for the break");
+    assert_eq!(interim[0].status(), status::PENDING, "and says so at once");
+    assert!(interim[0].header.flags & FLAG_ASYNC_COMMAND != 0);
     let letter = b.posted.pop().expect("a letter for the holder");
     assert_eq!(letter.to, a.conn.id());
     let replies = a.receive(letter.letter);
     assert_eq!(replies.len(), 1);
     assert_eq!(notification(&replies[0]), (fa, OPLOCK_LEVEL_II));
-    fa
+    (fa, interim[0].header.async_id)
 }
 
 #[test]
 fn a_second_open_waits_for_the_break_and_gets_level_ii() {
     let (mut a, mut b) = setup();
-    let fa = held_by_a_break(&mut a, &mut b);
+    let (fa, _) = held_by_a_break(&mut a, &mut b);
     let r = a.call(ack(fa, OPLOCK_LEVEL_II));
     assert_eq!(r.status(), status::SUCCESS);
     assert_eq!(
@@ -116,7 +116,7 @@ fn a_second_open_waits_for_the_break_and_gets_level_ii() {
 #[test]
 fn closing_instead_of_acknowledging_lets_the_open_through() {
     let (mut a, mut b) = setup();
-    let fa = held_by_a_break(&mut a, &mut b);
+    let (fa, _) = held_by_a_break(&mut a, &mut b);
     assert_eq!(a.close(fa), status::SUCCESS);
     let letter = a.posted.pop().unwrap();
     let (_, level) = opened(&b.receive(letter.letter)[0]);
@@ -126,7 +126,7 @@ fn closing_instead_of_acknowledging_lets_the_open_through() {
 #[test]
 fn a_break_nobody_answers_ends_after_35_seconds() {
     let (mut a, mut b) = setup();
-    let fa = held_by_a_break(&mut a, &mut b);
+    let (fa, _) = held_by_a_break(&mut a, &mut b);
     b.env.now += 34 * 10_000_000;
     let replies = b.tick();
     assert!(
@@ -157,24 +157,8 @@ fn a_break_nobody_answers_ends_after_35_seconds() {
 #[test]
 fn a_held_open_can_be_cancelled() {
     let (mut a, mut b) = setup();
-    held_by_a_break(&mut a, &mut b);
-    // Past the interim response, so that CANCEL names its AsyncId.
-    b.env.now += 10_000_000;
-    let interim = b.tick();
-    assert_eq!(interim.len(), 1);
-    assert_eq!(interim[0].status(), status::PENDING);
-    let mut frame = Vec::new();
-    Header {
-        command: command::CANCEL,
-        flags: FLAG_ASYNC_COMMAND | if b.is_signing() { FLAG_SIGNED } else { 0 },
-        async_id: interim[0].header.async_id,
-        session_id: b.session_id,
-        ..Header::default()
-    }
-    .write(&mut frame);
-    frame.extend_from_slice(&[4, 0, 0, 0]);
-    b.sign(&mut frame);
-    let replies = b.handle_frame(&frame);
+    let (_, async_id) = held_by_a_break(&mut a, &mut b);
+    let replies = b.cancel(async_id);
     assert_eq!(replies.len(), 1);
     assert_eq!(replies[0].status(), status::CANCELLED);
 }

@@ -23,7 +23,7 @@ use copyless_proto::client::{
     self as wire, CreateParams, NegotiateOffer, NegotiateReply, SessionSetupReply,
 };
 use copyless_proto::command;
-use copyless_proto::header::{Header, FLAG_RELATED_OPERATIONS, FLAG_SIGNED};
+use copyless_proto::header::{Header, FLAG_ASYNC_COMMAND, FLAG_RELATED_OPERATIONS, FLAG_SIGNED};
 use copyless_proto::messages::FileId;
 use copyless_proto::negotiate::{self as neg, DIALECT_210, DIALECT_311};
 use copyless_proto::transform::Sealed;
@@ -561,6 +561,29 @@ impl Client {
             self.sign(&mut frame[start..]);
         }
         frame
+    }
+
+    /// Sends a CANCEL of the request that had the interim response with
+    /// `async_id` (MS-SMB2 2.2.30), and returns what came back: the
+    /// request's final response, if the cancel ended it.
+    pub fn cancel(&mut self, async_id: u64) -> Vec<Reply> {
+        let mut frame = Vec::new();
+        let signed = if self.key.is_some() && !self.unsigned {
+            FLAG_SIGNED
+        } else {
+            0
+        };
+        Header {
+            command: command::CANCEL,
+            flags: FLAG_ASYNC_COMMAND | signed,
+            async_id,
+            session_id: self.session_id,
+            ..Header::default()
+        }
+        .write(&mut frame);
+        frame.extend_from_slice(&[4, 0, 0, 0]);
+        self.sign(&mut frame);
+        self.handle_frame(&frame)
     }
 
     /// The session signs: requests need [`Client::sign`].
