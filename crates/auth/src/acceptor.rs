@@ -368,8 +368,12 @@ impl Acceptor {
         if auth.nt_response.len() < MIN_NTLMV2 {
             return Err(AuthError::LogonFailure);
         }
-        let nt_hash = Zeroizing::new(creds.nt_hash(&user).ok_or(AuthError::LogonFailure)?);
         let (client_proof, blob) = auth.nt_response.split_at(16);
+        // A response whose pairs cannot be read is malformed whoever sent
+        // it, before any password is tried (INVALID_PARAMETER, as Windows
+        // and Samba answer).
+        wire::check_av_pairs(&blob[28..])?;
+        let nt_hash = Zeroizing::new(creds.nt_hash(&user).ok_or(AuthError::LogonFailure)?);
 
         let (ntowf, proof) = self
             .domain_candidates(&domain)

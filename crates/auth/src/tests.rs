@@ -72,6 +72,7 @@ struct Client {
     mic: bool,
     corrupt_mic: bool,
     ntlm_v1: bool,
+    bad_pairs: bool,
 }
 
 impl Client {
@@ -85,6 +86,7 @@ impl Client {
             mic: true,
             corrupt_mic: false,
             ntlm_v1: false,
+            bad_pairs: false,
         }
     }
 
@@ -112,6 +114,11 @@ impl Client {
             );
         }
         wire::push_av(&mut pairs, wire::av::EOL, &[]);
+        if self.bad_pairs {
+            // A pair that claims more bytes than follow (Samba bug 14932,
+            // from NetApp's diagnostic tool).
+            pairs = vec![0x11, 0xa2, 0x08, 0x81, 0x50, 0x38];
+        }
 
         let mut blob = vec![1, 1, 0, 0, 0, 0, 0, 0];
         blob.extend_from_slice(timestamp);
@@ -363,6 +370,16 @@ fn wrong_password_unknown_user_and_ntlmv1_fail() {
     v1.mic = false;
     let (step, _) = run_raw(&v1);
     assert_eq!(failed(step), AuthError::LogonFailure);
+}
+
+#[test]
+fn unreadable_av_pairs_are_malformed_whatever_the_password() {
+    for password in ["Password", "wrong"] {
+        let mut client = Client::new("alice", password);
+        client.bad_pairs = true;
+        let (step, _) = run_raw(&client);
+        assert_eq!(failed(step), AuthError::Malformed);
+    }
 }
 
 #[test]

@@ -71,7 +71,10 @@ fn identity(server: &Server, auth: &Authenticated) -> Option<Identity> {
     ))
 }
 
-fn new_acceptor(conn: &Connection, env: &mut dyn Env) -> Box<Acceptor> {
+/// `allow_anonymous`: a new session may be anonymous only when guests
+/// are allowed; an established one may always re-authenticate as
+/// anonymous (Windows allows it), and then acts as the guest account.
+fn new_acceptor(conn: &Connection, env: &mut dyn Env, allow_anonymous: bool) -> Box<Acceptor> {
     let mut challenge = [0u8; 8];
     env.fill_random(&mut challenge);
     let name = conn.server.config.server_name.clone();
@@ -81,12 +84,7 @@ fn new_acceptor(conn: &Connection, env: &mut dyn Env) -> Box<Acceptor> {
         dns_domain: name.to_lowercase(),
         dns_computer: name.to_lowercase(),
     };
-    Box::new(Acceptor::new(
-        challenge,
-        env.now(),
-        info,
-        conn.server.config.allow_guest,
-    ))
+    Box::new(Acceptor::new(challenge, env.now(), info, allow_anonymous))
 }
 
 impl Connection {
@@ -111,7 +109,7 @@ impl Connection {
             if self.dialect != DIALECT_311 {
                 preauth = PreauthHash::new();
             }
-            let acceptor = new_acceptor(self, env);
+            let acceptor = new_acceptor(self, env, self.server.config.allow_guest);
             self.sessions.insert(
                 id,
                 Session {
@@ -139,7 +137,7 @@ impl Connection {
                 Some(s) if matches!(s.state, AuthState::LoggedOff) => {
                     return Err(status::USER_SESSION_DELETED)
                 }
-                Some(s) if s.is_valid() => Some(new_acceptor(self, env)),
+                Some(s) if s.is_valid() => Some(new_acceptor(self, env, true)),
                 Some(_) => None,
             };
             if let (Some(a), Some(s)) = (acceptor, self.sessions.get_mut(&id)) {
@@ -222,14 +220,26 @@ impl Connection {
                         self.sessions.remove(&sid);
                         return Err(status::ACCESS_DENIED);
                     }
-                } else if !auth.user.eq_ignore_ascii_case(&session.user) {
-                    // Re-authentication as someone else is refused, and the
-                    // session is torn down as Windows does.
-                    self.remove_session(sid);
-                    return Err(status::ACCESS_DENIED);
+                } else if !auth.user.eq_ignore_ascii_case(&session.user)
+                    || auth.anonymous != session.anonymous
+                    || auth.guest != session.guest
+                {
+                    // Re-authentication as someone else: opens and tree
+                    // connects stay, the keys stay (MS-SMB2 3.3.5.5.3),
+                    // and what is done from now on is done as the new user.
+                    let Some(who) = identity(&self.server, &auth) else {
+                        self.remove_session(sid);
+                        return Err(status::LOGON_FAILURE);
+                    };
+                    session.who = who;
+                    session.user = auth.user.clone();
+                    session.anonymous = auth.anonymous;
+                    session.guest = auth.guest;
+                    crate::tree::reidentify_trees(&self.server, session);
+                    self.server.sessions.remove(sid);
                 }
                 session.state = AuthState::Valid;
-                if !was_valid && !auth.anonymous && !auth.guest {
+                if !auth.anonymous && !auth.guest {
                     self.server.sessions.insert(sid, self.id(), &auth.user);
                 }
                 if ss.previous_session_id != 0 && ss.previous_session_id != sid {

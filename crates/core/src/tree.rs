@@ -27,7 +27,13 @@ pub struct Tree {
     pub who: Identity,
 }
 
-const READ_ONLY_ACCESS: u32 = access::FILE_GENERIC_READ | access::FILE_GENERIC_EXECUTE;
+fn maximal_access(read_only: bool) -> u32 {
+    if read_only {
+        access::FILE_GENERIC_READ | access::FILE_GENERIC_EXECUTE
+    } else {
+        access::FILE_ALL_ACCESS
+    }
+}
 
 /// What `session` may do on `share`: ACCESS_DENIED when it may not
 /// connect, as Windows answers; else whether it may only read, and who its
@@ -37,6 +43,20 @@ fn share_access(
     share: &Share,
     session: &Session,
 ) -> Result<(bool, Identity), NtStatus> {
+    let rights = share_rights(server, share, session);
+    if !rights.allowed {
+        return Err(status::ACCESS_DENIED);
+    }
+    Ok((rights.read_only, rights.who))
+}
+
+struct Rights {
+    allowed: bool,
+    read_only: bool,
+    who: Identity,
+}
+
+fn share_rights(server: &Server, share: &Share, session: &Session) -> Rights {
     let rules = &share.access;
     let guest = session.guest || session.anonymous;
     let groups = match server.credentials.unix_account(&session.user) {
@@ -52,15 +72,35 @@ fn share_access(
             .as_ref()
             .is_none_or(|valid| includes(valid, user, &groups))
     };
-    if !allowed {
-        return Err(status::ACCESS_DENIED);
-    }
     let read_only = if share.read_only {
         !includes(&rules.write_users, user, &groups)
     } else {
         includes(&rules.read_only_users, user, &groups)
     };
-    Ok((read_only, forced(server, rules, &session.who)))
+    Rights {
+        allowed,
+        read_only,
+        who: forced(server, rules, &session.who),
+    }
+}
+
+/// The session re-authenticated as someone else: its tree connects stay
+/// (Windows keeps them), but what is done through them from now on is
+/// done as the new user, with the new user's rights on each share.
+pub(crate) fn reidentify_trees(server: &Server, session: &mut Session) {
+    let mut trees = std::mem::take(&mut session.trees);
+    for tree in trees.values_mut() {
+        match &tree.kind {
+            TreeKind::Ipc => tree.who = session.who.clone(),
+            TreeKind::Disk { share, .. } => {
+                let rights = share_rights(server, share, session);
+                tree.read_only = rights.read_only;
+                tree.maximal_access = maximal_access(rights.read_only);
+                tree.who = rights.who;
+            }
+        }
+    }
+    session.trees = trees;
 }
 
 /// The identity a share's force_user and force_group make of `who`.
@@ -118,11 +158,7 @@ impl Connection {
         if session.trees.len() as u32 >= self.server.config.max_tree_connects {
             return Err(status::INSUFFICIENT_RESOURCES);
         }
-        let maximal_access = if read_only {
-            READ_ONLY_ACCESS
-        } else {
-            access::FILE_ALL_ACCESS
-        };
+        let maximal_access = maximal_access(read_only);
         let id = session.next_tree_id;
         session.next_tree_id = session.next_tree_id.wrapping_add(1).max(1);
         let share_type = match kind {

@@ -118,3 +118,46 @@ fn read_only_and_write_users() {
         );
     }
 }
+
+#[test]
+fn reauthentication_as_someone_else_keeps_opens_and_acts_as_the_new_user() {
+    let readers = ShareAccess {
+        read_only_users: vec![Principal::Group(200)],
+        ..ShareAccess::default()
+    };
+    let server = shared(&[("rw", false, readers)]);
+    let mut c = login(&server, "alice");
+    assert_eq!(c.tree_connect("rw"), status::SUCCESS);
+    let kept = c.open(create_request("alice.txt", false)).unwrap();
+
+    c.reauthenticate("bob", "bob-pw").unwrap();
+    assert_eq!(
+        c.conn.session_identity(c.session_id),
+        Some(&Identity::unix(1002, 1002, vec![1002, 200]))
+    );
+    // The tree connect stays, with bob's rights on the share.
+    assert_eq!(
+        c.open(create_request("bob.txt", false)),
+        Err(status::ACCESS_DENIED)
+    );
+
+    c.reauthenticate("alice", "alice-pw").unwrap();
+    assert!(c.open(create_request("again.txt", false)).is_ok());
+    // alice's open lived through both.
+    assert_eq!(c.close(kept), status::SUCCESS);
+}
+
+#[test]
+fn failed_reauthentication_ends_the_session() {
+    let server = shared(&[("rw", false, ShareAccess::default())]);
+    let mut c = login(&server, "alice");
+    assert_eq!(c.tree_connect("rw"), status::SUCCESS);
+    assert_eq!(
+        c.reauthenticate("alice", "wrong"),
+        Err(status::LOGON_FAILURE)
+    );
+    assert_eq!(
+        c.open(create_request("x.txt", false)),
+        Err(status::USER_SESSION_DELETED)
+    );
+}

@@ -409,6 +409,20 @@ impl Client {
         password: &str,
         previous: u64,
     ) -> Result<(), u32> {
+        self.session_id = 0;
+        self.key = None;
+        self.crypt = None;
+        self.authenticate(user, password, previous)
+    }
+
+    /// Re-authenticates the current session, as `user` (who may be
+    /// someone else): the session keeps its id and keys.
+    pub fn reauthenticate(&mut self, user: &str, password: &str) -> Result<(), u32> {
+        self.authenticate(user, password, 0)
+    }
+
+    fn authenticate(&mut self, user: &str, password: &str, previous: u64) -> Result<(), u32> {
+        let reauth = self.key.is_some();
         let identity = ClientIdentity {
             user: user.into(),
             domain: String::new(),
@@ -423,9 +437,6 @@ impl Client {
         let InitiatorStep::Send(mut token) = init.step(&[]).unwrap() else {
             panic!("no first token");
         };
-        self.session_id = 0;
-        self.key = None;
-        self.crypt = None;
         let mut preauth = self.preauth.clone();
         loop {
             let frame = self.frame(vec![Request::new(command::SESSION_SETUP, 1, |w| {
@@ -443,6 +454,11 @@ impl Client {
                         Ok(InitiatorStep::Send(t)) => token = t,
                         other => panic!("NTLM: {other:?}"),
                     }
+                }
+                status::SUCCESS if reauth => {
+                    // Signed with the keys the session already had.
+                    assert!(self.key.as_ref().unwrap().verify(&r.msg));
+                    return Ok(());
                 }
                 status::SUCCESS => {
                     let key = init.session_key().unwrap();

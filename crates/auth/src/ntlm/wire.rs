@@ -126,6 +126,11 @@ pub(crate) fn push_av(out: &mut Vec<u8>, id: u16, value: &[u8]) {
 
 /// Finds the value of the first AV pair with `id` in `pairs`, stopping at
 /// MsvAvEOL. Malformed pair lists yield an error.
+/// Checks that a pair list is well formed up to its MsvAvEOL.
+pub(crate) fn check_av_pairs(pairs: &[u8]) -> Result<()> {
+    find_av(pairs, av::EOL).map(|_| ())
+}
+
 pub(crate) fn find_av(pairs: &[u8], id: u16) -> Result<Option<&[u8]>> {
     let mut rest = pairs;
     loop {
