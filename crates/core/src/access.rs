@@ -86,7 +86,6 @@ pub(crate) const SHARE_CHECKED: u32 =
 /// Whether a new open (access, share) conflicts with an existing one: the
 /// per-open rule that the file table's share counts must answer exactly as
 /// (checked in file_table's tests).
-#[cfg(test)]
 pub fn share_conflict(new_access: u32, new_share: u32, old_access: u32, old_share: u32) -> bool {
     if new_access & SHARE_CHECKED == 0 || old_access & SHARE_CHECKED == 0 {
         return false;

@@ -19,7 +19,7 @@ use crate::open::OpenKind;
 use crate::oplocks::Break;
 use crate::post::{ConnectionId, Kind};
 use crate::server::Server;
-use crate::waiting::Hold;
+use crate::waiting::{Awaited, Hold};
 
 /// A break notification this connection is to send.
 pub(crate) enum Notice {
@@ -58,7 +58,11 @@ impl Connection {
         token: Token,
     ) -> Result<NtStatus, NtStatus> {
         self.send_lease_breaks(breaks);
-        reply.hold = Some(Hold { token, key });
+        reply.hold = Some(Hold {
+            token,
+            key,
+            awaited: Awaited::Breaks,
+        });
         Ok(status::PENDING)
     }
 

@@ -257,6 +257,9 @@ pub struct Connection {
     /// Changes this connection's watching opens are to be told of
     /// (notify.rs).
     pub(crate) seen: Vec<Seen>,
+    /// The time (FILETIME) when the connection last heard from the
+    /// client or its timer: when opens kept after it ends expire.
+    pub(crate) clock: u64,
 }
 
 impl Connection {
@@ -294,6 +297,7 @@ impl Connection {
             seen: Vec::new(),
             retrying: false,
             interim_now: false,
+            clock: 0,
         }
     }
 
@@ -337,6 +341,7 @@ impl Connection {
     /// for data I/O come later, from [`Connection::complete`]; the engine
     /// keeps `msg` until every intent it led to has completed.
     pub fn handle(&mut self, msg: &[u8], env: &mut dyn Env) -> Output {
+        self.clock = env.now();
         self.end_sessions_of_removed_users();
         let mut out = if smb1::is_smb1(msg) {
             self.handle_smb1(msg, env)
@@ -402,7 +407,7 @@ impl Connection {
         match kind {
             Kind::EndSession { session_id } => {
                 if self.sessions.get(&session_id).is_some_and(|s| s.is_valid()) {
-                    self.remove_session(session_id);
+                    self.remove_session(session_id, true);
                 }
             }
             Kind::LocksReleased { async_id } => self.retry_lock(async_id),
@@ -410,6 +415,7 @@ impl Connection {
             Kind::LeaseBreak(b) => self.notices.push(Notice::Lease(b)),
             Kind::BreakResolved { token } => self.retries.push(token),
             Kind::Changed(seen) => self.seen.extend(seen),
+            Kind::CloseOpen { open } => self.close_open_here(open),
         }
     }
 
@@ -453,8 +459,10 @@ impl Connection {
     /// that have waited long, and the end of sessions of users removed
     /// from the user store.
     pub fn handle_timeout(&mut self, env: &mut dyn Env) -> Output {
+        self.clock = env.now();
         self.end_sessions_of_removed_users();
-        self.expire_holds(env.now());
+        self.expire_holds(self.clock);
+        self.expire_parked(self.clock);
         let mut out = Output::default();
         self.send_interim_responses(env, &mut out);
         self.collect(&mut out, env);
@@ -479,7 +487,7 @@ impl Connection {
             .map(|s| s.id)
             .collect();
         for sid in removed {
-            self.remove_session(sid);
+            self.remove_session(sid, false);
         }
     }
 
@@ -693,7 +701,7 @@ impl Connection {
         }
         let ids: Vec<u64> = self.sessions.keys().copied().collect();
         for id in ids {
-            self.remove_session(id);
+            self.remove_session(id, true);
         }
         self.answers.clear();
         std::mem::take(&mut self.outbox)

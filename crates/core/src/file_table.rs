@@ -7,7 +7,7 @@
 //! counts (as Windows' IoCheckShareAccess keeps them), files by key in
 //! order (a file's streams are neighbours), and a second index by path.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -21,7 +21,7 @@ use crate::locks::{self, ByteLock};
 use crate::oplocks::{self, Ask, Break, OnOpen, Oplock};
 use crate::post::ConnectionId;
 use copyless_proto::lease::{HANDLE_CACHING, READ_CACHING, WRITE_CACHING};
-use copyless_proto::messages::OPLOCK_LEVEL_II;
+use copyless_proto::messages::{OPLOCK_LEVEL_BATCH, OPLOCK_LEVEL_II};
 
 /// (share index, device, inode, stream): the last is 0 for a file's main
 /// data and [`stream_id`] for an alternate data stream, so each stream
@@ -149,6 +149,9 @@ pub struct OplockRequest {
     pub lease_breaks: Vec<LeaseBreak>,
     /// The request runs again after waiting for breaks.
     pub retry: bool,
+    /// Disconnected durable opens in the open's way: they are to be
+    /// closed, and the open tried again.
+    pub purge: Vec<u64>,
 }
 
 /// A LOCK request that waits, pending, for locks in its way to go: its
@@ -206,6 +209,44 @@ fn break_leases_on_open(
         hold |= current & delay != 0 || (was_breaking && oplock.retry);
     }
     hold
+}
+
+/// The disconnected durable opens of a file that a new open would have to
+/// break, or would fail its share-mode check against: Windows closes them
+/// at once rather than wait for a client that is gone (MS-SMB2 3.3.4.6,
+/// smbtorture durable-open.oplock, lease, open2-*).
+fn parked_in_the_way(
+    state: &FileState,
+    parked: &HashSet<u64>,
+    leases: &HashMap<LeaseId, Lease>,
+    new: &OpenRef,
+    own: Option<LeaseId>,
+    oplock: &OplockRequest,
+) -> Vec<u64> {
+    if parked.is_empty() {
+        return Vec::new();
+    }
+    let stat = oplocks::is_stat_open(new.access, oplock.truncating);
+    state
+        .opens
+        .values()
+        .filter(|p| parked.contains(&p.id))
+        .filter(|p| {
+            if access::share_conflict(new.access, new.share_access, p.access, p.share_access) {
+                return true;
+            }
+            if stat {
+                return false;
+            }
+            let oplocked = state.oplocks.iter().any(|o| o.open == p.id);
+            let lease = p
+                .lease
+                .filter(|id| Some(*id) != own)
+                .and_then(|id| leases.get(&id));
+            oplocked || lease.is_some_and(|l| l.state & WRITE_CACHING != 0 || oplock.truncating)
+        })
+        .map(|p| p.id)
+        .collect()
 }
 
 /// The paths beneath directory `path` are those from "path/" up to (not
@@ -337,6 +378,20 @@ pub struct FileTable {
     byte_locks: usize,
     /// ...and whether there are any, for readers without the table's lock.
     any_locks: Arc<AtomicBool>,
+    /// Opens whose connection went, kept as durable handles.
+    parked: HashSet<u64>,
+    /// Opens made under an application instance id, by it (MS-SMB2
+    /// 3.3.5.9.13): a failed-over instance's new open closes them.
+    app_instances: HashMap<[u8; 16], Vec<AppOpen>>,
+}
+
+/// An open made under an application instance id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppOpen {
+    pub open: u64,
+    pub key: FileKey,
+    pub connection: ConnectionId,
+    pub client_guid: [u8; 16],
 }
 
 impl FileTable {
@@ -386,6 +441,11 @@ impl FileTable {
         if let Some(state) = self.files.get_mut(&key) {
             if state.delete_pending {
                 return Err(status::DELETE_PENDING);
+            }
+            let purge = parked_in_the_way(state, &self.parked, &self.leases, &open, own, oplock);
+            if !purge.is_empty() {
+                oplock.purge = purge;
+                return Err(status::SHARING_VIOLATION);
             }
             let conflict = state.counts.conflicts(open.access, open.share_access);
             let ask = Ask {
@@ -514,6 +574,135 @@ impl FileTable {
 
     /// Says, without the table's lock, whether any file has an oplock or
     /// a lease: writes look no further when none has.
+    /// Whether the open caches what makes it worth keeping when its
+    /// connection goes (MS-SMB2 3.3.7.1): a batch oplock or a lease with
+    /// handle caching, and no break of it under way.
+    pub fn keeps_handle(&self, key: &FileKey, id: u64) -> bool {
+        let Some(state) = self.files.get(key) else {
+            return false;
+        };
+        let batch = state
+            .oplocks
+            .iter()
+            .any(|o| o.open == id && o.level == OPLOCK_LEVEL_BATCH && o.breaking_to.is_none());
+        batch
+            || state
+                .opens
+                .get(&id)
+                .and_then(|o| o.lease)
+                .and_then(|l| self.leases.get(&l))
+                .is_some_and(|l| l.state & HANDLE_CACHING != 0 && !l.breaking)
+    }
+
+    /// The open's connection went; it stays, as a durable handle.
+    /// Returns the held requests that waited for it to go.
+    pub fn park(&mut self, key: &FileKey, id: u64) -> Vec<Held> {
+        self.parked.insert(id);
+        self.files
+            .get_mut(key)
+            .map(|f| std::mem::take(&mut f.break_waiters))
+            .unwrap_or_default()
+    }
+
+    /// Notes the application instance an open was made under.
+    pub fn add_app_instance(&mut self, app: [u8; 16], open: AppOpen) {
+        self.app_instances.entry(app).or_default().push(open);
+    }
+
+    fn forget_app_instance(&mut self, id: u64) -> bool {
+        if self.app_instances.is_empty() {
+            return false;
+        }
+        let mut found = false;
+        self.app_instances.retain(|_, opens| {
+            let before = opens.len();
+            opens.retain(|o| o.open != id);
+            found |= opens.len() != before;
+            !opens.is_empty()
+        });
+        found
+    }
+
+    /// Opens of another client made under application instance `app`
+    /// of the file at `path`: a new open under it closes them.
+    pub fn app_instance_opens(
+        &self,
+        app: &[u8; 16],
+        client_guid: [u8; 16],
+        share: usize,
+        path: &str,
+    ) -> Vec<AppOpen> {
+        let Some(opens) = self.app_instances.get(app) else {
+            return Vec::new();
+        };
+        opens
+            .iter()
+            .filter(|o| o.client_guid != client_guid && o.key.0 == share)
+            .filter(|o| {
+                self.files
+                    .get(&o.key)
+                    .is_some_and(|f| f.path.eq_ignore_ascii_case(path))
+            })
+            .copied()
+            .collect()
+    }
+
+    /// A held request waits for an open of the file to close.
+    pub fn await_close(&mut self, key: &FileKey, held: Held) {
+        if let Some(state) = self.files.get_mut(key) {
+            state.break_waiters.push(held);
+        }
+    }
+
+    /// The parked open is back, on `connection`: its breaks go there.
+    pub fn unpark(&mut self, key: &FileKey, id: u64, connection: ConnectionId) {
+        self.parked.remove(&id);
+        for o in self.app_instances.values_mut().flatten() {
+            if o.open == id {
+                o.connection = connection;
+            }
+        }
+        let Some(state) = self.files.get_mut(key) else {
+            return;
+        };
+        for o in state.oplocks.iter_mut().filter(|o| o.open == id) {
+            o.holder = connection;
+        }
+        let lease = state.opens.get(&id).and_then(|o| o.lease);
+        if let Some(l) = lease.and_then(|l| self.leases.get_mut(&l)) {
+            for (_, c) in l.opens.iter_mut().filter(|(o, _)| *o == id) {
+                *c = connection;
+            }
+        }
+    }
+
+    /// What the open caches now: its oplock level, or its lease.
+    pub fn caching_of(&self, key: &FileKey, id: u64) -> (u8, Option<(LeaseId, LeaseGrant)>) {
+        let Some(state) = self.files.get(key) else {
+            return (0, None);
+        };
+        let level = state
+            .oplocks
+            .iter()
+            .find(|o| o.open == id)
+            .map_or(0, |o| o.level);
+        let lease = state
+            .opens
+            .get(&id)
+            .and_then(|o| o.lease)
+            .and_then(|id| Some((id, self.leases.get(&id)?)))
+            .map(|(id, l)| {
+                let grant = LeaseGrant {
+                    state: l.state,
+                    breaking: l.breaking,
+                    epoch: l.epoch,
+                    v2: l.v2,
+                };
+                (id, grant)
+            });
+        (level, lease)
+    }
+
     pub fn any_oplocks_flag(&self) -> Arc<AtomicBool> {
         self.any_oplocks.clone()
     }
@@ -659,9 +848,18 @@ impl FileTable {
             removed: None,
             doomed: Vec::new(),
         };
+        if !self.parked.is_empty() {
+            self.parked.remove(&id);
+        }
+        let app_open = self.forget_app_instance(id);
         let Some(state) = self.files.get_mut(key) else {
             return closed;
         };
+        if app_open {
+            // A new open of the application's next instance may wait for
+            // this one to go.
+            closed.wake_held.append(&mut state.break_waiters);
+        }
         if let Some(open) = state.opens.remove(&id) {
             state.counts.add(&open, -1);
             // The last open of a lease ends it, and any break of it.
@@ -690,7 +888,7 @@ impl FileTable {
         state.oplocks.retain(|o| o.open != id);
         if oplocks != state.oplocks.len() {
             // Closing instead of acknowledging ends a break too.
-            closed.wake_held = std::mem::take(&mut state.break_waiters);
+            closed.wake_held.append(&mut state.break_waiters);
             self.oplocks -= oplocks - state.oplocks.len();
             let any = self.oplocks > 0 || !self.leases.is_empty();
             self.any_oplocks.store(any, Ordering::Release);
@@ -1012,6 +1210,7 @@ mod tests {
             lease_granted: None,
             lease_breaks: Vec::new(),
             retry: false,
+            purge: Vec::new(),
         }
     }
 

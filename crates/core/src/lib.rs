@@ -6,6 +6,7 @@ pub mod access;
 mod breaks;
 pub mod connection;
 pub mod credits;
+pub mod durable;
 pub mod encryption;
 mod enumeration;
 pub mod env;

@@ -42,6 +42,8 @@ pub struct FileOpen {
     pub watch: Option<Box<crate::notify::Watch>>,
     /// Data was written through it: watchers hear of it at its close.
     pub written: bool,
+    /// It outlives its connection for a while (durable.rs).
+    pub durable: Option<Box<crate::durable::Durable>>,
 }
 
 impl FileOpen {
@@ -76,6 +78,9 @@ pub fn close_open(server: &Server, open: Open) -> Closed {
     let OpenKind::File(f) = open.kind else {
         return Closed::default();
     };
+    if f.durable.is_some() {
+        server.durable.detach(open.file_id.persistent);
+    }
     let mut closed = server
         .files()
         .unregister(&f.key, open.file_id.volatile, f.delete_on_close);

@@ -246,10 +246,18 @@ impl Connection {
             self.report_name(share, path, action::REMOVED, *is_dir);
         }
         self.seen.extend(closed.doomed);
+        self.end_pending_of(session_id, volatile);
+        self.wake(closed.wake);
+        self.wake_held(closed.wake_held);
+    }
+
+    /// Ends the requests waiting on an open that closes or leaves with
+    /// its session: a notify with NOTIFY_CLEANUP, a lock as never granted.
+    pub(crate) fn end_pending_of(&mut self, session_id: u64, open: u64) {
         let ended: Vec<(u64, bool)> = self
             .pending
             .iter()
-            .filter(|(_, p)| p.session_id() == session_id && p.open() == volatile)
+            .filter(|(_, p)| p.session_id() == session_id && p.open() == open)
             .map(|(id, p)| (*id, matches!(p.what, Awaits::Notify { .. })))
             .collect();
         for (async_id, notify) in ended {
@@ -260,8 +268,6 @@ impl Connection {
                 self.answer(async_id, Err(status::RANGE_NOT_LOCKED), empty_body());
             }
         }
-        self.wake(closed.wake);
-        self.wake_held(closed.wake_held);
     }
 
     /// Closes every open of a session, or of one of its trees.

@@ -47,6 +47,9 @@ pub(crate) enum Kind {
     /// A lease of this connection's client is broken: the client is to be
     /// told.
     LeaseBreak(LeaseBreak),
+    /// Another client opened the file under the same application instance
+    /// id (MS-SMB2 3.3.5.9.13): this open closes, with no break.
+    CloseOpen { open: u64 },
 }
 
 impl Letter {
@@ -55,7 +58,7 @@ impl Letter {
     /// serves sockets.
     pub fn may_block(&self) -> bool {
         match self.0 {
-            Kind::EndSession { .. } => true,
+            Kind::EndSession { .. } | Kind::CloseOpen { .. } => true,
             Kind::LocksReleased { .. }
             | Kind::OplockBreak { .. }
             | Kind::LeaseBreak(_)

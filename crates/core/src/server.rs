@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use copyless_auth::Credentials;
 use copyless_vfs::{Identity, Vfs};
 
+use crate::durable::DurableTable;
 use crate::file_table::FileTable;
 use crate::post::{ClientTable, SessionTable};
 use crate::quota::OpenQuota;
@@ -123,6 +124,8 @@ pub struct Server {
     pub sessions: SessionTable,
     /// Each client's connections, by ClientGuid.
     pub clients: ClientTable,
+    /// Durable opens whose connection went.
+    pub durable: DurableTable,
     files: Mutex<FileTable>,
     /// The table says here whether any file has a byte-range lock...
     any_byte_locks: Arc<AtomicBool>,
@@ -146,6 +149,7 @@ impl Server {
             credentials,
             sessions: SessionTable::default(),
             clients: ClientTable::default(),
+            durable: DurableTable::default(),
             any_byte_locks: files.any_locks_flag(),
             any_oplocks: files.any_oplocks_flag(),
             any_watchers: files.any_watchers_flag(),

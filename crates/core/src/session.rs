@@ -228,7 +228,7 @@ impl Connection {
                     // connects stay, the keys stay (MS-SMB2 3.3.5.5.3),
                     // and what is done from now on is done as the new user.
                     let Some(who) = identity(&self.server, &auth) else {
-                        self.remove_session(sid);
+                        self.remove_session(sid, true);
                         return Err(status::LOGON_FAILURE);
                     };
                     session.who = who;
@@ -260,7 +260,7 @@ impl Connection {
                 if !was_valid {
                     self.sessions.remove(&sid);
                 } else {
-                    self.remove_session(sid);
+                    self.remove_session(sid, true);
                 }
                 Err(match e {
                     AuthError::Malformed => status::INVALID_PARAMETER,
@@ -277,8 +277,10 @@ impl Connection {
             let opens = s.opens.drain().map(|(_, o)| o).collect();
             s.trees.clear();
             s.state = AuthState::LoggedOff;
+            let user = s.user.clone();
             self.server.sessions.remove(req.session_id);
-            self.release_all(req.session_id, opens);
+            // Durable opens outlive a logoff (MS-SMB2 3.3.5.6).
+            self.park_or_release(req.session_id, &user, opens);
         }
         if !self.logged_off.contains(&req.session_id) {
             self.logged_off.push(req.session_id);
@@ -307,8 +309,9 @@ impl Connection {
     /// Closes everything a session holds and ends it, as a logoff does:
     /// it is kept a while with its keys, so that what its closing ends
     /// (a waiting change notification) is answered signed, and a late
-    /// request on it gets a signed USER_SESSION_DELETED.
-    pub(crate) fn remove_session(&mut self, sid: u64) {
+    /// request on it gets a signed USER_SESSION_DELETED. With
+    /// `keep_durable`, durable opens are kept for their user to reclaim.
+    pub(crate) fn remove_session(&mut self, sid: u64, keep_durable: bool) {
         self.server.sessions.remove(sid);
         let Some(s) = self.sessions.get_mut(&sid) else {
             return;
@@ -319,6 +322,11 @@ impl Connection {
         if !self.logged_off.contains(&sid) {
             self.logged_off.push(sid);
         }
-        self.release_all(sid, opens);
+        if keep_durable {
+            let user = s.user.clone();
+            self.park_or_release(sid, &user, opens);
+        } else {
+            self.release_all(sid, opens);
+        }
     }
 }

@@ -98,6 +98,7 @@ enum Finish {
     Retry {
         msg: Vec<u8>,
         key: FileKey,
+        awaited: Awaited,
     },
 }
 
@@ -108,7 +109,24 @@ enum Finish {
 pub(crate) struct Hold {
     pub token: Token,
     pub key: FileKey,
+    pub awaited: Awaited,
 }
+
+/// What a held request waits for, which says how long it waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Awaited {
+    /// Other opens' oplock or lease breaks: [`BREAK_TIMEOUT`], after
+    /// which they are taken as acknowledged.
+    Breaks,
+    /// A durable open's connection to go, so that the open can be
+    /// reclaimed: the server may not have seen yet that a client's old
+    /// connection dropped. [`DEPARTURE_TIMEOUT`], after which the request
+    /// runs again and finds what it finds.
+    Departure,
+}
+
+/// How long a reclaim waits for the open's old connection to go.
+pub(crate) const DEPARTURE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long a request waits for an oplock break to be acknowledged before
 /// the server takes it as given, as Windows does (35 s, MS-SMB2 3.3.2.1
@@ -281,6 +299,7 @@ impl Connection {
                 finish: Finish::Retry {
                     msg: msg.to_vec(),
                     key: hold.key,
+                    awaited: hold.awaited,
                 },
                 rest,
                 start,
@@ -363,21 +382,36 @@ impl Connection {
 
     /// Held requests whose oplock breaks were not acknowledged in time:
     /// the breaks are taken as done, and whoever waited on them runs
-    /// again.
+    /// again. A reclaim that waited long enough for a departure runs
+    /// again too.
     pub(crate) fn expire_holds(&mut self, now: u64) {
-        let after = BREAK_TIMEOUT.as_nanos() as u64 / 100;
-        let expired: Vec<FileKey> = self
-            .waiting
-            .values()
-            .filter(|w| now.saturating_sub(w.since) >= after)
-            .filter_map(|w| match &w.finish {
-                Finish::Retry { key, .. } => Some(*key),
-                _ => None,
-            })
-            .collect();
+        let ticks = |d: Duration| d.as_nanos() as u64 / 100;
+        let mut departed = Vec::new();
+        let mut expired = Vec::new();
+        for (token, w) in &self.waiting {
+            let waited = now.saturating_sub(w.since);
+            match &w.finish {
+                Finish::Retry {
+                    key,
+                    awaited: Awaited::Breaks,
+                    ..
+                } if waited >= ticks(BREAK_TIMEOUT) => expired.push(*key),
+                Finish::Retry {
+                    key,
+                    awaited: Awaited::Departure,
+                    ..
+                } if waited >= ticks(DEPARTURE_TIMEOUT) => departed.push((*token, *key)),
+                _ => {}
+            }
+        }
         for key in expired {
             let wake = self.server.files().end_breaks(&key);
             self.wake_held(wake);
+        }
+        let id = self.id();
+        for (token, key) in departed {
+            self.server.files().forget_break_waiter(&key, id, token);
+            self.retries.push(token);
         }
     }
 

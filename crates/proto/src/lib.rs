@@ -8,6 +8,7 @@ pub mod client;
 pub mod command;
 pub mod compound;
 pub mod create_context;
+pub mod durable;
 pub mod header;
 pub mod lease;
 pub mod messages;

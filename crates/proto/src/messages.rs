@@ -297,6 +297,8 @@ pub struct LockElement {
 /// SMB2 LOCK Request (MS-SMB2 2.2.26).
 #[derive(Debug)]
 pub struct LockRequest {
+    /// LockSequenceNumber (low 4 bits) and LockSequenceIndex.
+    pub sequence: u32,
     pub file_id: FileId,
     pub locks: Vec<LockElement>,
 }
@@ -305,7 +307,7 @@ impl LockRequest {
     pub fn parse(msg: &[u8]) -> Result<Self> {
         let mut r = body(msg, 48)?;
         let count = usize::from(r.u16()?);
-        r.skip(4)?; // LockSequenceNumber and LockSequenceIndex
+        let sequence = r.u32()?;
         let file_id = FileId::read(&mut r)?;
         // As many as the message holds, whatever the count claims.
         let mut locks = Vec::with_capacity(count.min(r.remaining() / 24));
@@ -318,7 +320,11 @@ impl LockRequest {
                 flags,
             });
         }
-        Ok(LockRequest { file_id, locks })
+        Ok(LockRequest {
+            sequence,
+            file_id,
+            locks,
+        })
     }
 }
 

@@ -14,14 +14,15 @@ use copyless_vfs::{attr, CreateAction, Disposition, Kind, OpenRequest, Opened, V
 
 use crate::access::{self, map_generic};
 use crate::connection::{Compound, Connection, Reply, Req};
+use crate::durable;
 use crate::env::Env;
-use crate::file_table::{stream_id, FileKey, LeaseAsk, OpenRef, OplockRequest};
+use crate::file_table::{stream_id, AppOpen, FileKey, LeaseAsk, OpenRef, OplockRequest};
 use crate::handlers::{file_times, vfs_status};
 use crate::open::{FileOpen, Open, OpenKind};
 use crate::security::{self, Caller};
 use crate::server::Server;
 use crate::tree::TreeKind;
-use crate::waiting::Hold;
+use crate::waiting::{Awaited, Hold};
 
 pub const FILE_DIRECTORY_FILE: u32 = 0x0000_0001;
 pub const FILE_WRITE_THROUGH: u32 = 0x0000_0002;
@@ -41,7 +42,7 @@ const OVERWRITE: u32 = 4;
 const OVERWRITE_IF: u32 = 5;
 
 const ACTION_SUPERSEDED: u32 = 0;
-const ACTION_OPENED: u32 = 1;
+pub(crate) const ACTION_OPENED: u32 = 1;
 const ACTION_CREATED: u32 = 2;
 const ACTION_OVERWRITTEN: u32 = 3;
 
@@ -89,6 +90,26 @@ impl Connection {
         _env: &mut dyn Env,
     ) -> Result<NtStatus, NtStatus> {
         let cr = CreateRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
+        let contexts = cc::parse_chain(cr.contexts).map_err(|_| status::INVALID_PARAMETER)?;
+        let durable_asked = durable::asked(&contexts, self.dialect)?;
+        if let Some(reclaim) = durable::reclaim(&durable_asked, &contexts, cr.name)? {
+            return self.reconnect(req, compound, reply, w, reclaim);
+        }
+        let app_instance = match durable_asked {
+            durable::Asked::V2(_) => durable::app_instance(&contexts)?,
+            _ => None,
+        };
+        if let Some(app) = app_instance {
+            let token = self.next_hold_token();
+            if let Some(key) = self.end_app_instance(req, cr.name, app, token)? {
+                reply.hold = Some(Hold {
+                    token,
+                    key,
+                    awaited: Awaited::Breaks,
+                });
+                return Ok(status::PENDING);
+            }
+        }
         if cr.impersonation_level > 3 {
             return Err(status::BAD_IMPERSONATION_LEVEL);
         }
@@ -103,7 +124,6 @@ impl Connection {
         if cr.desired_access & ACCESS_RESERVED != 0 || !access::is_valid(cr.desired_access) {
             return Err(status::ACCESS_DENIED);
         }
-        let contexts = cc::parse_chain(cr.contexts).map_err(|_| status::INVALID_PARAMETER)?;
         // Context names are at least four bytes (smbtorture
         // smb2.create.blob); a snapshot (TWrp) names nothing here.
         if contexts.iter().any(|c| c.name.len() < 4) {
@@ -141,7 +161,9 @@ impl Connection {
             lease_granted: None,
             lease_breaks: Vec::new(),
             retry: self.retrying,
+            purge: Vec::new(),
         };
+        let client_guid = self.client_guid;
         let connection_opens: usize = self.sessions.values().map(|s| s.opens.len()).sum();
         let session = self
             .sessions
@@ -262,8 +284,17 @@ impl Connection {
                 reply.hold = Some(Hold {
                     token: oplock.token,
                     key,
+                    awaited: Awaited::Breaks,
                 });
                 return Ok(status::PENDING);
+            }
+            // Disconnected durable opens stood in the way: they are
+            // closed, and the open runs again as if they never were.
+            (Err(e), _) if !oplock.purge.is_empty() => {
+                if self.purge_parked(&oplock.purge) {
+                    return self.create(req, compound, reply, w, _env);
+                }
+                return Err(e);
             }
             (outcome, _) => outcome?,
         };
@@ -320,9 +351,31 @@ impl Connection {
             };
             reply_contexts.push((cc::RQLS, granted.encode()));
         }
+        let is_dir = opened.stat.is_dir;
+        let durable = durable::grant(
+            &durable_asked,
+            !is_dir && stream.is_none(),
+            oplock.granted,
+            oplock.lease_granted.map(|g| g.state),
+        )
+        .map(|(d, context)| {
+            reply_contexts.push(context);
+            Box::new(d)
+        });
+        if durable.is_some() {
+            server.durable.attach(id, key, oplock.connection);
+        }
+        if let Some(app) = app_instance {
+            let open = AppOpen {
+                open: id,
+                key,
+                connection: oplock.connection,
+                client_guid,
+            };
+            server.files().add_app_instance(app, open);
+        }
         let ctx_bytes = cc::build_chain(&reply_contexts);
         let times = file_times(&opened.stat);
-        let is_dir = opened.stat.is_dir;
         let mut mode = 0;
         if cr.create_options & FILE_WRITE_THROUGH != 0 {
             mode |= FILE_WRITE_THROUGH;
@@ -356,6 +409,7 @@ impl Connection {
                     dir: None,
                     watch: None,
                     written: false,
+                    durable,
                 }),
             },
         );

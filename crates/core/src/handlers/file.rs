@@ -1,6 +1,7 @@
 //! CLOSE, FLUSH, READ and WRITE.
 
 use copyless_proto::messages::{self, CloseRequest, LockRequest, ReadRequest, WriteRequest};
+use copyless_proto::negotiate::DIALECT_210;
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::Writer;
 
@@ -11,7 +12,7 @@ use crate::file_table::{LockWaiter, Locked};
 use crate::handlers::file_times;
 use crate::intent::WriteData;
 use crate::locks::ByteLock;
-use crate::open::OpenKind;
+use crate::open::{Open, OpenKind};
 use crate::pending::Awaits;
 use crate::waiting::{Wait, WaitOp};
 
@@ -246,12 +247,20 @@ impl Connection {
             self.break_level2_for(req, compound, lr.file_id)?;
         }
         let server = self.server.clone();
+        // Durable and resilient opens remember which LockSequence
+        // succeeded (SMB 2.1 and later), plain ones do not, as Windows.
+        let sequenced = self.dialect >= DIALECT_210;
         let open = self.open_mut(req, compound, lr.file_id)?;
         let id = open.file_id.volatile;
-        let OpenKind::File(f) = &open.kind else {
+        let OpenKind::File(f) = &mut open.kind else {
             return Err(status::INVALID_DEVICE_REQUEST);
         };
         let key = f.key;
+        let durable = f.durable.as_mut().filter(|_| sequenced);
+        if durable.is_some_and(|d| d.replayed_lock(lr.sequence)) {
+            messages::write_empty_response(w);
+            return Ok(status::SUCCESS);
+        }
         if lr.locks[0].flags & messages::LOCKFLAG_UNLOCK != 0 {
             for el in &lr.locks {
                 // What was unlocked before a bad element stays unlocked.
@@ -306,6 +315,15 @@ impl Connection {
                     },
                 ));
                 return Ok(status::PENDING);
+            }
+        }
+        if let Ok(Open {
+            kind: OpenKind::File(f),
+            ..
+        }) = self.open_mut(req, compound, lr.file_id)
+        {
+            if let Some(d) = f.durable.as_mut().filter(|_| sequenced) {
+                d.lock_succeeded(lr.sequence);
             }
         }
         messages::write_empty_response(w);

@@ -1,17 +1,21 @@
 //! IOCTL (MS-SMB2 3.3.5.15): named pipe transceive, negotiate validation,
-//! interface list, DFS referrals (none), snapshots (none).
+//! interface list, DFS referrals (none), snapshots (none), object ids,
+//! resiliency.
 
 use std::net::SocketAddr;
 
 use copyless_proto::messages::{self as m, FileId, IoctlRequest, ValidateNegotiateInfo};
+use copyless_proto::negotiate::DIALECT_210;
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::Writer;
 
 use crate::connection::{Compound, Connection, Reply, Req};
+use crate::durable::{Durable, MAX_RESILIENT_TIMEOUT_MS};
 use crate::open::OpenKind;
 
 const FSCTL_SRV_ENUMERATE_SNAPSHOTS: u32 = 0x0014_4064;
 const FSCTL_GET_OBJECT_ID: u32 = 0x0009_009C;
+const FSCTL_LMR_REQUEST_RESILIENCY: u32 = 0x0014_01D4;
 const FSCTL_CREATE_OR_GET_OBJECT_ID: u32 = 0x0009_00C0;
 /// What we report as link speed: 10 Gbit/s.
 const LINK_SPEED: u64 = 10_000_000_000;
@@ -122,6 +126,33 @@ impl Connection {
                 out.u64(ino).u64(dev);
                 out.zeros(16);
                 m::write_ioctl_response(w, io.ctl_code, file_id, &out.buf);
+                Ok(status::SUCCESS)
+            }
+            FSCTL_LMR_REQUEST_RESILIENCY => {
+                // MS-SMB2 3.3.5.15.9: the open is kept after a network
+                // failure, whatever it caches, for the time asked.
+                if self.dialect < DIALECT_210 {
+                    return Err(status::INVALID_DEVICE_REQUEST);
+                }
+                let file_id = self.file_id(io.file_id, compound)?;
+                let open = self.open_mut(req, compound, io.file_id)?;
+                let OpenKind::File(f) = &mut open.kind else {
+                    return Err(status::INVALID_DEVICE_REQUEST);
+                };
+                let timeout = match io.input.get(..4) {
+                    Some(t) => u32::from_le_bytes([t[0], t[1], t[2], t[3]]),
+                    None => return Err(status::INVALID_PARAMETER),
+                };
+                if io.input.len() < 8 || timeout > MAX_RESILIENT_TIMEOUT_MS {
+                    return Err(status::INVALID_PARAMETER);
+                }
+                let timeout = if timeout == 0 {
+                    MAX_RESILIENT_TIMEOUT_MS
+                } else {
+                    timeout
+                };
+                f.durable = Some(Box::new(Durable::resilient(timeout)));
+                m::write_ioctl_response(w, io.ctl_code, file_id, &[]);
                 Ok(status::SUCCESS)
             }
             _ => {
