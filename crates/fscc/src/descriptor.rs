@@ -11,15 +11,19 @@ use crate::security::access::*;
 use crate::security::additional_info::*;
 use crate::wire::{put_u16, put_u32, put_u8};
 
-const SE_DACL_PRESENT: u16 = 0x0004;
-const SE_SACL_PRESENT: u16 = 0x0010;
-const SE_DACL_AUTO_INHERITED: u16 = 0x0400;
-const SE_DACL_PROTECTED: u16 = 0x1000;
+pub const SE_DACL_PRESENT: u16 = 0x0004;
+pub const SE_SACL_PRESENT: u16 = 0x0010;
+pub const SE_DACL_AUTO_INHERIT_REQ: u16 = 0x0100;
+pub const SE_SACL_AUTO_INHERIT_REQ: u16 = 0x0200;
+pub const SE_DACL_AUTO_INHERITED: u16 = 0x0400;
+pub const SE_DACL_PROTECTED: u16 = 0x1000;
 const SE_SELF_RELATIVE: u16 = 0x8000;
 /// Control bits that describe the DACL and travel with it.
 const DACL_CONTROL: u16 = SE_DACL_PRESENT | 0x0008 | SE_DACL_AUTO_INHERITED | SE_DACL_PROTECTED;
 /// Control bits that describe the SACL.
 const SACL_CONTROL: u16 = SE_SACL_PRESENT | 0x0020 | 0x0800 | 0x2000;
+/// Requests a client may send with a descriptor; never stored.
+const AUTO_INHERIT_REQ: u16 = SE_DACL_AUTO_INHERIT_REQ | SE_SACL_AUTO_INHERIT_REQ;
 
 pub const ACCESS_ALLOWED_ACE_TYPE: u8 = 0;
 pub const ACCESS_DENIED_ACE_TYPE: u8 = 1;
@@ -34,6 +38,7 @@ const GENERIC_ALL: u32 = 0x1000_0000;
 const GENERIC_EXECUTE: u32 = 0x2000_0000;
 const GENERIC_WRITE: u32 = 0x4000_0000;
 const GENERIC_READ: u32 = 0x8000_0000;
+const GENERIC_MASK: u32 = GENERIC_ALL | GENERIC_EXECUTE | GENERIC_WRITE | GENERIC_READ;
 
 /// Well-known SIDs in binary form.
 pub mod sids {
@@ -130,6 +135,12 @@ impl Ace {
         u32::from_le_bytes([self.0[4], self.0[5], self.0[6], self.0[7]])
     }
 
+    /// Every ACE type has its access mask right after the header.
+    fn with_mask(mut self, mask: u32) -> Ace {
+        self.0[4..8].copy_from_slice(&mask.to_le_bytes());
+        self
+    }
+
     /// The trustee of an allow or deny ACE; None for other types, whose
     /// layout differs.
     pub fn sid(&self) -> Option<&[u8]> {
@@ -217,7 +228,7 @@ fn encode_acl(aces: &[Ace]) -> Vec<u8> {
 
 /// Replaces GENERIC_* bits by the file rights they stand for.
 pub fn map_generic(mask: u32) -> u32 {
-    let mut m = mask & !(GENERIC_ALL | GENERIC_EXECUTE | GENERIC_WRITE | GENERIC_READ);
+    let mut m = mask & !GENERIC_MASK;
     if mask & GENERIC_READ != 0 {
         m |= FILE_GENERIC_READ;
     }
@@ -269,7 +280,7 @@ impl Descriptor {
             None
         };
         Ok(Descriptor {
-            control: control & (DACL_CONTROL | SACL_CONTROL),
+            control: control & (DACL_CONTROL | SACL_CONTROL | AUTO_INHERIT_REQ),
             owner,
             group,
             dacl,
@@ -304,7 +315,8 @@ impl Descriptor {
         }
         let mut dacl_off = 0;
         if info & DACL_SECURITY_INFORMATION != 0 {
-            control |= self.control & DACL_CONTROL & !SE_DACL_PRESENT;
+            // A NULL DACL (present, no ACL) is told apart from none at all.
+            control |= self.control & DACL_CONTROL;
             if let Some(aces) = &self.dacl {
                 control |= SE_DACL_PRESENT;
                 dacl_off = place(&encode_acl(aces));
@@ -322,7 +334,11 @@ impl Descriptor {
         out
     }
 
-    /// Takes the parts `info` names from `new`, keeping the rest.
+    /// Takes the parts `info` names from `new`, keeping the rest, as
+    /// Windows stores a SET_INFO: a DACL it names is present even when
+    /// `new` has none (a NULL DACL), generic rights in the ACEs that apply
+    /// to the object are mapped, and the auto-inherit control bits are
+    /// canonicalized (see [`dacl_control`]).
     pub fn merge(&mut self, new: Descriptor, info: u32) {
         if info & OWNER_SECURITY_INFORMATION != 0 && new.owner.is_some() {
             self.owner = new.owner;
@@ -331,13 +347,30 @@ impl Descriptor {
             self.group = new.group;
         }
         if info & DACL_SECURITY_INFORMATION != 0 {
-            self.control = (self.control & !DACL_CONTROL) | (new.control & DACL_CONTROL);
-            self.dacl = new.dacl;
+            self.control = (self.control & !DACL_CONTROL) | dacl_control(new.control);
+            self.dacl = new.dacl.map(map_applicable);
         }
         if info & SACL_SECURITY_INFORMATION != 0 {
             self.control = (self.control & !SACL_CONTROL) | (new.control & SACL_CONTROL);
             self.sacl = new.sacl;
         }
+    }
+
+    /// Fills the parts this descriptor leaves open (no owner, no group, no
+    /// DACL present) from `defaults`: what a stored descriptor does not
+    /// decide still comes from the object's ownership and mode.
+    pub fn or_defaults(mut self, defaults: Descriptor) -> Descriptor {
+        if self.owner.is_none() {
+            self.owner = defaults.owner;
+        }
+        if self.group.is_none() {
+            self.group = defaults.group;
+        }
+        if self.control & SE_DACL_PRESENT == 0 && self.dacl.is_none() {
+            self.control = (self.control & !DACL_CONTROL) | (defaults.control & DACL_CONTROL);
+            self.dacl = defaults.dacl;
+        }
+        self
     }
 
     /// The rights a caller holding `token` (its SIDs) has: the DACL walked
@@ -452,6 +485,35 @@ impl Descriptor {
     }
 }
 
+/// The DACL control bits Windows keeps of a descriptor a client sends:
+/// the DACL is present (a descriptor without one sets a NULL DACL),
+/// SE_DACL_AUTO_INHERIT_REQ is a request and never kept, and
+/// SE_DACL_AUTO_INHERITED stays only when that request came with it
+/// (smbtorture smb2.acls.INHERITFLAGS).
+fn dacl_control(sent: u16) -> u16 {
+    let mut c = (sent & DACL_CONTROL) | SE_DACL_PRESENT;
+    if sent & SE_DACL_AUTO_INHERIT_REQ == 0 {
+        c &= !SE_DACL_AUTO_INHERITED;
+    }
+    c
+}
+
+/// Generic rights in the ACEs that apply to the object become the file
+/// rights they stand for; inherit-only ACEs keep them for the objects
+/// that will inherit them, as Windows stores a DACL.
+fn map_applicable(aces: Vec<Ace>) -> Vec<Ace> {
+    aces.into_iter()
+        .map(|a| {
+            if a.flags() & INHERIT_ONLY_ACE != 0 || a.mask() & GENERIC_MASK == 0 {
+                a
+            } else {
+                let mask = map_generic(a.mask());
+                a.with_mask(mask)
+            }
+        })
+        .collect()
+}
+
 /// Every part a descriptor has.
 pub const ALL_PARTS: u32 = OWNER_SECURITY_INFORMATION
     | GROUP_SECURITY_INFORMATION
@@ -558,6 +620,100 @@ mod tests {
         assert_eq!(f.dacl.as_ref().unwrap()[0].mask(), FILE_ALL_ACCESS);
         let d = p.inherit(true, &sids::unix_user(5), &group).unwrap();
         assert_eq!(d.dacl.as_ref().unwrap().len(), 2);
+    }
+
+    /// The ACEs of a descriptor as (sid, mask, flags).
+    fn aces(sd: &Descriptor) -> Vec<(Vec<u8>, u32, u8)> {
+        sd.dacl
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|a| (a.sid().unwrap().to_vec(), a.mask(), a.flags()))
+            .collect()
+    }
+
+    #[test]
+    fn set_keeps_what_windows_keeps() {
+        let oc = OBJECT_INHERIT_ACE | CONTAINER_INHERIT_ACE;
+        let sent = |control: u16| Descriptor {
+            control: SE_DACL_PRESENT | control,
+            owner: None,
+            group: None,
+            dacl: Some(vec![
+                Ace::new(ACCESS_ALLOWED_ACE_TYPE, oc, GENERIC_READ, &user()),
+                Ace::new(
+                    ACCESS_ALLOWED_ACE_TYPE,
+                    oc | INHERIT_ONLY_ACE,
+                    GENERIC_ALL,
+                    sids::CREATOR_OWNER,
+                ),
+            ]),
+            sacl: None,
+        };
+        // AUTO_INHERITED stays only with AUTO_INHERIT_REQ, which is never
+        // kept; PROTECTED stays (smbtorture smb2.acls.INHERITFLAGS).
+        for (control, kept) in [
+            (0, 0),
+            (SE_DACL_AUTO_INHERITED, 0),
+            (SE_DACL_AUTO_INHERIT_REQ, 0),
+            (
+                SE_DACL_AUTO_INHERITED | SE_DACL_AUTO_INHERIT_REQ,
+                SE_DACL_AUTO_INHERITED,
+            ),
+            (
+                SE_DACL_PROTECTED | SE_DACL_AUTO_INHERITED,
+                SE_DACL_PROTECTED,
+            ),
+        ] {
+            let mut sd = Descriptor::default();
+            let bytes = sent(control).encode(ALL_PARTS);
+            let mut raw = bytes.clone();
+            // encode never writes AUTO_INHERIT_REQ: put it on the wire.
+            raw[2..4]
+                .copy_from_slice(&(SE_SELF_RELATIVE | SE_DACL_PRESENT | control).to_le_bytes());
+            sd.merge(Descriptor::parse(&raw).unwrap(), DACL_SECURITY_INFORMATION);
+            assert_eq!(sd.control, SE_DACL_PRESENT | kept, "sent {control:#x}");
+        }
+        // Generic rights are mapped where the ACE applies to the object,
+        // kept where it is only passed on.
+        let mut sd = Descriptor::default();
+        sd.merge(sent(0), DACL_SECURITY_INFORMATION);
+        assert_eq!(
+            aces(&sd),
+            [
+                (user(), FILE_GENERIC_READ, oc),
+                (
+                    sids::CREATOR_OWNER.to_vec(),
+                    GENERIC_ALL,
+                    oc | INHERIT_ONLY_ACE
+                ),
+            ]
+        );
+        // A DACL named but not present is a NULL DACL.
+        sd.merge(Descriptor::default(), DACL_SECURITY_INFORMATION);
+        assert_eq!((sd.control, &sd.dacl), (SE_DACL_PRESENT, &None));
+        assert_eq!(sd.granted(&[sids::unix_user(7)]), FILE_ALL_ACCESS);
+    }
+
+    #[test]
+    fn what_a_stored_descriptor_leaves_open_comes_from_the_mode() {
+        let mode =
+            Descriptor::parse(&security_descriptor(1, 2, 0o100640, false, ALL_PARTS)).unwrap();
+        let stored = Descriptor {
+            owner: Some(sids::EVERYONE.to_vec()),
+            ..Descriptor::default()
+        };
+        let shown = stored.or_defaults(mode.clone());
+        assert_eq!(shown.owner.as_deref(), Some(sids::EVERYONE));
+        assert_eq!(shown.group, mode.group);
+        assert_eq!(shown.dacl, mode.dacl);
+        assert_eq!(shown.control, SE_DACL_PRESENT);
+        // A NULL DACL is a DACL: it stays.
+        let null = Descriptor {
+            control: SE_DACL_PRESENT,
+            ..Descriptor::default()
+        };
+        assert_eq!(null.or_defaults(mode).dacl, None);
     }
 
     #[test]

@@ -442,8 +442,7 @@ fn open_or_create(
                 }
                 let (granted, maximal) = security::check_open(
                     vfs,
-                    &opened.handle,
-                    &opened.path,
+                    &opened,
                     caller,
                     cr.desired_access,
                     granted,
@@ -659,15 +658,8 @@ fn open_or_create_stream(
     };
     let (base, base_created, granted, maximal) = match vfs.open(&base_req) {
         Ok(base) => {
-            let (granted, maximal) = security::check_open(
-                vfs,
-                &base.handle,
-                &base.path,
-                caller,
-                cr.desired_access,
-                granted,
-                maximal,
-            )?;
+            let (granted, maximal) =
+                security::check_open(vfs, &base, caller, cr.desired_access, granted, maximal)?;
             let writes = granted & (access::FILE_WRITE_DATA | access::FILE_APPEND_DATA) != 0;
             if !base.stat.is_dir && base.stat.attributes & attr::READONLY != 0 && writes {
                 return Err(status::ACCESS_DENIED);
