@@ -189,16 +189,22 @@ pub fn check_create(
     Ok(Some(psd))
 }
 
-/// Stores on a new object what it inherits from `parent`, if anything.
-pub fn inherit(
+/// Stores on a new object the descriptor it is created with: what it
+/// inherits from its parent directory's stored descriptor and what its
+/// creator sent (the SecD create context), if anything (see
+/// [`Descriptor::for_new_object`]).
+pub fn assign(
     vfs: &dyn Vfs,
     h: &copyless_vfs::FileHandle,
     stat: &FileStat,
-    parent: &Descriptor,
+    parent: Option<&Descriptor>,
+    creator: Option<&Descriptor>,
 ) -> Result<(), NtStatus> {
     let owner = sids::unix_user(stat.uid);
     let group = sids::unix_group(stat.gid);
-    if let Some(sd) = parent.inherit(stat.is_dir, &owner, &group) {
+    let sd = Descriptor::for_new_object(parent, creator, stat.is_dir, &owner, &group)
+        .map_err(|e| e.ntstatus())?;
+    if let Some(sd) = sd {
         vfs.set_security(h, &sd.encode(copyless_fscc::descriptor::ALL_PARTS))
             .map_err(|e| vfs_status(&e))?;
     }
