@@ -135,8 +135,14 @@ fn descriptor(buf: &[u8]) {
     let group = d.group.clone().unwrap_or_else(|| sids::unix_group(1000));
     let _ = d.granted(&[owner.clone(), group.clone()]);
     for is_dir in [false, true] {
-        if let Some(child) = d.inherit(is_dir, &owner, &group) {
-            Descriptor::parse(&child.encode(ALL_PARTS)).expect("an inherited descriptor parses");
+        // As the parent, as the creator's descriptor, and as both.
+        for (parent, creator) in [(Some(&d), None), (None, Some(&d)), (Some(&d), Some(&d))] {
+            if let Ok(Some(child)) =
+                Descriptor::for_new_object(parent, creator, is_dir, &owner, &group)
+            {
+                Descriptor::parse(&child.encode(ALL_PARTS))
+                    .expect("a new object's descriptor parses");
+            }
         }
     }
     let mut merged = Descriptor::default();

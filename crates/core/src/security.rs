@@ -7,11 +7,13 @@
 //! (Anonymous for a null session).
 //! Objects without a stored descriptor keep their rights from the mode
 //! bits, enforced by the file system; only a descriptor a client stored
-//! is evaluated here.
+//! (or one a new object inherited) is evaluated here. A stored descriptor
+//! may leave parts open: a missing owner, group or DACL shows what the
+//! mode gives, and a missing DACL grants what the mode grants.
 
 use copyless_fscc::descriptor::{sids, Descriptor};
 use copyless_proto::status::{self, NtStatus};
-use copyless_vfs::{FileStat, Identity, Vfs, VfsError};
+use copyless_vfs::{FileStat, Identity, Opened, Vfs, VfsError};
 
 use crate::access::{self, DELETE, FILE_DELETE_CHILD, FILE_READ_ATTRIBUTES, MAXIMUM_ALLOWED};
 use crate::handlers::vfs_status;
@@ -102,26 +104,31 @@ fn parent(path: &str) -> Option<&str> {
     Some(path.rsplit_once('/').map_or("", |(p, _)| p))
 }
 
-/// Rights on an existing object at real path `path`: the access asked for
-/// (`desired`, as the client sent it) checked against its stored
-/// descriptor. Returns (granted, maximal) or ACCESS_DENIED; objects without
-/// a descriptor get `granted` and `maximal` back unchanged.
+/// Rights on an existing object: the access asked for (`desired`, as the
+/// client sent it) checked against its stored descriptor. Returns
+/// (granted, maximal) or ACCESS_DENIED; objects without a descriptor get
+/// `granted` and `maximal` back unchanged.
 ///
 /// As on Windows, DELETE is also granted when the parent directory grants
 /// FILE_DELETE_CHILD, and FILE_READ_ATTRIBUTES when it grants
 /// FILE_LIST_DIRECTORY.
 pub fn check_open(
     vfs: &dyn Vfs,
-    h: &copyless_vfs::FileHandle,
-    path: &str,
+    opened: &Opened,
     caller: &Caller<'_>,
     desired: u32,
     granted: u32,
     maximal: u32,
 ) -> Result<(u32, u32), NtStatus> {
-    let Some(sd) = stored(vfs, h)? else {
+    let Some(mut sd) = stored(vfs, &opened.handle)? else {
         return Ok((granted, maximal));
     };
+    // The owner's implicit rights belong to the file's owner when the
+    // descriptor names none.
+    if sd.owner.is_none() {
+        sd.owner = Some(sids::unix_user(opened.stat.uid));
+    }
+    let path = opened.path.as_str();
     let token = &caller.token();
     let mut allowed = sd.granted(token);
     if allowed & (DELETE | FILE_READ_ATTRIBUTES) != DELETE | FILE_READ_ATTRIBUTES {
@@ -182,32 +189,35 @@ pub fn check_create(
     Ok(Some(psd))
 }
 
-/// Stores on a new object what it inherits from `parent`, if anything.
-pub fn inherit(
+/// Stores on a new object the descriptor it is created with: what it
+/// inherits from its parent directory's stored descriptor and what its
+/// creator sent (the SecD create context), if anything (see
+/// [`Descriptor::for_new_object`]).
+pub fn assign(
     vfs: &dyn Vfs,
     h: &copyless_vfs::FileHandle,
     stat: &FileStat,
-    parent: &Descriptor,
+    parent: Option<&Descriptor>,
+    creator: Option<&Descriptor>,
 ) -> Result<(), NtStatus> {
     let owner = sids::unix_user(stat.uid);
     let group = sids::unix_group(stat.gid);
-    if let Some(sd) = parent.inherit(stat.is_dir, &owner, &group) {
+    let sd = Descriptor::for_new_object(parent, creator, stat.is_dir, &owner, &group)
+        .map_err(|e| e.ntstatus())?;
+    if let Some(sd) = sd {
         vfs.set_security(h, &sd.encode(copyless_fscc::descriptor::ALL_PARTS))
             .map_err(|e| vfs_status(&e))?;
     }
     Ok(())
 }
 
-/// The descriptor an object shows: the stored one, or one derived from
-/// its owner and mode.
+/// The descriptor an object shows: the stored one, with what it leaves
+/// open (owner, group, DACL) derived from the object's owner and mode.
 pub fn effective(
     vfs: &dyn Vfs,
     h: &copyless_vfs::FileHandle,
     st: &FileStat,
 ) -> Result<Descriptor, NtStatus> {
-    if let Some(sd) = stored(vfs, h)? {
-        return Ok(sd);
-    }
     let bytes = copyless_fscc::security_descriptor(
         st.uid,
         st.gid,
@@ -215,5 +225,9 @@ pub fn effective(
         st.is_dir,
         copyless_fscc::descriptor::ALL_PARTS,
     );
-    Descriptor::parse(&bytes).map_err(|_| status::INTERNAL_ERROR)
+    let derived = Descriptor::parse(&bytes).map_err(|_| status::INTERNAL_ERROR)?;
+    Ok(match stored(vfs, h)? {
+        Some(sd) => sd.or_defaults(derived),
+        None => derived,
+    })
 }

@@ -11,15 +11,21 @@ use crate::security::access::*;
 use crate::security::additional_info::*;
 use crate::wire::{put_u16, put_u32, put_u8};
 
-const SE_DACL_PRESENT: u16 = 0x0004;
-const SE_SACL_PRESENT: u16 = 0x0010;
-const SE_DACL_AUTO_INHERITED: u16 = 0x0400;
-const SE_DACL_PROTECTED: u16 = 0x1000;
+pub const SE_DACL_PRESENT: u16 = 0x0004;
+pub const SE_SACL_PRESENT: u16 = 0x0010;
+pub const SE_DACL_AUTO_INHERIT_REQ: u16 = 0x0100;
+pub const SE_SACL_AUTO_INHERIT_REQ: u16 = 0x0200;
+pub const SE_DACL_AUTO_INHERITED: u16 = 0x0400;
+pub const SE_DACL_PROTECTED: u16 = 0x1000;
 const SE_SELF_RELATIVE: u16 = 0x8000;
 /// Control bits that describe the DACL and travel with it.
 const DACL_CONTROL: u16 = SE_DACL_PRESENT | 0x0008 | SE_DACL_AUTO_INHERITED | SE_DACL_PROTECTED;
 /// Control bits that describe the SACL.
 const SACL_CONTROL: u16 = SE_SACL_PRESENT | 0x0020 | 0x0800 | 0x2000;
+/// Requests a client may send with a descriptor; never stored.
+const AUTO_INHERIT_REQ: u16 = SE_DACL_AUTO_INHERIT_REQ | SE_SACL_AUTO_INHERIT_REQ;
+/// The largest ACL the 16-bit AclSize can describe.
+const MAX_ACL: usize = u16::MAX as usize;
 
 pub const ACCESS_ALLOWED_ACE_TYPE: u8 = 0;
 pub const ACCESS_DENIED_ACE_TYPE: u8 = 1;
@@ -34,6 +40,7 @@ const GENERIC_ALL: u32 = 0x1000_0000;
 const GENERIC_EXECUTE: u32 = 0x2000_0000;
 const GENERIC_WRITE: u32 = 0x4000_0000;
 const GENERIC_READ: u32 = 0x8000_0000;
+const GENERIC_MASK: u32 = GENERIC_ALL | GENERIC_EXECUTE | GENERIC_WRITE | GENERIC_READ;
 
 /// Well-known SIDs in binary form.
 pub mod sids {
@@ -90,6 +97,10 @@ pub enum DescriptorError {
     Invalid,
     /// An ACL whose size or ACE count does not add up: STATUS_INVALID_ACL.
     InvalidAcl,
+    /// Inheritance would make an ACL larger than an ACL can be:
+    /// STATUS_BAD_INHERITANCE_ACL, as Windows answers when an inherited
+    /// ACL cannot be built.
+    BadInheritance,
 }
 
 impl DescriptorError {
@@ -99,6 +110,7 @@ impl DescriptorError {
             DescriptorError::Revision => 0xC000_0058,
             DescriptorError::Invalid => 0xC000_0079,
             DescriptorError::InvalidAcl => 0xC000_0077,
+            DescriptorError::BadInheritance => 0xC000_007D,
         }
     }
 }
@@ -128,6 +140,16 @@ impl Ace {
 
     pub fn mask(&self) -> u32 {
         u32::from_le_bytes([self.0[4], self.0[5], self.0[6], self.0[7]])
+    }
+
+    /// Every ACE type has its access mask right after the header.
+    fn with_mask(mut self, mask: u32) -> Ace {
+        self.0[4..8].copy_from_slice(&mask.to_le_bytes());
+        self
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
     }
 
     /// The trustee of an allow or deny ACE; None for other types, whose
@@ -217,7 +239,7 @@ fn encode_acl(aces: &[Ace]) -> Vec<u8> {
 
 /// Replaces GENERIC_* bits by the file rights they stand for.
 pub fn map_generic(mask: u32) -> u32 {
-    let mut m = mask & !(GENERIC_ALL | GENERIC_EXECUTE | GENERIC_WRITE | GENERIC_READ);
+    let mut m = mask & !GENERIC_MASK;
     if mask & GENERIC_READ != 0 {
         m |= FILE_GENERIC_READ;
     }
@@ -269,7 +291,7 @@ impl Descriptor {
             None
         };
         Ok(Descriptor {
-            control: control & (DACL_CONTROL | SACL_CONTROL),
+            control: control & (DACL_CONTROL | SACL_CONTROL | AUTO_INHERIT_REQ),
             owner,
             group,
             dacl,
@@ -304,7 +326,8 @@ impl Descriptor {
         }
         let mut dacl_off = 0;
         if info & DACL_SECURITY_INFORMATION != 0 {
-            control |= self.control & DACL_CONTROL & !SE_DACL_PRESENT;
+            // A NULL DACL (present, no ACL) is told apart from none at all.
+            control |= self.control & DACL_CONTROL;
             if let Some(aces) = &self.dacl {
                 control |= SE_DACL_PRESENT;
                 dacl_off = place(&encode_acl(aces));
@@ -322,7 +345,11 @@ impl Descriptor {
         out
     }
 
-    /// Takes the parts `info` names from `new`, keeping the rest.
+    /// Takes the parts `info` names from `new`, keeping the rest, as
+    /// Windows stores a SET_INFO: a DACL it names is present even when
+    /// `new` has none (a NULL DACL), generic rights in the ACEs that apply
+    /// to the object are mapped, and the auto-inherit control bits are
+    /// canonicalized (see [`dacl_control`]).
     pub fn merge(&mut self, new: Descriptor, info: u32) {
         if info & OWNER_SECURITY_INFORMATION != 0 && new.owner.is_some() {
             self.owner = new.owner;
@@ -331,13 +358,30 @@ impl Descriptor {
             self.group = new.group;
         }
         if info & DACL_SECURITY_INFORMATION != 0 {
-            self.control = (self.control & !DACL_CONTROL) | (new.control & DACL_CONTROL);
-            self.dacl = new.dacl;
+            self.control = (self.control & !DACL_CONTROL) | dacl_control(new.control);
+            self.dacl = new.dacl.map(map_applicable);
         }
         if info & SACL_SECURITY_INFORMATION != 0 {
             self.control = (self.control & !SACL_CONTROL) | (new.control & SACL_CONTROL);
             self.sacl = new.sacl;
         }
+    }
+
+    /// Fills the parts this descriptor leaves open (no owner, no group, no
+    /// DACL present) from `defaults`: what a stored descriptor does not
+    /// decide still comes from the object's ownership and mode.
+    pub fn or_defaults(mut self, defaults: Descriptor) -> Descriptor {
+        if self.owner.is_none() {
+            self.owner = defaults.owner;
+        }
+        if self.group.is_none() {
+            self.group = defaults.group;
+        }
+        if self.control & SE_DACL_PRESENT == 0 && self.dacl.is_none() {
+            self.control = (self.control & !DACL_CONTROL) | (defaults.control & DACL_CONTROL);
+            self.dacl = defaults.dacl;
+        }
+        self
     }
 
     /// The rights a caller holding `token` (its SIDs) has: the DACL walked
@@ -383,14 +427,108 @@ impl Descriptor {
         })
     }
 
-    /// The descriptor of a new child of this (directory's) descriptor,
-    /// owned by `owner`:`group`; None when nothing is inheritable, in which
-    /// case the child keeps no descriptor of its own.
-    pub fn inherit(&self, is_dir: bool, owner: &[u8], group: &[u8]) -> Option<Descriptor> {
-        let aces = self.dacl.as_ref()?;
+    /// The descriptor of a new object (MS-DTYP 2.5.3.4.1
+    /// CreateSecurityDescriptor, as NTFS runs it for a CREATE): from the
+    /// descriptor of its parent directory, if it has one, and the one its
+    /// creator sent (the SecD create context), if any.
+    ///
+    /// `owner` and `group` are who the object belongs to; the creator's
+    /// owner and group, when it names them, take their place. They stand in
+    /// for CREATOR OWNER and CREATOR GROUP.
+    ///
+    /// - The creator's DACL, when present, is the object's, its generic
+    ///   rights mapped; when the parent's DACL is auto-inherited and the
+    ///   creator's is not protected, the parent's inheritable ACEs follow
+    ///   the creator's own (those the creator marked inherited are
+    ///   dropped), and the new DACL is auto-inherited too.
+    /// - Otherwise the object gets what it inherits from the parent, if
+    ///   anything.
+    /// - Otherwise no DACL is stored and the object's mode decides.
+    ///
+    /// NTFS inherits automatically only below a DACL that is itself
+    /// auto-inherited: only then are inherited ACEs marked INHERITED_ACE
+    /// and the new DACL SE_DACL_AUTO_INHERITED (smbtorture
+    /// smb2.acls.INHERITFLAGS).
+    ///
+    /// Parts that neither decides are left out. None when nothing is left
+    /// to store.
+    pub fn for_new_object(
+        parent: Option<&Descriptor>,
+        creator: Option<&Descriptor>,
+        is_dir: bool,
+        owner: &[u8],
+        group: &[u8],
+    ) -> Result<Option<Descriptor>, DescriptorError> {
+        let owner = creator.and_then(|c| c.owner.as_deref()).unwrap_or(owner);
+        let group = creator.and_then(|c| c.group.as_deref()).unwrap_or(group);
+        let auto = parent.is_some_and(|p| p.control & SE_DACL_AUTO_INHERITED != 0);
+        let inherited =
+            parent.map_or_else(Vec::new, |p| p.inherited_by(is_dir, owner, group, auto));
+        let mut control = 0;
+        let dacl = match creator.filter(|c| c.control & SE_DACL_PRESENT != 0) {
+            Some(c) => {
+                control = dacl_control(c.control);
+                let mut dacl = c.dacl.clone().map(map_applicable);
+                if let Some(aces) = dacl.as_mut() {
+                    if auto && control & SE_DACL_PROTECTED == 0 && !inherited.is_empty() {
+                        aces.retain(|a| a.flags() & INHERITED_ACE == 0);
+                        aces.extend(inherited);
+                        control |= SE_DACL_AUTO_INHERITED;
+                    }
+                }
+                dacl
+            }
+            None if !inherited.is_empty() => {
+                control = SE_DACL_PRESENT | if auto { SE_DACL_AUTO_INHERITED } else { 0 };
+                Some(inherited)
+            }
+            None => None,
+        };
+        if dacl
+            .as_ref()
+            .is_some_and(|aces| 8 + aces.iter().map(Ace::len).sum::<usize>() > MAX_ACL)
+        {
+            return Err(DescriptorError::BadInheritance);
+        }
+        let mut sacl = None;
+        if let Some(c) = creator.filter(|c| c.control & SE_SACL_PRESENT != 0) {
+            control |= c.control & SACL_CONTROL;
+            sacl = c.sacl.clone();
+        }
+        let sd = Descriptor {
+            control,
+            owner: creator.and_then(|c| c.owner.clone()),
+            group: creator.and_then(|c| c.group.clone()),
+            dacl,
+            sacl,
+        };
+        Ok((sd != Descriptor::default()).then_some(sd))
+    }
+
+    /// The ACEs a new child inherits from this (directory's) DACL, the
+    /// child owned by `owner`:`group` (MS-DTYP 2.5.3.4.3
+    /// ComputeInheritedACLfromParent). `mark` says whether they are marked
+    /// INHERITED_ACE.
+    ///
+    /// A file takes every object-inheritable ACE as an effective one. A
+    /// directory takes container-inheritable ACEs as effective ones, and
+    /// keeps passing on what is to be inherited further: an ACE that names
+    /// CREATOR OWNER or CREATOR GROUP or holds generic rights is split
+    /// into the effective ACE (the creator substituted, the rights mapped)
+    /// and the original, inherit-only, for its own children. An
+    /// object-inheritable ACE that is not container-inheritable stays
+    /// inherit-only, for its files. NO_PROPAGATE_INHERIT stops all of that
+    /// after one level.
+    fn inherited_by(&self, is_dir: bool, owner: &[u8], group: &[u8], mark: bool) -> Vec<Ace> {
+        let Some(aces) = &self.dacl else {
+            return Vec::new();
+        };
+        let mark = if mark { INHERITED_ACE } else { 0 };
         let mut out = Vec::new();
         for ace in aces {
             let f = ace.flags();
+            // Object ACEs and audit ACEs are laid out differently; they are
+            // kept where a client put them, never inherited.
             let Some(sid) = ace.sid() else { continue };
             let creator = if sid == sids::CREATOR_OWNER {
                 Some(owner)
@@ -399,57 +537,65 @@ impl Descriptor {
             } else {
                 None
             };
-            let effective_sid = creator.unwrap_or(sid);
-            let effective = |flags: u8| {
+            let effective = || {
                 Ace::new(
                     ace.kind(),
-                    flags | INHERITED_ACE,
+                    mark,
                     map_generic(ace.mask()),
-                    effective_sid,
+                    creator.unwrap_or(sid),
                 )
             };
-            if is_dir {
-                if f & CONTAINER_INHERIT_ACE != 0 {
-                    if f & NO_PROPAGATE_INHERIT_ACE != 0 {
-                        out.push(effective(0));
-                    } else if creator.is_some() || ace.mask() & 0xF000_0000 != 0 {
-                        // The effective ACE is made specific; the original
-                        // travels on, inherit-only, for grandchildren.
-                        out.push(effective(0));
-                        let keep = f & (OBJECT_INHERIT_ACE | CONTAINER_INHERIT_ACE);
-                        out.push(Ace::new(
-                            ace.kind(),
-                            keep | INHERIT_ONLY_ACE | INHERITED_ACE,
-                            ace.mask(),
-                            sid,
-                        ));
-                    } else {
-                        let keep = f & (OBJECT_INHERIT_ACE | CONTAINER_INHERIT_ACE);
-                        out.push(Ace::new(ace.kind(), keep | INHERITED_ACE, ace.mask(), sid));
-                    }
-                } else if f & OBJECT_INHERIT_ACE != 0 && f & NO_PROPAGATE_INHERIT_ACE == 0 {
-                    out.push(Ace::new(
-                        ace.kind(),
-                        OBJECT_INHERIT_ACE | INHERIT_ONLY_ACE | INHERITED_ACE,
-                        ace.mask(),
-                        sid,
-                    ));
+            let passed_on = |flags: u8| Ace::new(ace.kind(), flags | mark, ace.mask(), sid);
+            let inherit_flags = f & (OBJECT_INHERIT_ACE | CONTAINER_INHERIT_ACE);
+            let propagates = f & NO_PROPAGATE_INHERIT_ACE == 0;
+            if !is_dir {
+                if f & OBJECT_INHERIT_ACE != 0 {
+                    out.push(effective());
                 }
-            } else if f & OBJECT_INHERIT_ACE != 0 {
-                out.push(effective(0));
+            } else if f & CONTAINER_INHERIT_ACE != 0 {
+                if !propagates {
+                    out.push(effective());
+                } else if creator.is_some() || ace.mask() & GENERIC_MASK != 0 {
+                    out.push(effective());
+                    out.push(passed_on(inherit_flags | INHERIT_ONLY_ACE));
+                } else {
+                    out.push(passed_on(inherit_flags));
+                }
+            } else if f & OBJECT_INHERIT_ACE != 0 && propagates {
+                out.push(passed_on(OBJECT_INHERIT_ACE | INHERIT_ONLY_ACE));
             }
         }
-        if out.is_empty() {
-            return None;
-        }
-        Some(Descriptor {
-            control: SE_DACL_PRESENT | SE_DACL_AUTO_INHERITED,
-            owner: Some(owner.to_vec()),
-            group: Some(group.to_vec()),
-            dacl: Some(out),
-            sacl: None,
-        })
+        out
     }
+}
+
+/// The DACL control bits Windows keeps of a descriptor a client sends:
+/// the DACL is present (a descriptor without one sets a NULL DACL),
+/// SE_DACL_AUTO_INHERIT_REQ is a request and never kept, and
+/// SE_DACL_AUTO_INHERITED stays only when that request came with it
+/// (smbtorture smb2.acls.INHERITFLAGS).
+fn dacl_control(sent: u16) -> u16 {
+    let mut c = (sent & DACL_CONTROL) | SE_DACL_PRESENT;
+    if sent & SE_DACL_AUTO_INHERIT_REQ == 0 {
+        c &= !SE_DACL_AUTO_INHERITED;
+    }
+    c
+}
+
+/// Generic rights in the ACEs that apply to the object become the file
+/// rights they stand for; inherit-only ACEs keep them for the objects
+/// that will inherit them, as Windows stores a DACL.
+fn map_applicable(aces: Vec<Ace>) -> Vec<Ace> {
+    aces.into_iter()
+        .map(|a| {
+            if a.flags() & INHERIT_ONLY_ACE != 0 || a.mask() & GENERIC_MASK == 0 {
+                a
+            } else {
+                let mask = map_generic(a.mask());
+                a.with_mask(mask)
+            }
+        })
+        .collect()
 }
 
 /// Every part a descriptor has.
@@ -521,43 +667,368 @@ mod tests {
         assert_eq!(sd.granted(&token), FILE_GENERIC_READ | WRITE_DAC);
     }
 
+    /// A parent directory's DACL: `aces` as (sid, mask, flags), allow
+    /// ACEs, auto-inherited or not.
+    fn parent(aces: &[(&[u8], u32, u8)], auto: bool) -> Descriptor {
+        Descriptor {
+            control: SE_DACL_PRESENT | if auto { SE_DACL_AUTO_INHERITED } else { 0 },
+            owner: Some(user()),
+            group: None,
+            dacl: Some(
+                aces.iter()
+                    .map(|&(sid, mask, flags)| Ace::new(ACCESS_ALLOWED_ACE_TYPE, flags, mask, sid))
+                    .collect(),
+            ),
+            sacl: None,
+        }
+    }
+
+    /// The ACEs of a descriptor as (sid, mask, flags).
+    fn aces(sd: &Descriptor) -> Vec<(Vec<u8>, u32, u8)> {
+        sd.dacl
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|a| (a.sid().unwrap().to_vec(), a.mask(), a.flags()))
+            .collect()
+    }
+
+    fn child(
+        parent: &Descriptor,
+        creator: Option<&Descriptor>,
+        is_dir: bool,
+    ) -> Option<Descriptor> {
+        Descriptor::for_new_object(
+            Some(parent),
+            creator,
+            is_dir,
+            &creator_sid(),
+            &sids::unix_group(9),
+        )
+        .unwrap()
+    }
+
+    fn creator_sid() -> Vec<u8> {
+        sids::unix_user(5)
+    }
+
+    /// What a new file and a new directory inherit of a CREATOR OWNER ACE,
+    /// for every combination of inheritance flags (the table of smbtorture
+    /// smb2.acls.INHERITANCE, which Windows passes).
     #[test]
-    fn inheritance_follows_flags() {
-        let parent = dir_sd(0x001E_01BF, OBJECT_INHERIT_ACE);
-        let group = sids::unix_group(0);
-        let file = parent.inherit(false, &user(), &group).unwrap();
-        let aces = file.dacl.as_ref().unwrap();
-        assert_eq!(aces.len(), 1);
-        assert_eq!(aces[0].flags(), INHERITED_ACE);
-        assert_eq!(aces[0].mask(), 0x001E_01BF);
-        // A subdirectory keeps it inherit-only, for its own files.
-        let dir = parent.inherit(true, &user(), &group).unwrap();
-        let aces = dir.dacl.as_ref().unwrap();
-        assert_eq!(
-            aces[0].flags(),
-            OBJECT_INHERIT_ACE | INHERIT_ONLY_ACE | INHERITED_ACE
+    fn inheritance_follows_the_flags_as_windows_does() {
+        const OI: u8 = OBJECT_INHERIT_ACE;
+        const CI: u8 = CONTAINER_INHERIT_ACE;
+        const NP: u8 = NO_PROPAGATE_INHERIT_ACE;
+        const IO: u8 = INHERIT_ONLY_ACE;
+        let me = creator_sid();
+        let co = sids::CREATOR_OWNER.to_vec();
+        let w = FILE_WRITE_DATA;
+        // Parent flags; what a file gets; what a directory gets: (trustee,
+        // flags) of each ACE.
+        type Inherited<'a> = &'a [(&'a Vec<u8>, u8)];
+        #[rustfmt::skip]
+        let table: &[(u8, Inherited, Inherited)] = &[
+            (0, &[], &[]),
+            (OI, &[(&me, 0)], &[(&co, OI | IO)]),
+            (CI, &[], &[(&me, 0), (&co, CI | IO)]),
+            (OI | CI, &[(&me, 0)], &[(&me, 0), (&co, OI | CI | IO)]),
+            (NP, &[], &[]),
+            (NP | OI, &[(&me, 0)], &[]),
+            (NP | CI, &[], &[(&me, 0)]),
+            (NP | CI | OI, &[(&me, 0)], &[(&me, 0)]),
+            (IO, &[], &[]),
+            (IO | OI, &[(&me, 0)], &[(&co, OI | IO)]),
+            (IO | CI, &[], &[(&me, 0), (&co, CI | IO)]),
+            (IO | CI | OI, &[(&me, 0)], &[(&me, 0), (&co, OI | CI | IO)]),
+            (IO | NP, &[], &[]),
+            (IO | NP | OI, &[(&me, 0)], &[]),
+            (IO | NP | CI, &[], &[(&me, 0)]),
+            (IO | NP | CI | OI, &[(&me, 0)], &[(&me, 0)]),
+        ];
+        for &(flags, file, dir) in table {
+            // Everyone's ACE is not inheritable: it never shows below.
+            let p = parent(
+                &[
+                    (sids::CREATOR_OWNER, w, flags),
+                    (sids::EVERYONE, FILE_ALL_ACCESS, 0),
+                ],
+                false,
+            );
+            for (is_dir, want) in [(false, file), (true, dir)] {
+                let got = child(&p, None, is_dir);
+                let want: Vec<_> = want.iter().map(|&(sid, f)| (sid.clone(), w, f)).collect();
+                if want.is_empty() {
+                    assert_eq!(
+                        got, None,
+                        "flags {flags:#x}, dir {is_dir}: nothing inherited"
+                    );
+                } else {
+                    let got = got.unwrap();
+                    assert_eq!(aces(&got), want, "flags {flags:#x}, dir {is_dir}");
+                    assert_eq!(got.control, SE_DACL_PRESENT, "flags {flags:#x}");
+                    assert_eq!(got.owner, None, "the owner stays the file's own");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn generic_rights_are_mapped_where_they_apply_and_passed_on_as_they_are() {
+        let p = parent(
+            &[
+                (
+                    sids::EVERYONE,
+                    GENERIC_READ,
+                    OBJECT_INHERIT_ACE | CONTAINER_INHERIT_ACE,
+                ),
+                (
+                    sids::CREATOR_GROUP,
+                    GENERIC_ALL,
+                    CONTAINER_INHERIT_ACE | INHERIT_ONLY_ACE,
+                ),
+                (
+                    &user(),
+                    FILE_ALL_ACCESS,
+                    OBJECT_INHERIT_ACE | CONTAINER_INHERIT_ACE,
+                ),
+            ],
+            false,
         );
-        assert_eq!(dir.granted(&[user()]), READ_CONTROL | WRITE_DAC);
-        // Nothing inheritable: no descriptor.
-        assert!(dir_sd(FILE_ALL_ACCESS, 0)
-            .inherit(false, &user(), &group)
-            .is_none());
-        // CREATOR OWNER becomes the creator.
-        let mut p = dir_sd(GENERIC_ALL, OBJECT_INHERIT_ACE | CONTAINER_INHERIT_ACE);
-        p.dacl = Some(vec![Ace::new(
-            ACCESS_ALLOWED_ACE_TYPE,
-            OBJECT_INHERIT_ACE | CONTAINER_INHERIT_ACE,
-            GENERIC_ALL,
-            sids::CREATOR_OWNER,
-        )]);
-        let f = p.inherit(false, &sids::unix_user(5), &group).unwrap();
+        let file = child(&p, None, false).unwrap();
         assert_eq!(
-            f.dacl.as_ref().unwrap()[0].sid(),
-            Some(&sids::unix_user(5)[..])
+            aces(&file),
+            [
+                (sids::EVERYONE.to_vec(), FILE_GENERIC_READ, 0),
+                (user(), FILE_ALL_ACCESS, 0)
+            ]
         );
-        assert_eq!(f.dacl.as_ref().unwrap()[0].mask(), FILE_ALL_ACCESS);
-        let d = p.inherit(true, &sids::unix_user(5), &group).unwrap();
-        assert_eq!(d.dacl.as_ref().unwrap().len(), 2);
+        let dir = child(&p, None, true).unwrap();
+        let oc = OBJECT_INHERIT_ACE | CONTAINER_INHERIT_ACE;
+        assert_eq!(
+            aces(&dir),
+            [
+                (sids::EVERYONE.to_vec(), FILE_GENERIC_READ, 0),
+                (sids::EVERYONE.to_vec(), GENERIC_READ, oc | INHERIT_ONLY_ACE),
+                (sids::unix_group(9), FILE_ALL_ACCESS, 0),
+                (
+                    sids::CREATOR_GROUP.to_vec(),
+                    GENERIC_ALL,
+                    CONTAINER_INHERIT_ACE | INHERIT_ONLY_ACE
+                ),
+                // Nothing to substitute or map: one ACE that applies and
+                // passes on.
+                (user(), FILE_ALL_ACCESS, oc),
+            ]
+        );
+        // What the subdirectory passes on, its own children inherit alike.
+        assert_eq!(aces(&child(&dir, None, false).unwrap()), aces(&file));
+    }
+
+    #[test]
+    fn only_an_auto_inherited_dacl_marks_what_it_passes_on() {
+        let oc = OBJECT_INHERIT_ACE | CONTAINER_INHERIT_ACE;
+        let mut p = parent(
+            &[(&user(), FILE_WRITE_DATA | WRITE_DAC, oc | INHERITED_ACE)],
+            true,
+        );
+        p.control |= SE_DACL_PROTECTED;
+        let file = child(&p, None, false).unwrap();
+        assert_eq!(file.control, SE_DACL_PRESENT | SE_DACL_AUTO_INHERITED);
+        assert_eq!(
+            aces(&file),
+            [(user(), FILE_WRITE_DATA | WRITE_DAC, INHERITED_ACE)]
+        );
+        let dir = child(&p, None, true).unwrap();
+        assert_eq!(aces(&dir)[0].2, oc | INHERITED_ACE);
+        // Not auto-inherited: nothing is marked, even what the parent
+        // itself marked inherited.
+        p.control &= !SE_DACL_AUTO_INHERITED;
+        let file = child(&p, None, false).unwrap();
+        assert_eq!(file.control, SE_DACL_PRESENT);
+        assert_eq!(aces(&file)[0].2, 0);
+        assert_eq!(aces(&child(&p, None, true).unwrap())[0].2, oc);
+    }
+
+    #[test]
+    fn a_creator_descriptor_decides_what_it_names() {
+        let oi = OBJECT_INHERIT_ACE;
+        let p = parent(&[(sids::EVERYONE, FILE_GENERIC_READ, oi)], true);
+        let creator = Descriptor {
+            control: SE_DACL_PRESENT,
+            owner: Some(sids::EVERYONE.to_vec()),
+            group: None,
+            dacl: Some(vec![
+                Ace::new(
+                    ACCESS_ALLOWED_ACE_TYPE,
+                    0,
+                    GENERIC_ALL,
+                    sids::AUTHENTICATED_USERS,
+                ),
+                // Claimed inherited: dropped, the parent's own follow.
+                Ace::new(
+                    ACCESS_ALLOWED_ACE_TYPE,
+                    INHERITED_ACE,
+                    FILE_ALL_ACCESS,
+                    &user(),
+                ),
+            ]),
+            sacl: None,
+        };
+        let got = child(&p, Some(&creator), false).unwrap();
+        assert_eq!(got.owner.as_deref(), Some(sids::EVERYONE));
+        assert_eq!(got.group, None);
+        assert_eq!(got.control, SE_DACL_PRESENT | SE_DACL_AUTO_INHERITED);
+        assert_eq!(
+            aces(&got),
+            [
+                (sids::AUTHENTICATED_USERS.to_vec(), FILE_ALL_ACCESS, 0),
+                (sids::EVERYONE.to_vec(), FILE_GENERIC_READ, INHERITED_ACE),
+            ]
+        );
+        // A protected DACL, or a parent that is not auto-inherited: the
+        // creator's ACEs alone, as sent (generic rights mapped).
+        let mut protected = creator.clone();
+        protected.control |= SE_DACL_PROTECTED;
+        let got = child(&p, Some(&protected), false).unwrap();
+        assert_eq!(got.control, SE_DACL_PRESENT | SE_DACL_PROTECTED);
+        assert_eq!(aces(&got).len(), 2);
+        assert_eq!(aces(&got)[0].1, FILE_ALL_ACCESS);
+        let plain = parent(&[(sids::EVERYONE, FILE_GENERIC_READ, oi)], false);
+        assert_eq!(
+            aces(&child(&plain, Some(&creator), false).unwrap()).len(),
+            2
+        );
+        // CREATOR OWNER stands for the owner the creator names.
+        let co = parent(&[(sids::CREATOR_OWNER, FILE_GENERIC_READ, oi)], false);
+        let owner_only = Descriptor {
+            owner: Some(sids::EVERYONE.to_vec()),
+            ..Descriptor::default()
+        };
+        let got = child(&co, Some(&owner_only), false).unwrap();
+        assert_eq!(
+            aces(&got),
+            [(sids::EVERYONE.to_vec(), FILE_GENERIC_READ, 0)]
+        );
+        // No DACL from the creator and none inherited: left to the mode.
+        let none = parent(&[(sids::EVERYONE, FILE_GENERIC_READ, 0)], true);
+        let empty = Descriptor::default();
+        assert_eq!(child(&none, Some(&empty), true), None);
+        let got = child(&none, Some(&owner_only), true).unwrap();
+        assert_eq!((got.control, got.dacl), (0, None));
+        // A NULL DACL is the creator's to give.
+        let null = Descriptor {
+            control: SE_DACL_PRESENT,
+            ..Descriptor::default()
+        };
+        let got = child(&p, Some(&null), false).unwrap();
+        assert_eq!((got.control, &got.dacl), (SE_DACL_PRESENT, &None));
+        let bytes = got.encode(ALL_PARTS);
+        assert_eq!(
+            &bytes[2..4],
+            &(SE_SELF_RELATIVE | SE_DACL_PRESENT).to_le_bytes()
+        );
+        assert_eq!(&bytes[16..20], &[0; 4], "no ACL behind a NULL DACL");
+    }
+
+    #[test]
+    fn an_inherited_acl_too_large_to_describe_is_refused() {
+        // 2,000 ACEs of 20 bytes fit one ACL; split in two on a
+        // subdirectory they do not.
+        let aces: Vec<(&[u8], u32, u8)> = (0..2000)
+            .map(|_| (sids::CREATOR_OWNER, GENERIC_ALL, CONTAINER_INHERIT_ACE))
+            .collect();
+        let p = parent(&aces, false);
+        assert!(child(&p, None, false).is_none());
+        assert_eq!(
+            Descriptor::for_new_object(Some(&p), None, true, &user(), &user()),
+            Err(DescriptorError::BadInheritance)
+        );
+        assert_eq!(DescriptorError::BadInheritance.ntstatus(), 0xC000_007D);
+    }
+
+    #[test]
+    fn set_keeps_what_windows_keeps() {
+        let oc = OBJECT_INHERIT_ACE | CONTAINER_INHERIT_ACE;
+        let sent = |control: u16| Descriptor {
+            control: SE_DACL_PRESENT | control,
+            owner: None,
+            group: None,
+            dacl: Some(vec![
+                Ace::new(ACCESS_ALLOWED_ACE_TYPE, oc, GENERIC_READ, &user()),
+                Ace::new(
+                    ACCESS_ALLOWED_ACE_TYPE,
+                    oc | INHERIT_ONLY_ACE,
+                    GENERIC_ALL,
+                    sids::CREATOR_OWNER,
+                ),
+            ]),
+            sacl: None,
+        };
+        // AUTO_INHERITED stays only with AUTO_INHERIT_REQ, which is never
+        // kept; PROTECTED stays (smbtorture smb2.acls.INHERITFLAGS).
+        for (control, kept) in [
+            (0, 0),
+            (SE_DACL_AUTO_INHERITED, 0),
+            (SE_DACL_AUTO_INHERIT_REQ, 0),
+            (
+                SE_DACL_AUTO_INHERITED | SE_DACL_AUTO_INHERIT_REQ,
+                SE_DACL_AUTO_INHERITED,
+            ),
+            (
+                SE_DACL_PROTECTED | SE_DACL_AUTO_INHERITED,
+                SE_DACL_PROTECTED,
+            ),
+        ] {
+            let mut sd = Descriptor::default();
+            let bytes = sent(control).encode(ALL_PARTS);
+            let mut raw = bytes.clone();
+            // encode never writes AUTO_INHERIT_REQ: put it on the wire.
+            raw[2..4]
+                .copy_from_slice(&(SE_SELF_RELATIVE | SE_DACL_PRESENT | control).to_le_bytes());
+            sd.merge(Descriptor::parse(&raw).unwrap(), DACL_SECURITY_INFORMATION);
+            assert_eq!(sd.control, SE_DACL_PRESENT | kept, "sent {control:#x}");
+        }
+        // Generic rights are mapped where the ACE applies to the object,
+        // kept where it is only passed on.
+        let mut sd = Descriptor::default();
+        sd.merge(sent(0), DACL_SECURITY_INFORMATION);
+        assert_eq!(
+            aces(&sd),
+            [
+                (user(), FILE_GENERIC_READ, oc),
+                (
+                    sids::CREATOR_OWNER.to_vec(),
+                    GENERIC_ALL,
+                    oc | INHERIT_ONLY_ACE
+                ),
+            ]
+        );
+        // A DACL named but not present is a NULL DACL.
+        sd.merge(Descriptor::default(), DACL_SECURITY_INFORMATION);
+        assert_eq!((sd.control, &sd.dacl), (SE_DACL_PRESENT, &None));
+        assert_eq!(sd.granted(&[sids::unix_user(7)]), FILE_ALL_ACCESS);
+    }
+
+    #[test]
+    fn what_a_stored_descriptor_leaves_open_comes_from_the_mode() {
+        let mode =
+            Descriptor::parse(&security_descriptor(1, 2, 0o100640, false, ALL_PARTS)).unwrap();
+        let stored = Descriptor {
+            owner: Some(sids::EVERYONE.to_vec()),
+            ..Descriptor::default()
+        };
+        let shown = stored.or_defaults(mode.clone());
+        assert_eq!(shown.owner.as_deref(), Some(sids::EVERYONE));
+        assert_eq!(shown.group, mode.group);
+        assert_eq!(shown.dacl, mode.dacl);
+        assert_eq!(shown.control, SE_DACL_PRESENT);
+        // A NULL DACL is a DACL: it stays.
+        let null = Descriptor {
+            control: SE_DACL_PRESENT,
+            ..Descriptor::default()
+        };
+        assert_eq!(null.or_defaults(mode).dacl, None);
     }
 
     #[test]

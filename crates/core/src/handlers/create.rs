@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use copyless_fscc::descriptor::Descriptor;
 use copyless_fscc::notify;
 use copyless_proto::create_context::{self as cc, CreateContext};
 use copyless_proto::lease::{self, LeaseContext};
@@ -142,6 +143,13 @@ impl Connection {
                     .map_err(|_| status::INVALID_PARAMETER)
             })
             .transpose()?;
+        // The descriptor a new object is to have (MS-SMB2 2.2.13.2.2); an
+        // open of an existing one ignores it.
+        let creator_sd = contexts
+            .iter()
+            .find(|c| c.name == cc::SECD)
+            .map(|c| Descriptor::parse(c.data).map_err(|e| e.ntstatus()))
+            .transpose()?;
         let lease = self.lease_asked(&cr, &contexts)?;
         let server = self.server.clone();
         let mut oplock = OplockRequest {
@@ -250,6 +258,7 @@ impl Connection {
                 vfs,
                 &path,
                 &cr,
+                creator_sd.as_ref(),
                 kind,
                 rights,
                 &caller,
@@ -268,6 +277,7 @@ impl Connection {
                     &path,
                     name,
                     &cr,
+                    creator_sd.as_ref(),
                     rights,
                     &caller,
                     id,
@@ -456,6 +466,7 @@ fn open_or_create(
     vfs: &dyn Vfs,
     path: &str,
     cr: &CreateRequest<'_>,
+    creator_sd: Option<&Descriptor>,
     kind: Kind,
     (granted, maximal): (u32, u32),
     caller: &Caller<'_>,
@@ -496,8 +507,7 @@ fn open_or_create(
                 }
                 let (granted, maximal) = security::check_open(
                     vfs,
-                    &opened.handle,
-                    &opened.path,
+                    &opened,
                     caller,
                     cr.desired_access,
                     granted,
@@ -568,7 +578,7 @@ fn open_or_create(
                     attributes: cr.file_attributes & attr::SETTABLE,
                     ..req
                 };
-                match create_inheriting(vfs, &req, caller)? {
+                match create_inheriting(vfs, &req, caller, creator_sd)? {
                     Some(opened) => {
                         oplock.created = true;
                         register(server, index, &opened, id, granted, cr.share_access, oplock)?;
@@ -643,12 +653,13 @@ fn unregister(server: &Server, index: usize, opened: &Opened, id: u64) {
 }
 
 /// Creates what `req` names (its disposition is Create) and stores on it
-/// what it inherits from its parent's descriptor; None when the name was
-/// taken meanwhile.
+/// what it inherits from its parent's descriptor and the descriptor its
+/// creator sent; None when the name was taken meanwhile.
 fn create_inheriting(
     vfs: &dyn Vfs,
     req: &OpenRequest<'_>,
     caller: &Caller<'_>,
+    creator_sd: Option<&Descriptor>,
 ) -> Result<Option<Opened>, NtStatus> {
     let inherited = security::check_create(vfs, req.path, req.kind == Kind::Directory, caller)?;
     let opened = match vfs.open(req) {
@@ -656,8 +667,15 @@ fn create_inheriting(
         Err(VfsError::Collision) => return Ok(None),
         Err(e) => return Err(vfs_status(&e)),
     };
-    if let Some(parent) = &inherited {
-        if let Err(e) = security::inherit(vfs, &opened.handle, &opened.stat, parent) {
+    if inherited.is_some() || creator_sd.is_some() {
+        let assigned = security::assign(
+            vfs,
+            &opened.handle,
+            &opened.stat,
+            inherited.as_ref(),
+            creator_sd,
+        );
+        if let Err(e) = assigned {
             // Never leave an object with less protection than it was
             // meant to have.
             let _ = vfs.unlink(req.who, &opened.path, opened.stat.is_dir);
@@ -687,6 +705,7 @@ fn open_or_create_stream(
     path: &str,
     name: &str,
     cr: &CreateRequest<'_>,
+    creator_sd: Option<&Descriptor>,
     (granted, maximal): (u32, u32),
     caller: &Caller<'_>,
     id: u64,
@@ -713,15 +732,8 @@ fn open_or_create_stream(
     };
     let (base, base_created, granted, maximal) = match vfs.open(&base_req) {
         Ok(base) => {
-            let (granted, maximal) = security::check_open(
-                vfs,
-                &base.handle,
-                &base.path,
-                caller,
-                cr.desired_access,
-                granted,
-                maximal,
-            )?;
+            let (granted, maximal) =
+                security::check_open(vfs, &base, caller, cr.desired_access, granted, maximal)?;
             let writes = granted & (access::FILE_WRITE_DATA | access::FILE_APPEND_DATA) != 0;
             if !base.stat.is_dir && base.stat.attributes & attr::READONLY != 0 && writes {
                 return Err(status::ACCESS_DENIED);
@@ -734,8 +746,8 @@ fn open_or_create_stream(
                 attributes: cr.file_attributes & attr::SETTABLE,
                 ..base_req
             };
-            let base =
-                create_inheriting(vfs, &req, caller)?.ok_or(status::OBJECT_NAME_COLLISION)?;
+            let base = create_inheriting(vfs, &req, caller, creator_sd)?
+                .ok_or(status::OBJECT_NAME_COLLISION)?;
             (base, true, granted, maximal)
         }
         Err(e) => return Err(vfs_status(&e)),

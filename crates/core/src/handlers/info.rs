@@ -422,8 +422,8 @@ fn rename(
 }
 
 /// SET_INFO of a security descriptor (MS-SMB2 3.3.5.21.3): the parts
-/// named in `info` replace the stored ones (or those derived from the
-/// mode, the first time).
+/// named in `info` replace the stored ones; the parts never set stay
+/// derived from the object's owner and mode.
 fn set_security(f: &FileOpen, granted: u32, info: u32, buffer: &[u8]) -> Result<(), NtStatus> {
     use fscc::additional_info::*;
     let mut need = 0;
@@ -440,8 +440,7 @@ fn set_security(f: &FileOpen, granted: u32, info: u32, buffer: &[u8]) -> Result<
         return Err(status::ACCESS_DENIED);
     }
     let new = Descriptor::parse(buffer).map_err(|e| e.ntstatus())?;
-    let st = f.vfs.stat(&f.handle).map_err(|e| vfs_status(&e))?;
-    let mut sd = security::effective(f.vfs.as_ref(), &f.handle, &st)?;
+    let mut sd = security::stored(f.vfs.as_ref(), &f.handle)?.unwrap_or_default();
     sd.merge(new, info);
     f.vfs
         .set_security(&f.handle, &sd.encode(ALL_PARTS))
