@@ -26,9 +26,15 @@ pub mod attr {
     pub const DIRECTORY: u32 = 0x0010;
     pub const ARCHIVE: u32 = 0x0020;
     pub const NORMAL: u32 = 0x0080;
+    pub const TEMPORARY: u32 = 0x0100;
     pub const REPARSE_POINT: u32 = 0x0400;
-    /// The bits a client may set and that survive a restart.
-    pub const SETTABLE: u32 = READONLY | HIDDEN | SYSTEM | ARCHIVE;
+    pub const OFFLINE: u32 = 0x1000;
+    pub const NOT_CONTENT_INDEXED: u32 = 0x2000;
+    /// The bits a client may set and that survive a restart: MS-FSA's
+    /// ValidSetAttributes (2.1.5.15.2); the others describe how data is
+    /// stored, which is the filesystem's to say.
+    pub const SETTABLE: u32 =
+        READONLY | HIDDEN | SYSTEM | ARCHIVE | TEMPORARY | OFFLINE | NOT_CONTENT_INDEXED;
 }
 
 #[derive(Debug)]

@@ -187,7 +187,14 @@ impl Connection {
                     change_time: t(b.change_time),
                 };
                 if b.attributes != 0 {
-                    if b.attributes & attr::DIRECTORY != 0 && !f.is_dir {
+                    // MS-FSA 2.1.5.15.2: a file cannot be made a
+                    // directory, nor a directory temporary.
+                    let kind_bit = if f.is_dir {
+                        attr::TEMPORARY
+                    } else {
+                        attr::DIRECTORY
+                    };
+                    if b.attributes & kind_bit != 0 {
                         return Err(status::INVALID_PARAMETER);
                     }
                     f.vfs
