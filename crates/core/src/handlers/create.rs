@@ -222,7 +222,11 @@ impl Connection {
             TreeKind::Disk { index, share } => (*index, share.clone()),
         };
         let read_only = tree.read_only;
-        let (path, stream) = crate::path::from_smb_with_stream(cr.name)?;
+        let crate::path::CreateName {
+            path,
+            stream,
+            data_type,
+        } = crate::path::from_smb_with_stream(cr.name)?;
         let delete_on_close = cr.create_options & FILE_DELETE_ON_CLOSE != 0;
         if delete_on_close && granted & access::DELETE == 0 {
             return Err(status::INVALID_PARAMETER);
@@ -233,9 +237,14 @@ impl Connection {
         {
             return Err(status::ACCESS_DENIED);
         }
+        // A data stream, even the unnamed one named as `dir::$DATA`, is
+        // no directory (MS-FSA 2.1.5.1).
         let kind = if cr.create_options & FILE_DIRECTORY_FILE != 0 {
+            if stream.is_some() || data_type {
+                return Err(status::NOT_A_DIRECTORY);
+            }
             Kind::Directory
-        } else if cr.create_options & FILE_NON_DIRECTORY_FILE != 0 {
+        } else if cr.create_options & FILE_NON_DIRECTORY_FILE != 0 || data_type {
             Kind::NonDirectory
         } else {
             Kind::Any
@@ -262,23 +271,18 @@ impl Connection {
                 id,
                 &mut oplock,
             ),
-            Some(name) => {
-                if kind == Kind::Directory {
-                    return Err(status::NOT_A_DIRECTORY);
-                }
-                open_or_create_stream(
-                    &server,
-                    index,
-                    vfs,
-                    &path,
-                    name,
-                    &cr,
-                    rights,
-                    &caller,
-                    id,
-                    &mut oplock,
-                )
-            }
+            Some(name) => open_or_create_stream(
+                &server,
+                index,
+                vfs,
+                &path,
+                name,
+                &cr,
+                rights,
+                &caller,
+                id,
+                &mut oplock,
+            ),
         };
         let outcome = match (outcome, oplock.waited_on) {
             // Oplocks of other opens are being broken: the request runs
