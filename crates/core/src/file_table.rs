@@ -861,6 +861,30 @@ impl FileTable {
         state.counts.not_sharing_delete > u32::from(mine)
     }
 
+    /// Whether `id` is the only open of the file `key`.
+    pub fn sole_open(&self, key: &FileKey, id: u64) -> bool {
+        self.files
+            .get(key)
+            .is_some_and(|s| s.opens.len() == 1 && s.opens.contains_key(&id))
+    }
+
+    /// After a rename of the stream `from` to `to` (another stream of the
+    /// same file, or its main data), which nothing else has open: its
+    /// entry, with its oplock, lease and locks, goes by the new key.
+    pub fn rekey(&mut self, from: &FileKey, to: FileKey) {
+        let Some(state) = self.files.remove(from) else {
+            return;
+        };
+        self.by_path.remove(&(from.0, state.path.clone(), *from));
+        self.by_path.insert((to.0, state.path.clone(), to));
+        for id in &state.leases {
+            if let Some(l) = self.leases.get_mut(id) {
+                l.file = to;
+            }
+        }
+        self.files.insert(to, state);
+    }
+
     /// The files open at exactly `path` of share `share`.
     fn at_path<'a>(
         &'a self,

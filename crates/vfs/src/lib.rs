@@ -381,4 +381,10 @@ pub trait Vfs: Send + Sync {
     fn streams(&self, h: &FileHandle) -> VfsResult<Vec<(String, u64)>>;
     /// Removes the stream a handle is open on.
     fn delete_stream(&self, h: &FileHandle) -> VfsResult<()>;
+    /// Renames the stream a handle is open on to `to`, another stream of
+    /// the same object matched case-insensitively (or the same one, whose
+    /// name then changes case). A target that exists is Collision unless
+    /// `replace`, and NotEmpty unless it is empty. Returns the stored new
+    /// name; the handle keeps naming the old one.
+    fn rename_stream(&self, h: &FileHandle, to: &str, replace: bool) -> VfsResult<String>;
 }
