@@ -195,7 +195,12 @@ fn wildcard_vs_reference(input: &[u8]) {
 
 /// A name the core accepts stays beneath the share root.
 fn name(utf16le: &[u8]) {
-    let Ok((vfs_path, stream)) = path::from_smb_with_stream(utf16le) else {
+    let Ok(path::CreateName {
+        path: vfs_path,
+        stream,
+        ..
+    }) = path::from_smb_with_stream(utf16le)
+    else {
         return;
     };
     let beneath = vfs_path.is_empty()

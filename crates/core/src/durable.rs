@@ -373,7 +373,7 @@ impl Connection {
         let Some(TreeKind::Disk { index, .. }) = tree.map(|t| &t.kind) else {
             return Ok(None);
         };
-        let (path, _) = crate::path::from_smb_with_stream(name)?;
+        let path = crate::path::from_smb_with_stream(name)?.path;
         let opens = self
             .server
             .files()
@@ -469,8 +469,9 @@ impl Connection {
             if lease_id.is_some() {
                 // With a lease the name must be the open's own.
                 let path = current_path(&server, &f.key).unwrap_or_default();
-                let (asked_path, _) = crate::path::from_smb_with_stream(name)
-                    .map_err(|_| status::INVALID_PARAMETER)?;
+                let asked_path = crate::path::from_smb_with_stream(name)
+                    .map_err(|_| status::INVALID_PARAMETER)?
+                    .path;
                 if !asked_path.eq_ignore_ascii_case(&path) {
                     return Err(status::INVALID_PARAMETER);
                 }

@@ -28,6 +28,11 @@ use copyless_proto::messages::{OPLOCK_LEVEL_BATCH, OPLOCK_LEVEL_II};
 /// has share modes of its own, as on NTFS.
 pub type FileKey = (usize, u64, u64, u64);
 
+/// The key of the main data of the file `key` is of.
+fn main_data(key: FileKey) -> FileKey {
+    (key.0, key.1, key.2, 0)
+}
+
 /// A nonzero id for a stream name, the same for every case of it.
 pub fn stream_id(name: Option<&str>) -> u64 {
     let Some(name) = name else { return 0 };
@@ -359,6 +364,9 @@ pub struct LastClose {
     pub path: String,
     pub is_dir: bool,
     pub delete_pending: bool,
+    /// The file itself goes, not only the stream this open was of: its
+    /// deletion waited for the last open of its streams.
+    pub deletes_file: bool,
 }
 
 #[derive(Default)]
@@ -426,6 +434,16 @@ impl FileTable {
         open: OpenRef,
         oplock: &mut OplockRequest,
     ) -> Result<(), NtStatus> {
+        // A file marked for deletion takes no new opens, of its main data
+        // or of its streams, even while its deletion waits for open
+        // streams (smb2.streams.delete).
+        if self
+            .files
+            .get(&main_data(key))
+            .is_some_and(|s| s.delete_pending)
+        {
+            return Err(status::DELETE_PENDING);
+        }
         // A stream open without FILE_SHARE_DELETE keeps its file from
         // being opened for DELETE (smb2.streams.delete).
         if key.3 == 0 && open.access & access::DELETE != 0 && self.a_stream_denies_delete(key) {
@@ -909,15 +927,47 @@ impl FileTable {
         if !state.opens.is_empty() {
             return closed;
         }
+        // NTFS deletes a file when the last open of any of its streams
+        // goes: until then its entry stays, without opens, to answer
+        // DELETE_PENDING and to follow renames of what is above it.
+        if key.3 == 0 && state.delete_pending && self.streams_open(key) {
+            return closed;
+        }
         if let Some(state) = self.files.remove(key) {
             self.by_path.remove(&(key.0, state.path.clone(), *key));
             closed.last = Some(LastClose {
                 path: state.path,
                 is_dir: state.is_dir,
                 delete_pending: state.delete_pending,
+                deletes_file: false,
             });
         }
+        let main = main_data(*key);
+        let waiting = self
+            .files
+            .get(&main)
+            .is_some_and(|s| s.opens.is_empty() && s.delete_pending);
+        if key.3 != 0 && waiting && !self.streams_open(key) {
+            if let Some(state) = self.files.remove(&main) {
+                self.by_path.remove(&(key.0, state.path.clone(), main));
+                closed.last = Some(LastClose {
+                    path: state.path,
+                    is_dir: state.is_dir,
+                    delete_pending: true,
+                    deletes_file: true,
+                });
+            }
+        }
         closed
+    }
+
+    /// Whether any stream of the file `key` belongs to is open.
+    fn streams_open(&self, key: &FileKey) -> bool {
+        let (share, dev, ino, _) = *key;
+        self.files
+            .range((share, dev, ino, 1)..=(share, dev, ino, u64::MAX))
+            .next()
+            .is_some()
     }
 
     /// Takes every lock of `new` on the file, or none: LOCK_NOT_GRANTED,
@@ -1007,6 +1057,30 @@ impl FileTable {
             .get(&id)
             .is_some_and(|o| o.share_access & access::SHARE_DELETE == 0);
         state.counts.not_sharing_delete > u32::from(mine)
+    }
+
+    /// Whether `id` is the only open of the file `key`.
+    pub fn sole_open(&self, key: &FileKey, id: u64) -> bool {
+        self.files
+            .get(key)
+            .is_some_and(|s| s.opens.len() == 1 && s.opens.contains_key(&id))
+    }
+
+    /// After a rename of the stream `from` to `to` (another stream of the
+    /// same file, or its main data), which nothing else has open: its
+    /// entry, with its oplock, lease and locks, goes by the new key.
+    pub fn rekey(&mut self, from: &FileKey, to: FileKey) {
+        let Some(state) = self.files.remove(from) else {
+            return;
+        };
+        self.by_path.remove(&(from.0, state.path.clone(), *from));
+        self.by_path.insert((to.0, state.path.clone(), to));
+        for id in &state.leases {
+            if let Some(l) = self.leases.get_mut(id) {
+                l.file = to;
+            }
+        }
+        self.files.insert(to, state);
     }
 
     /// The files open at exactly `path` of share `share`.
@@ -1292,6 +1366,45 @@ mod tests {
         assert!(last.delete_pending);
         assert!(t.unregister(&file, 2, false).last.is_some());
         assert!(!t.is_open_at(0, "b/g"));
+    }
+
+    #[test]
+    fn a_deleted_file_waits_for_its_open_streams() {
+        let mut t = FileTable::default();
+        let file = (0, 1, 11, 0);
+        let stream = (0, 1, 11, stream_id(Some("s")));
+        let reopen = |t: &mut FileTable, key, id| {
+            t.register(
+                key,
+                "d/f",
+                false,
+                open(id, FILE_READ_DATA, 7),
+                &mut no_oplock(),
+            )
+        };
+        reopen(&mut t, stream, 1).unwrap();
+        t.register(
+            file,
+            "d/f",
+            false,
+            open(2, access::DELETE, 7),
+            &mut no_oplock(),
+        )
+        .unwrap();
+        // The file's last open goes with delete-on-close: nothing to
+        // delete yet, but no new open of it or of its streams.
+        let closed = t.unregister(&file, 2, true);
+        assert!(closed.last.is_none());
+        assert_eq!(reopen(&mut t, file, 3), Err(status::DELETE_PENDING));
+        assert_eq!(reopen(&mut t, stream, 4), Err(status::DELETE_PENDING));
+        // A rename above it still moves it.
+        t.moved(&(0, 1, 10, 0), "d", "e");
+        // The stream's last close deletes the file, at its new path.
+        let last = t.unregister(&stream, 1, false).last.unwrap();
+        assert!(last.delete_pending && last.deletes_file);
+        assert_eq!(last.path, "e/f");
+        assert!(t.get(&file).is_none() && !t.is_open_at(0, "e/f"));
+        reopen(&mut t, file, 5).unwrap();
     }
 
     #[test]

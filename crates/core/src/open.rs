@@ -84,15 +84,12 @@ pub fn close_open(server: &Server, open: Open) -> Closed {
     let mut closed = server
         .files()
         .unregister(&f.key, open.file_id.volatile, f.delete_on_close);
-    let unlink = closed
-        .last
-        .take()
-        .filter(|last| last.delete_pending)
-        .map(|last| (last.path, last.is_dir));
-    if unlink.is_some() && f.handle.stream.is_some() {
+    let last = closed.last.take().filter(|last| last.delete_pending);
+    if last.as_ref().is_some_and(|l| !l.deletes_file) && f.handle.stream.is_some() {
         let _ = f.vfs.delete_stream(&f.handle);
         return closed;
     }
+    let unlink = last.map(|last| (last.path, last.is_dir));
     // The last to close deletes, as themselves.
     let who = f.handle.who().clone();
     drop(f.handle);

@@ -14,29 +14,45 @@ pub fn from_smb(name: &[u8]) -> Result<String, NtStatus> {
 }
 
 pub fn from_smb_str(name: &str) -> Result<String, NtStatus> {
-    match from_smb_str_with_stream(name)? {
-        (path, None) => Ok(path),
+    let name = from_smb_str_with_stream(name)?;
+    match name.stream {
+        None => Ok(name.path),
         // Only CREATE opens alternate data streams.
-        (_, Some(_)) => Err(status::OBJECT_NAME_NOT_FOUND),
+        Some(_) => Err(status::OBJECT_NAME_NOT_FOUND),
     }
 }
 
-/// A CREATE name that may name an alternate data stream: the VFS path and
-/// the stream name (None for the main data).
-pub fn from_smb_with_stream(name: &[u8]) -> Result<(String, Option<String>), NtStatus> {
+/// What a CREATE name names (MS-FSCC 2.1.5).
+#[derive(Debug, PartialEq, Eq)]
+pub struct CreateName {
+    /// The VFS path.
+    pub path: String,
+    /// The alternate data stream; None for the main data.
+    pub stream: Option<String>,
+    /// The name gave the stream type `$DATA`, so it names a data stream,
+    /// never a directory (`dir::$DATA`).
+    pub data_type: bool,
+}
+
+/// A CREATE name that may name an alternate data stream.
+pub fn from_smb_with_stream(name: &[u8]) -> Result<CreateName, NtStatus> {
     let name = utf16::decode(name).map_err(|_| status::OBJECT_NAME_INVALID)?;
     from_smb_str_with_stream(&name)
 }
 
-fn from_smb_str_with_stream(name: &str) -> Result<(String, Option<String>), NtStatus> {
+fn from_smb_str_with_stream(name: &str) -> Result<CreateName, NtStatus> {
     if name.starts_with('\\') {
         return Err(status::INVALID_PARAMETER);
     }
-    let (name, stream) = split_stream(name)?;
+    let (name, stream, data_type) = split_stream(name)?;
     if stream.is_some() && name.is_empty() {
         return Err(status::OBJECT_NAME_INVALID);
     }
-    Ok((path_of(name)?, stream))
+    Ok(CreateName {
+        path: path_of(name)?,
+        stream,
+        data_type,
+    })
 }
 
 fn path_of(name: &str) -> Result<String, NtStatus> {
@@ -66,12 +82,12 @@ fn path_of(name: &str) -> Result<String, NtStatus> {
     Ok(out)
 }
 
-/// Splits `file:stream:$DATA` (MS-FSCC 2.1.5): `file::$DATA` and
-/// `file:$DATA`... name the main data; a stream type other than $DATA is
-/// not served.
-fn split_stream(name: &str) -> Result<(&str, Option<String>), NtStatus> {
+/// Splits `file:stream:$DATA` (MS-FSCC 2.1.5) into the file, the stream
+/// and whether the type was given: `file::$DATA` and `file:$DATA`... name
+/// the main data; a stream type other than $DATA is not served.
+fn split_stream(name: &str) -> Result<(&str, Option<String>, bool), NtStatus> {
     let Some(i) = name.find(':') else {
-        return Ok((name, None));
+        return Ok((name, None, false));
     };
     let (base, rest) = (&name[..i], &name[i + 1..]);
     let (stream, kind) = match rest.split_once(':') {
@@ -88,14 +104,14 @@ fn split_stream(name: &str) -> Result<(&str, Option<String>), NtStatus> {
             // "file:" names nothing.
             Err(status::OBJECT_NAME_INVALID)
         } else {
-            Ok((base, None))
+            Ok((base, None, kind.is_some()))
         };
     }
     let bad = |c: char| matches!(c, '\\' | '/' | ':' | '\0');
     if stream.chars().any(bad) || stream.encode_utf16().count() > MAX_COMPONENT_UNITS {
         return Err(status::OBJECT_NAME_INVALID);
     }
-    Ok((base, Some(stream.to_owned())))
+    Ok((base, Some(stream.to_owned()), kind.is_some()))
 }
 
 pub fn check_component(comp: &str) -> Result<(), NtStatus> {
@@ -154,17 +170,17 @@ mod tests {
         assert_eq!(from_smb_str("a*"), Err(status::OBJECT_NAME_INVALID));
         assert_eq!(from_smb_str("a/b"), Err(status::OBJECT_NAME_INVALID));
         assert_eq!(from_smb_str("f:stream"), Err(status::OBJECT_NAME_NOT_FOUND));
-        let with = |s: &str| from_smb_str_with_stream(s);
+        let with = |s: &str| from_smb_str_with_stream(s).map(|n| (n.path, n.stream, n.data_type));
         assert_eq!(
             with("d\\f:foo").unwrap(),
-            ("d/f".into(), Some("foo".into()))
+            ("d/f".into(), Some("foo".into()), false)
         );
         assert_eq!(
             with("f:foo:$DATA").unwrap(),
-            ("f".into(), Some("foo".into()))
+            ("f".into(), Some("foo".into()), true)
         );
-        assert_eq!(with("f::$DATA").unwrap(), ("f".into(), None));
-        assert_eq!(with("f:$DATA").unwrap(), ("f".into(), None));
+        assert_eq!(with("f::$DATA").unwrap(), ("f".into(), None, true));
+        assert_eq!(with("f:$DATA").unwrap(), ("f".into(), None, false));
         assert_eq!(
             with("f:foo:$INDEX_ALLOCATION"),
             Err(status::OBJECT_NAME_INVALID)

@@ -27,6 +27,7 @@ pub const INVALID_OPLOCK_PROTOCOL: NtStatus = 0xC000_00E3;
 pub const INVALID_DEVICE_STATE: NtStatus = 0xC000_0184;
 pub const INVALID_LOCK_RANGE: NtStatus = 0xC000_01A1;
 pub const BUFFER_TOO_SMALL: NtStatus = 0xC000_0023;
+pub const OBJECT_TYPE_MISMATCH: NtStatus = 0xC000_0024;
 pub const OBJECT_NAME_INVALID: NtStatus = 0xC000_0033;
 pub const OBJECT_NAME_NOT_FOUND: NtStatus = 0xC000_0034;
 pub const OBJECT_NAME_COLLISION: NtStatus = 0xC000_0035;

@@ -193,6 +193,10 @@ impl Vfs for TimedVfs {
     fn delete_stream(&self, h: &FileHandle) -> VfsResult<()> {
         self.timed(Syscall::Unlink, || self.inner.delete_stream(h))
     }
+
+    fn rename_stream(&self, h: &FileHandle, to: &str, replace: bool) -> VfsResult<String> {
+        self.timed(Syscall::Rename, || self.inner.rename_stream(h, to, replace))
+    }
 }
 
 #[cfg(test)]

@@ -26,9 +26,15 @@ pub mod attr {
     pub const DIRECTORY: u32 = 0x0010;
     pub const ARCHIVE: u32 = 0x0020;
     pub const NORMAL: u32 = 0x0080;
+    pub const TEMPORARY: u32 = 0x0100;
     pub const REPARSE_POINT: u32 = 0x0400;
-    /// The bits a client may set and that survive a restart.
-    pub const SETTABLE: u32 = READONLY | HIDDEN | SYSTEM | ARCHIVE;
+    pub const OFFLINE: u32 = 0x1000;
+    pub const NOT_CONTENT_INDEXED: u32 = 0x2000;
+    /// The bits a client may set and that survive a restart: MS-FSA's
+    /// ValidSetAttributes (2.1.5.15.2); the others describe how data is
+    /// stored, which is the filesystem's to say.
+    pub const SETTABLE: u32 =
+        READONLY | HIDDEN | SYSTEM | ARCHIVE | TEMPORARY | OFFLINE | NOT_CONTENT_INDEXED;
 }
 
 #[derive(Debug)]
@@ -375,4 +381,10 @@ pub trait Vfs: Send + Sync {
     fn streams(&self, h: &FileHandle) -> VfsResult<Vec<(String, u64)>>;
     /// Removes the stream a handle is open on.
     fn delete_stream(&self, h: &FileHandle) -> VfsResult<()>;
+    /// Renames the stream a handle is open on to `to`, another stream of
+    /// the same object matched case-insensitively (or the same one, whose
+    /// name then changes case). A target that exists is Collision unless
+    /// `replace`, and NotEmpty unless it is empty. Returns the stored new
+    /// name; the handle keeps naming the old one.
+    fn rename_stream(&self, h: &FileHandle, to: &str, replace: bool) -> VfsResult<String>;
 }

@@ -1014,6 +1014,34 @@ impl Vfs for MemoryVfs {
         }
         Ok(())
     }
+
+    fn rename_stream(&self, h: &FileHandle, to: &str, replace: bool) -> VfsResult<String> {
+        let node = self.node_of(h)?;
+        let id = node.pin.node;
+        let from = h.stream.as_deref().ok_or(VfsError::IsADirectory)?;
+        if to.len() > MAX_STREAM_NAME {
+            return Err(VfsError::InvalidName);
+        }
+        let mut st = self.lock();
+        match st.find_stream(id, to)? {
+            Some(target) if target == from => {}
+            Some(_) if !replace => return Err(VfsError::Collision),
+            Some(target) => {
+                if !st.stream_mut(id, &target)?.is_empty() {
+                    return Err(VfsError::NotEmpty);
+                }
+                st.node_mut(id)?.streams.remove(&target);
+            }
+            None => {}
+        }
+        let data = std::mem::take(st.stream_mut(id, from)?);
+        let now = st.tick();
+        let n = st.node_mut(id)?;
+        n.streams.remove(from);
+        n.streams.insert(to.to_owned(), data);
+        n.change_time = now;
+        Ok(to.to_owned())
+    }
 }
 
 #[cfg(test)]

@@ -1070,6 +1070,32 @@ impl Vfs for PosixVfs {
         }
     }
 
+    fn rename_stream(&self, h: &FileHandle, to: &str, replace: bool) -> VfsResult<String> {
+        let from = h.stream.as_deref().ok_or(VfsError::IsADirectory)?;
+        let fd = fd_of(h)?;
+        let _guard = self.stream_lock.lock().unwrap_or_else(|e| e.into_inner());
+        match streams::find(fd, to)? {
+            Some(target) if target == from => {}
+            Some(_) if !replace => return Err(VfsError::Collision),
+            Some(target) => {
+                if streams::len(fd, &target)? != 0 {
+                    return Err(VfsError::NotEmpty);
+                }
+                if target != to {
+                    streams::remove(fd, &target)?;
+                }
+            }
+            None => {}
+        }
+        if to != from {
+            // The new name holds the data before the old one lets go.
+            let data = streams::get(fd, from)?;
+            streams::put(fd, to, &data)?;
+            streams::remove(fd, from)?;
+        }
+        Ok(to.to_owned())
+    }
+
     fn fs_stat(&self) -> VfsResult<FsStat> {
         let st = fstatvfs(&self.root).map_err(io_err)?;
         let block = if st.f_frsize != 0 {

@@ -943,6 +943,51 @@ fn streams_of_files_and_directories() {
 }
 
 #[test]
+fn streams_are_renamed_within_their_object() {
+    on_both(|r| {
+        let f = r.create_file("f", b"main");
+        let (s, _) = r.vfs.open_stream(&f.handle, "one", Create).unwrap();
+        r.vfs.write(&s, 0, b"first").unwrap();
+        let renamed = r.vfs.rename_stream(&s, "Two", false);
+        r.outcome("rename one to Two", &renamed, |n| n.clone());
+        assert_eq!(renamed.unwrap(), "Two");
+        // The handle keeps its old name, which is gone.
+        let stale = r.vfs.read(&s, 0, &mut [0u8; 4]);
+        r.fails("read through the old name", stale, "NameNotFound");
+        let (two, _) = r.vfs.open_stream(&f.handle, "two", Open).unwrap();
+        assert_eq!(two.stream.as_deref(), Some("Two"));
+        assert_eq!(r.read_all(&two), b"first");
+        // Only the case changes.
+        assert_eq!(r.vfs.rename_stream(&two, "TWO", false).unwrap(), "TWO");
+        let mut list = r.vfs.streams(&f.handle).unwrap();
+        list.sort();
+        r.note("after a change of case", &list);
+        assert_eq!(list, [("TWO".to_string(), 5)]);
+
+        let (two, _) = r.vfs.open_stream(&f.handle, "two", Open).unwrap();
+        let (full, _) = r.vfs.open_stream(&f.handle, "full", Create).unwrap();
+        r.vfs.write(&full, 0, b"x").unwrap();
+        let collide = r.vfs.rename_stream(&two, "FULL", false);
+        r.fails("onto a stream, not replacing", collide, "Collision");
+        let not_empty = r.vfs.rename_stream(&two, "FULL", true);
+        r.fails("onto a stream with data", not_empty, "NotEmpty");
+        r.vfs.set_len(&full, 0).unwrap();
+        assert_eq!(r.vfs.rename_stream(&two, "FULL", true).unwrap(), "FULL");
+        let mut list = r.vfs.streams(&f.handle).unwrap();
+        list.sort();
+        r.note("after replacing an empty stream", &list);
+        assert_eq!(list, [("FULL".to_string(), 5)]);
+
+        let (s, _) = r.vfs.open_stream(&f.handle, "full", Open).unwrap();
+        let long = r.vfs.rename_stream(&s, &"s".repeat(235), false);
+        r.fails("to a name too long", long, "InvalidName");
+        let main = r.vfs.rename_stream(&f.handle, "x", false);
+        r.fails("the main data", main, "IsADirectory");
+        assert_eq!(r.read_all(&f.handle), b"main");
+    });
+}
+
+#[test]
 fn security_descriptors() {
     on_both(|r| {
         let f = r.create_file("f", b"");

@@ -33,8 +33,16 @@ pub const FILE_NON_DIRECTORY_FILE: u32 = 0x0000_0040;
 pub const FILE_DELETE_ON_CLOSE: u32 = 0x0000_1000;
 /// Options that must be zero (MS-SMB2 2.2.13).
 const OPTIONS_RESERVED: u32 = 0xFF00_0000;
+/// Options Windows refuses with NOT_SUPPORTED (MS-SMB2 2.2.13):
+/// FILE_CREATE_TREE_CONNECTION, FILE_OPEN_BY_FILE_ID and
+/// FILE_RESERVE_OPFILTER.
+const OPTIONS_NOT_SUPPORTED: u32 = 0x0010_2080;
 /// Access bits MS-SMB2 3.3.5.9 says fail with ACCESS_DENIED.
 const ACCESS_RESERVED: u32 = 0x0CE0_FE00;
+/// FILE_ATTRIBUTE_* bits a CREATE may carry (MS-FSCC 2.6,
+/// FILE_ATTRIBUTE_VALID_FLAGS): VOLUME, DEVICE, INTEGRITY_STREAM and the
+/// bits above are INVALID_PARAMETER on Windows.
+const ATTRIBUTES_VALID: u32 = 0x0000_7FB7;
 
 const SUPERSEDE: u32 = 0;
 const OPEN: u32 = 1;
@@ -122,8 +130,27 @@ impl Connection {
         {
             return Err(status::INVALID_PARAMETER);
         }
-        if cr.desired_access & ACCESS_RESERVED != 0 || !access::is_valid(cr.desired_access) {
+        // Nothing asked for is refused (MS-FSA 2.1.5.1).
+        if cr.desired_access == 0
+            || cr.desired_access & ACCESS_RESERVED != 0
+            || !access::is_valid(cr.desired_access)
+        {
             return Err(status::ACCESS_DENIED);
+        }
+        // The SACL needs SeSecurityPrivilege, which no user of this
+        // server holds.
+        if cr.desired_access & access::ACCESS_SYSTEM_SECURITY != 0 {
+            return Err(status::PRIVILEGE_NOT_HELD);
+        }
+        // Checked after the access mask, as Windows does.
+        if cr.file_attributes & !ATTRIBUTES_VALID != 0
+            || (cr.file_attributes & attr::TEMPORARY != 0
+                && cr.create_options & FILE_DIRECTORY_FILE != 0)
+        {
+            return Err(status::INVALID_PARAMETER);
+        }
+        if cr.create_options & OPTIONS_NOT_SUPPORTED != 0 {
+            return Err(status::NOT_SUPPORTED);
         }
         // Context names are at least four bytes (smbtorture
         // smb2.create.blob); a snapshot (TWrp) names nothing here.
@@ -225,7 +252,11 @@ impl Connection {
             TreeKind::Disk { index, share } => (*index, share.clone()),
         };
         let read_only = tree.read_only;
-        let (path, stream) = crate::path::from_smb_with_stream(cr.name)?;
+        let crate::path::CreateName {
+            path,
+            stream,
+            data_type,
+        } = crate::path::from_smb_with_stream(cr.name)?;
         let delete_on_close = cr.create_options & FILE_DELETE_ON_CLOSE != 0;
         if delete_on_close && granted & access::DELETE == 0 {
             return Err(status::INVALID_PARAMETER);
@@ -236,9 +267,14 @@ impl Connection {
         {
             return Err(status::ACCESS_DENIED);
         }
+        // A data stream, even the unnamed one named as `dir::$DATA`, is
+        // no directory (MS-FSA 2.1.5.1).
         let kind = if cr.create_options & FILE_DIRECTORY_FILE != 0 {
+            if stream.is_some() || data_type {
+                return Err(status::NOT_A_DIRECTORY);
+            }
             Kind::Directory
-        } else if cr.create_options & FILE_NON_DIRECTORY_FILE != 0 {
+        } else if cr.create_options & FILE_NON_DIRECTORY_FILE != 0 || data_type {
             Kind::NonDirectory
         } else {
             Kind::Any
@@ -266,24 +302,19 @@ impl Connection {
                 id,
                 &mut oplock,
             ),
-            Some(name) => {
-                if kind == Kind::Directory {
-                    return Err(status::NOT_A_DIRECTORY);
-                }
-                open_or_create_stream(
-                    &server,
-                    index,
-                    vfs,
-                    &path,
-                    name,
-                    &cr,
-                    creator_sd.as_ref(),
-                    rights,
-                    &caller,
-                    id,
-                    &mut oplock,
-                )
-            }
+            Some(name) => open_or_create_stream(
+                &server,
+                index,
+                vfs,
+                &path,
+                name,
+                &cr,
+                creator_sd.as_ref(),
+                rights,
+                &caller,
+                id,
+                &mut oplock,
+            ),
         };
         let outcome = match (outcome, oplock.waited_on) {
             // Oplocks of other opens are being broken: the request runs
@@ -526,6 +557,9 @@ fn open_or_create(
                 {
                     return Err(status::CANNOT_DELETE);
                 }
+                if truncating {
+                    no_encryption(cr)?;
+                }
                 register(server, index, &opened, id, granted, cr.share_access, oplock)?;
                 let mut opened = opened;
                 let action = if truncating {
@@ -573,6 +607,7 @@ fn open_or_create(
                 {
                     return Err(status::CANNOT_DELETE);
                 }
+                no_encryption(cr)?;
                 let req = OpenRequest {
                     disposition: Disposition::Create,
                     attributes: cr.file_attributes & attr::SETTABLE,
@@ -597,6 +632,16 @@ fn open_or_create(
         }
     }
     Err(status::SHARING_VIOLATION)
+}
+
+/// A file written as FILE_ATTRIBUTE_ENCRYPTED asks for EFS, which this
+/// server has not: Windows without a certificate for the user refuses it
+/// with ACCESS_DENIED (MS-SMB 3.3.5.5), rather than store it in clear.
+fn no_encryption(cr: &CreateRequest<'_>) -> Result<(), NtStatus> {
+    if cr.file_attributes & copyless_fscc::attr::FILE_ATTRIBUTE_ENCRYPTED != 0 {
+        return Err(status::ACCESS_DENIED);
+    }
+    Ok(())
 }
 
 /// DELETE only where the file system would let the caller delete: asked

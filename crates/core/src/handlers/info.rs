@@ -1,16 +1,19 @@
 //! QUERY_INFO and SET_INFO (MS-SMB2 3.3.5.20, 3.3.5.21) for files, file
 //! systems and security descriptors.
 
+use std::sync::Arc;
+
 use copyless_fscc::notify::{action, filter};
 use copyless_fscc::{self as fscc, class, FsInfo, QueryContext};
 use copyless_proto::messages::{self, QueryInfoRequest, SetInfoRequest};
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::Writer;
-use copyless_vfs::{attr, SetTimes};
+use copyless_vfs::{attr, Disposition, FileHandle, Kind, OpenRequest, SetTimes, VfsError};
 
 use crate::access;
 use crate::breaks::handles_cached;
 use crate::connection::{Compound, Connection, Reply, Req};
+use crate::file_table::stream_id;
 use crate::handlers::{file_info, vfs_status};
 use crate::open::{current_path, FileOpen, OpenKind};
 use crate::path;
@@ -187,7 +190,14 @@ impl Connection {
                     change_time: t(b.change_time),
                 };
                 if b.attributes != 0 {
-                    if b.attributes & attr::DIRECTORY != 0 && !f.is_dir {
+                    // MS-FSA 2.1.5.15.2: a file cannot be made a
+                    // directory, nor a directory temporary.
+                    let kind_bit = if f.is_dir {
+                        attr::TEMPORARY
+                    } else {
+                        attr::DIRECTORY
+                    };
+                    if b.attributes & kind_bit != 0 {
                         return Err(status::INVALID_PARAMETER);
                     }
                     f.vfs
@@ -212,13 +222,14 @@ impl Connection {
             }
             class::FILE_RENAME_INFORMATION => {
                 need(access::DELETE)?;
-                if f.handle.stream.is_some() {
-                    // Renaming one stream to another is not served.
-                    return Err(status::NOT_SUPPORTED);
-                }
                 let r = fscc::decode_rename(s.buffer).map_err(bad)?;
                 if r.root_directory != 0 {
                     return Err(status::INVALID_PARAMETER);
+                }
+                if f.handle.stream.is_some() {
+                    rename_stream(&server, f, my_id, &r.file_name, r.replace_if_exists)?;
+                    messages::write_set_info_response(w);
+                    return Ok(status::SUCCESS);
                 }
                 let target = r.file_name.strip_prefix('\\').unwrap_or(&r.file_name);
                 let target = path::from_smb_str(target)?;
@@ -419,6 +430,126 @@ fn rename(
         .map_err(|e| vfs_status(&e))?;
     server.files().moved(&f.key, &from, &new_path);
     Ok((from, new_path))
+}
+
+/// Renames the named stream open `f` is on (MS-FSA 2.1.5.15.11.1) to
+/// `new_name`: `:stream[:$DATA]`, or `::$DATA` for the file's main data.
+/// The open then names the stream (or main data) by its new name.
+///
+/// Nothing else may have the stream open: the other opens' handles name
+/// it, and only this one can be moved along.
+fn rename_stream(
+    server: &Server,
+    f: &mut FileOpen,
+    my_id: u64,
+    new_name: &str,
+    replace: bool,
+) -> Result<(), NtStatus> {
+    // A path (even `file:stream`) is no new name for a stream: Windows
+    // answers SHARING_VIOLATION over SMB2 (smbtorture smb2.streams.rename2).
+    let Some(rest) = new_name.strip_prefix(':') else {
+        return Err(status::SHARING_VIOLATION);
+    };
+    let (name, kind) = match rest.split_once(':') {
+        Some((name, kind)) => (name, Some(kind)),
+        None => (rest, None),
+    };
+    let bad = |c: char| matches!(c, '\\' | '/' | ':' | '\0');
+    if new_name.ends_with(':')
+        || rest.is_empty()
+        || kind.is_some_and(|k| k.contains(':'))
+        || name.chars().any(bad)
+        || name.encode_utf16().count() > 255
+    {
+        return Err(status::INVALID_PARAMETER);
+    }
+    if kind.is_some_and(|k| !k.eq_ignore_ascii_case("$DATA")) {
+        return Err(status::OBJECT_TYPE_MISMATCH);
+    }
+    let (share, dev, ino, _) = f.key;
+    let mut table = server.files();
+    if !table.sole_open(&f.key, my_id) {
+        return Err(status::SHARING_VIOLATION);
+    }
+    let to_main = name.is_empty();
+    let new_key = (share, dev, ino, stream_id((!to_main).then_some(name)));
+    // An open target is neither replaced nor taken over.
+    if new_key != f.key && table.get(&new_key).is_some() {
+        return Err(if replace {
+            status::ACCESS_DENIED
+        } else {
+            status::OBJECT_NAME_COLLISION
+        });
+    }
+    let handle = if to_main {
+        into_main_data(
+            f,
+            table.get(&f.key).map(|s| s.path()).unwrap_or(""),
+            replace,
+        )?
+    } else {
+        let real = f
+            .vfs
+            .rename_stream(&f.handle, name, replace)
+            .map_err(|e| rename_status(&e))?;
+        let (handle, _) = f
+            .vfs
+            .open_stream(&f.handle, &real, Disposition::Open)
+            .map_err(|e| vfs_status(&e))?;
+        handle
+    };
+    table.rekey(&f.key, new_key);
+    f.key = new_key;
+    f.handle = Arc::new(handle);
+    Ok(())
+}
+
+/// Moves the data of the stream open `f` is on into the main data of its
+/// file at `path`, which must be empty (it always exists), and returns a
+/// handle on the main data. A directory has no main data to give.
+fn into_main_data(f: &FileOpen, path: &str, replace: bool) -> Result<FileHandle, NtStatus> {
+    if !replace {
+        return Err(status::OBJECT_NAME_COLLISION);
+    }
+    let req = OpenRequest {
+        who: f.handle.who(),
+        path,
+        disposition: Disposition::Open,
+        kind: Kind::NonDirectory,
+        read: true,
+        write: true,
+        attributes: 0,
+        allocation_size: 0,
+    };
+    let main = f.vfs.open(&req).map_err(|e| match e {
+        VfsError::IsADirectory => status::INVALID_PARAMETER,
+        e => vfs_status(&e),
+    })?;
+    if main.stat.size != 0 {
+        return Err(status::INVALID_PARAMETER);
+    }
+    let size = f.vfs.stat(&f.handle).map_err(|e| vfs_status(&e))?.size;
+    let mut data = vec![0; usize::try_from(size).map_err(|_| status::INVALID_PARAMETER)?];
+    let n = f
+        .vfs
+        .read(&f.handle, 0, &mut data)
+        .map_err(|e| vfs_status(&e))?;
+    data.truncate(n);
+    f.vfs
+        .write(&main.handle, 0, &data)
+        .and_then(|_| f.vfs.delete_stream(&f.handle))
+        .map_err(|e| vfs_status(&e))?;
+    Ok(main.handle)
+}
+
+/// A stream rename's failures as Windows words them: a target that is
+/// not empty, or a name the store cannot hold, is an invalid parameter
+/// (MS-FSA 2.1.5.15.11.1; smbtorture smb2.streams.names).
+fn rename_status(e: &VfsError) -> NtStatus {
+    match e {
+        VfsError::NotEmpty | VfsError::InvalidName => status::INVALID_PARAMETER,
+        e => vfs_status(e),
+    }
 }
 
 /// SET_INFO of a security descriptor (MS-SMB2 3.3.5.21.3): the parts

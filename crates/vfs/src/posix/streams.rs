@@ -82,6 +82,11 @@ pub fn list(fd: BorrowedFd<'_>) -> VfsResult<Vec<(String, u64)>> {
     Ok(out)
 }
 
+/// The size of stream `name`.
+pub fn len(fd: BorrowedFd<'_>, name: &str) -> VfsResult<u64> {
+    Ok(fgetxattr_query(fd, key(name)).map_err(err)? as u64)
+}
+
 pub fn get(fd: BorrowedFd<'_>, name: &str) -> VfsResult<Vec<u8>> {
     // No value is larger, so one call always fits; the room is reserved,
     // not filled.
@@ -93,6 +98,10 @@ pub fn get(fd: BorrowedFd<'_>, name: &str) -> VfsResult<Vec<u8>> {
 pub fn put(fd: BorrowedFd<'_>, name: &str, data: &[u8]) -> VfsResult<()> {
     if data.len() > MAX_LEN {
         return Err(VfsError::DiskFull);
+    }
+    // Linux caps xattr names at 255 bytes, prefix included.
+    if key(name).len() > 255 {
+        return Err(VfsError::InvalidName);
     }
     fsetxattr(fd, key(name), data, XattrFlags::empty()).map_err(err)
 }
