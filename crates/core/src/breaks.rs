@@ -13,7 +13,7 @@ use crate::connection::{Compound, Connection, Output, Reply, Req};
 use crate::env::Env;
 use crate::file_table::FileKey;
 use crate::intent::Token;
-use crate::leases::LeaseBreak;
+use crate::leases::{LeaseBreak, LeaseId};
 use crate::open::FileOpen;
 use crate::open::OpenKind;
 use crate::oplocks::Break;
@@ -77,6 +77,35 @@ impl Connection {
 
     /// Tells each client whose lease is broken, on the connection of its
     /// lease's oldest open.
+    /// An entry of a directory changed (made, removed, renamed, its size
+    /// or attributes set, its data written): the directory's leases break
+    /// to nothing, but the one the change was made under named as its
+    /// parent (`except`). The change does not wait for the break.
+    pub(crate) fn break_parent_leases(
+        &mut self,
+        share: usize,
+        path: &str,
+        except: Option<LeaseId>,
+    ) {
+        if !self.server.has_oplocks() || path.is_empty() {
+            return;
+        }
+        let dir = path.rsplit_once('/').map_or("", |(dir, _)| dir);
+        let breaks = self.server.files().break_dir_leases(share, dir, except);
+        self.send_lease_breaks(breaks);
+    }
+
+    /// The directory lease an open's lease names as its parent: changes
+    /// made through the open do not break it.
+    pub(crate) fn parent_lease_of(&self, key: &FileKey, open: u64) -> Option<LeaseId> {
+        if !self.server.has_oplocks() {
+            return None;
+        }
+        let (_, lease) = self.server.files().caching_of(key, open);
+        let ((client, _), grant) = lease?;
+        grant.v2.filter(|p| *p != [0; 16]).map(|p| (client, p))
+    }
+
     pub(crate) fn send_lease_breaks(&mut self, breaks: Vec<LeaseBreak>) {
         for b in breaks {
             let to = self

@@ -16,16 +16,17 @@ use std::sync::{Mutex, MutexGuard};
 
 use copyless_proto::create_context::{self as cc, CreateContext};
 use copyless_proto::durable::{self as wire, ReconnectV2, RequestV2};
-use copyless_proto::lease::{self, LeaseContext, HANDLE_CACHING};
+use copyless_proto::lease::{LeaseContext, HANDLE_CACHING};
 use copyless_proto::messages::{self, FileId, OPLOCK_LEVEL_BATCH, OPLOCK_LEVEL_LEASE};
 use copyless_proto::negotiate::DIALECT_300;
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::Writer;
 
 use crate::connection::{Compound, Connection, Reply, Req};
-use crate::file_table::{FileKey, LeaseGrant};
+use crate::file_table::FileKey;
 use crate::handlers::file_times;
 use crate::intent::Token;
+use crate::leases;
 use crate::open::{current_path, Open};
 use crate::post::{ConnectionId, Kind};
 use crate::tree::TreeKind;
@@ -523,7 +524,7 @@ impl Connection {
         let mut oplock_level = level;
         if let Some(((_, key), g)) = lease {
             oplock_level = OPLOCK_LEVEL_LEASE;
-            reply_contexts.push((cc::RQLS, lease_context(key, g)));
+            reply_contexts.push((cc::RQLS, leases::response_context(key, g)));
         }
         let file_id = open.file_id;
         let session = self
@@ -551,19 +552,4 @@ pub(crate) fn app_instance(contexts: &[CreateContext<'_>]) -> Result<Option<[u8;
         .find(|c| c.name == wire::APP_INSTANCE_ID)
         .map(|c| wire::parse_app_instance_id(c.data).map_err(|_| status::INVALID_PARAMETER))
         .transpose()
-}
-
-/// The RqLs response context for a lease, in the lease's own version.
-pub(crate) fn lease_context(key: [u8; 16], g: LeaseGrant) -> Vec<u8> {
-    LeaseContext {
-        key,
-        state: g.state,
-        flags: if g.breaking {
-            lease::FLAG_BREAK_IN_PROGRESS
-        } else {
-            0
-        },
-        v2: g.v2.map(|parent| (parent, g.epoch)),
-    }
-    .encode()
 }

@@ -501,12 +501,19 @@ impl FileTable {
         });
         let others = state.opens.len();
         let stat_open = oplocks::is_stat_open(open.access, oplock.truncating);
-        // Directories get no lease (no directory leasing is offered).
+        // A directory's lease is a version 2 one, and caches no writes
+        // (MS-SMB2 3.3.5.9.11).
+        let leased = oplock.lease.filter(|l| !is_dir || l.v2.is_some());
         let open = OpenRef {
-            lease: own.filter(|_| !is_dir),
+            lease: leased.map(|l| l.id),
             ..open
         };
-        if let Some(ask) = oplock.lease.filter(|_| !is_dir) {
+        if let Some(ask) = leased {
+            let requested = if is_dir {
+                ask.state & !WRITE_CACHING
+            } else {
+                ask.state
+            };
             // Others: leases of other keys, oplocks, and opens that are
             // not stat opens and not of this lease.
             let other_leases = state.leases.iter().any(|id| *id != ask.id);
@@ -516,7 +523,7 @@ impl FileTable {
                 .any(|o| o.lease != Some(ask.id) && !oplocks::is_stat_open(o.access, false));
             let oplocked = !state.oplocks.is_empty();
             let granted =
-                leases::grantable(ask.state, other_leases || other_opens || oplocked, oplocked);
+                leases::grantable(requested, other_leases || other_opens || oplocked, oplocked);
             let lease = self.leases.entry(ask.id).or_insert_with(|| {
                 state.leases.push(ask.id);
                 Lease {
@@ -531,7 +538,7 @@ impl FileTable {
                 }
             });
             if !lease.opens.is_empty() {
-                leases::upgrade(lease, ask.state, granted);
+                leases::upgrade(lease, requested, granted);
             }
             lease.opens.push((open.id, oplock.connection));
             self.any_oplocks.store(true, Ordering::Release);
@@ -620,6 +627,28 @@ impl FileTable {
             .get_mut(key)
             .map(|f| std::mem::take(&mut f.break_waiters))
             .unwrap_or_default()
+    }
+
+    /// The entries of directory `dir` changed: its leases break to
+    /// nothing (listings cached under them are stale), but `except`, the
+    /// lease the change was made under named as its parent: its client
+    /// knows.
+    pub fn break_dir_leases(
+        &mut self,
+        share: usize,
+        dir: &str,
+        except: Option<LeaseId>,
+    ) -> Vec<LeaseBreak> {
+        let leased: Vec<LeaseId> = self
+            .at_path(share, dir)
+            .filter(|(key, f)| key.3 == 0 && f.is_dir)
+            .flat_map(|(_, f)| f.leases.iter().copied())
+            .filter(|id| Some(*id) != except)
+            .collect();
+        leased
+            .into_iter()
+            .filter_map(|id| self.leases.get_mut(&id)?.break_to(&id, 0))
+            .collect()
     }
 
     /// Notes the application instance an open was made under.

@@ -15,10 +15,13 @@
 //!   the others, without waiting.
 //! - A break of a lease that caches no more than reads needs no answer.
 
-use copyless_proto::lease::{HANDLE_CACHING, NOTIFY_ACK_REQUIRED, READ_CACHING, WRITE_CACHING};
+use copyless_proto::lease::{
+    LeaseContext, FLAG_BREAK_IN_PROGRESS, FLAG_PARENT_LEASE_KEY_SET, HANDLE_CACHING,
+    NOTIFY_ACK_REQUIRED, READ_CACHING, WRITE_CACHING,
+};
 use copyless_proto::status::{self, NtStatus};
 
-use crate::file_table::FileKey;
+use crate::file_table::{FileKey, LeaseGrant};
 use crate::post::ConnectionId;
 
 /// A lease's name: the client's GUID and the key it chose.
@@ -182,6 +185,24 @@ pub fn upgrade(lease: &mut Lease, requested: u32, granted: u32) {
         lease.state = granted;
         lease.epoch = lease.epoch.wrapping_add(1);
     }
+}
+
+/// The RqLs response context for a lease, in the lease's own version.
+pub(crate) fn response_context(key: [u8; 16], g: LeaseGrant) -> Vec<u8> {
+    let mut flags = 0;
+    if g.breaking {
+        flags |= FLAG_BREAK_IN_PROGRESS;
+    }
+    if g.v2.is_some_and(|parent| parent != [0; 16]) {
+        flags |= FLAG_PARENT_LEASE_KEY_SET;
+    }
+    LeaseContext {
+        key,
+        state: g.state,
+        flags,
+        v2: g.v2.map(|parent| (parent, g.epoch)),
+    }
+    .encode()
 }
 
 #[cfg(test)]

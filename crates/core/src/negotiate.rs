@@ -105,6 +105,9 @@ impl Connection {
         } else {
             0
         };
+        if dialect >= neg::DIALECT_300 {
+            self.server_capabilities |= neg::CAP_DIRECTORY_LEASING;
+        }
         if dialect != neg::DIALECT_311 && self.cipher.is_some() {
             self.server_capabilities |= neg::CAP_ENCRYPTION;
         }

@@ -231,19 +231,25 @@ impl Connection {
         let share = open.file().map(|f| f.key.0);
         // A file written through this open is reported modified as it
         // closes, once however many writes it took (MS-FSA 2.1.5.4).
+        let told = self.server.has_watchers() || self.server.has_oplocks();
         let written = open
             .file()
-            .filter(|f| f.written && self.server.has_watchers())
+            .filter(|f| f.written && told)
             .and_then(|f| current_path(&self.server, &f.key));
+        let parent_lease = open
+            .file()
+            .and_then(|f| self.parent_lease_of(&f.key, volatile));
         let closed = close_open(&self.server, open);
         if let (Some(share), Some(path)) = (share, &written) {
             if closed.removed.is_none() {
                 let class = filter::LAST_WRITE | filter::SIZE;
                 self.report_change(share, path, action::MODIFIED, class);
+                self.break_parent_leases(share, path, parent_lease);
             }
         }
         if let (Some(share), Some((path, is_dir))) = (share, &closed.removed) {
             self.report_name(share, path, action::REMOVED, *is_dir);
+            self.break_parent_leases(share, path, parent_lease);
         }
         self.seen.extend(closed.doomed);
         self.end_pending_of(session_id, volatile);

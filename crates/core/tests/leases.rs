@@ -5,7 +5,9 @@
 use copyless_proto::client::{self as wire, CreateParams, CreateReply};
 use copyless_proto::command;
 use copyless_proto::create_context::{self as cc, RQLS};
-use copyless_proto::lease::{LeaseContext, HANDLE_CACHING, READ_CACHING, WRITE_CACHING};
+use copyless_proto::lease::{
+    LeaseContext, FLAG_PARENT_LEASE_KEY_SET, HANDLE_CACHING, READ_CACHING, WRITE_CACHING,
+};
 use copyless_proto::messages::{FileId, OPLOCK_LEVEL_LEASE};
 use copyless_proto::status;
 use copyless_scripted::{config, memory_server, put_file, Client, Dialect, Reply, Request, Users};
@@ -150,4 +152,85 @@ fn a_write_breaks_other_clients_read_caching_without_waiting() {
         "no answer wanted"
     );
     assert_eq!(a.call(ack([1; 16], 0)).status(), status::UNSUCCESSFUL);
+}
+
+fn create_with_parent(name: &str, key: [u8; 16], parent: Option<[u8; 16]>, dir: bool) -> Request {
+    let lease = LeaseContext {
+        key,
+        state: R | H | W,
+        flags: if parent.is_some() {
+            FLAG_PARENT_LEASE_KEY_SET
+        } else {
+            0
+        },
+        v2: Some((parent.unwrap_or([0; 16]), 0)),
+    }
+    .encode();
+    let contexts = cc::build_chain(&[(RQLS, lease)]);
+    Request::new(command::CREATE, 1, |w| {
+        wire::write_create_request(
+            w,
+            &CreateParams {
+                oplock_level: OPLOCK_LEVEL_LEASE,
+                desired_access: 0x0012_019f,
+                file_attributes: 0,
+                share_access: 7,
+                disposition: 3,
+                options: if dir { 1 } else { 0x40 },
+                name,
+                contexts: &contexts,
+            },
+        )
+        .unwrap()
+    })
+}
+
+#[test]
+fn a_directory_lease_breaks_when_someone_else_changes_its_entries() {
+    let (mut a, mut b) = setup();
+    let (_, state, _) = granted(&a.call(create_with_parent("folder", [3; 16], None, true)));
+    assert_eq!(state, R | H, "a directory caches no writes");
+    // The lease holder's own new file names the directory's lease as its
+    // parent: nothing to break.
+    let r = a.send(vec![create_with_parent(
+        "folder\\mine",
+        [4; 16],
+        Some([3; 16]),
+        false,
+    )]);
+    assert_eq!(r.len(), 1, "no break notice");
+    granted(&r[0]);
+    assert!(a.posted.is_empty());
+    // Another's new file breaks it, and the create does not wait.
+    let r = b.send(vec![create_with_parent(
+        "folder\\theirs",
+        [5; 16],
+        None,
+        false,
+    )]);
+    let (theirs, ..) = granted(&r[0]);
+    let letter = b.posted.pop().expect("a break for the directory's holder");
+    let notice = a.receive(letter.letter);
+    assert_eq!(lease_break(&notice[0]), ([3; 16], 1, R | H, 0));
+    assert_eq!(a.call(ack([3; 16], 0)).status(), status::SUCCESS);
+    // Written and closed, a file's entry changes too.
+    let (fa, ..) = granted(&a.call(create_with_parent("folder", [3; 16], None, true)));
+    assert_eq!(a.close(fa), status::SUCCESS);
+    let (_, state, _) = granted(&a.call(create_with_parent("folder", [3; 16], None, true)));
+    assert_eq!(state, R | H, "the key's lease is upgraded again");
+    let replies = b.send(vec![Request::new(command::WRITE, 1, |w| {
+        wire::write_write_request_head(w, theirs, 0, 1, 0);
+        w.u8(5);
+    })]);
+    assert_eq!(replies[0].status(), status::SUCCESS);
+    assert!(b.posted.is_empty(), "a write alone breaks nothing");
+    assert_eq!(b.close(theirs), status::SUCCESS);
+    let letter = b
+        .posted
+        .pop()
+        .expect("the close of a written file breaks it");
+    assert_eq!(
+        lease_break(&a.receive(letter.letter)[0]),
+        ([3; 16], 1, R | H, 0)
+    );
 }

@@ -19,6 +19,7 @@ use crate::durable;
 use crate::env::Env;
 use crate::file_table::{stream_id, AppOpen, FileKey, LeaseAsk, OpenRef, OplockRequest};
 use crate::handlers::{file_times, vfs_status};
+use crate::leases;
 use crate::open::{FileOpen, Open, OpenKind};
 use crate::security::{self, Caller};
 use crate::server::Server;
@@ -83,10 +84,14 @@ impl Connection {
         if l.key == [0; 16] || (l.v2.is_some() && self.dialect < DIALECT_300) {
             return Ok(None);
         }
+        // The parent's key counts only when the flag says it is set.
+        let parent_set = l.flags & lease::FLAG_PARENT_LEASE_KEY_SET != 0;
         Ok(Some(LeaseAsk {
             id: (self.client_guid, l.key),
             state: l.state,
-            v2: l.v2,
+            v2: l
+                .v2
+                .map(|(parent, epoch)| (if parent_set { parent } else { [0; 16] }, epoch)),
         }))
     }
 
@@ -380,17 +385,7 @@ impl Connection {
         let mut oplock_level = oplock.granted;
         if let (Some(ask), Some(g)) = (oplock.lease, oplock.lease_granted) {
             oplock_level = OPLOCK_LEVEL_LEASE;
-            let granted = LeaseContext {
-                key: ask.id.1,
-                state: g.state,
-                flags: if g.breaking {
-                    lease::FLAG_BREAK_IN_PROGRESS
-                } else {
-                    0
-                },
-                v2: g.v2.map(|parent| (parent, g.epoch)),
-            };
-            reply_contexts.push((cc::RQLS, granted.encode()));
+            reply_contexts.push((cc::RQLS, leases::response_context(ask.id.1, g)));
         }
         let is_dir = opened.stat.is_dir;
         let durable = durable::grant(
@@ -460,6 +455,12 @@ impl Connection {
         self.send_lease_breaks(oplock.lease_breaks);
         if let (Some((path, is_dir)), None) = (created, &stream) {
             self.report_name(index, &path, notify::action::ADDED, is_dir);
+            let parent = oplock
+                .lease
+                .and_then(|l| l.v2)
+                .filter(|(p, _)| *p != [0; 16])
+                .map(|(p, _)| (client_guid, p));
+            self.break_parent_leases(index, &path, parent);
         }
         Ok(status::SUCCESS)
     }

@@ -135,6 +135,11 @@ impl Connection {
         // A rename or delete first takes handle caching from the other
         // clients' leases, and waits for them to let go, as `hold`.
         let hold = (self.id(), self.next_hold_token());
+        let parent_lease = self
+            .open_mut(req, compound, s.file_id)?
+            .file()
+            .map(|f| f.key)
+            .and_then(|key| self.parent_lease_of(&key, my_id));
         let open = self.open_mut(req, compound, s.file_id)?;
         let granted = open.access;
         let OpenKind::File(f) = &mut open.kind else {
@@ -318,6 +323,7 @@ impl Connection {
         self.send_lease_breaks(breaks.1);
         for (path, action, class) in changed {
             self.report_change(share, &path, action, class);
+            self.break_parent_leases(share, &path, parent_lease);
         }
         if let Some(path) = renamed_file {
             self.report_renamed_file(share, &path);
