@@ -651,6 +651,27 @@ impl FileTable {
             .collect()
     }
 
+    /// Whether lease `id` is held on a file other than the one at `path`
+    /// (and stream) of `share`.
+    pub fn lease_is_for_another(
+        &self,
+        id: &LeaseId,
+        share: usize,
+        path: &str,
+        stream: u64,
+    ) -> bool {
+        let Some(lease) = self.leases.get(id) else {
+            return false;
+        };
+        let (s, _, _, st) = lease.file;
+        s != share
+            || st != stream
+            || self
+                .files
+                .get(&lease.file)
+                .is_some_and(|f| !f.path.eq_ignore_ascii_case(path))
+    }
+
     /// Notes the application instance an open was made under.
     pub fn add_app_instance(&mut self, app: [u8; 16], open: AppOpen) {
         self.app_instances.entry(app).or_default().push(open);

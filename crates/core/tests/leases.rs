@@ -234,3 +234,19 @@ fn a_directory_lease_breaks_when_someone_else_changes_its_entries() {
         ([3; 16], 1, R | H, 0)
     );
 }
+
+#[test]
+fn a_lease_key_of_another_file_is_refused_before_anything_is_made() {
+    let (mut a, _) = setup();
+    granted(&a.call(create("doc", [1; 16], R | H)));
+    assert_eq!(
+        a.call(create("new", [1; 16], R | H)).status(),
+        status::INVALID_PARAMETER
+    );
+    let open_existing = copyless_scripted::create_request_with("new", 0x80, 7, 1, 0x40);
+    assert_eq!(
+        a.call(open_existing).status(),
+        status::OBJECT_NAME_NOT_FOUND,
+        "no file was left behind"
+    );
+}

@@ -262,6 +262,18 @@ impl Connection {
             stream,
             data_type,
         } = crate::path::from_smb_with_stream(cr.name)?;
+        // A lease key names one file: asked for with another, the open is
+        // refused before anything is made (MS-SMB2 3.3.5.9.8; the table
+        // checks again as it registers the open).
+        if let Some(ask) = &lease {
+            let stream = stream_id(stream.as_deref());
+            if server
+                .files()
+                .lease_is_for_another(&ask.id, index, &path, stream)
+            {
+                return Err(status::INVALID_PARAMETER);
+            }
+        }
         let delete_on_close = cr.create_options & FILE_DELETE_ON_CLOSE != 0;
         if delete_on_close && granted & access::DELETE == 0 {
             return Err(status::INVALID_PARAMETER);
