@@ -416,6 +416,7 @@ impl Connection {
             Kind::BreakResolved { token } => self.retries.push(token),
             Kind::Changed(seen) => self.seen.extend(seen),
             Kind::CloseOpen { open } => self.close_open_here(open),
+            Kind::ChangesLost => self.changes_lost(),
         }
     }
 

@@ -55,6 +55,13 @@ impl Watch {
         self.changes.push((action, name));
     }
 
+    /// Changes went missing: the next answer is NOTIFY_ENUM_DIR.
+    fn overflow(&mut self) {
+        self.overflowed = true;
+        self.changes.clear();
+        self.bytes = 0;
+    }
+
     fn has_news(&self) -> bool {
         self.overflowed || !self.changes.is_empty()
     }
@@ -225,6 +232,30 @@ impl Connection {
                 }
             }
         }
+        self.answer_watchers(touched);
+    }
+
+    /// Reports of changes for this connection were dropped on the way
+    /// (it fell behind taking its letters): every watch here answers
+    /// NOTIFY_ENUM_DIR, so that its client lists the folder again.
+    pub(crate) fn changes_lost(&mut self) {
+        let mut touched = Vec::new();
+        for s in self.sessions.values_mut() {
+            for (id, open) in s.opens.iter_mut() {
+                if let OpenKind::File(f) = &mut open.kind {
+                    if let Some(watch) = f.watch.as_deref_mut() {
+                        watch.overflow();
+                        touched.push(*id);
+                    }
+                }
+            }
+        }
+        self.answer_watchers(touched);
+    }
+
+    /// Answers the oldest waiting request of each open whose watch has
+    /// news.
+    fn answer_watchers(&mut self, touched: Vec<u64>) {
         for open in touched {
             let Some((async_id, room)) = self.pending_notify(open) else {
                 continue;

@@ -50,9 +50,26 @@ pub(crate) enum Kind {
     /// Another client opened the file under the same application instance
     /// id (MS-SMB2 3.3.5.9.13): this open closes, with no break.
     CloseOpen { open: u64 },
+    /// Reports of changes for this connection were dropped, its inbox
+    /// being full: every watch here has missed some.
+    ChangesLost,
 }
 
 impl Letter {
+    /// Whether it only reports changes to watchers, so that an engine
+    /// may drop it when the connection falls behind and say so with
+    /// [`Letter::changes_lost`] instead: unlike a break or a woken lock,
+    /// a missed change has an answer the client understands
+    /// (STATUS_NOTIFY_ENUM_DIR: list the folder again).
+    pub fn is_change_report(&self) -> bool {
+        matches!(self.0, Kind::Changed(_))
+    }
+
+    /// Tells a connection that change reports for it were dropped.
+    pub fn changes_lost() -> Letter {
+        Letter(Kind::ChangesLost)
+    }
+
     /// Whether handling it may call the filesystem (closing opens can
     /// delete files), so that an engine keeps it off the thread that
     /// serves sockets.
@@ -62,7 +79,8 @@ impl Letter {
             Kind::LocksReleased { .. }
             | Kind::OplockBreak { .. }
             | Kind::LeaseBreak(_)
-            | Kind::Changed(_) => false,
+            | Kind::Changed(_)
+            | Kind::ChangesLost => false,
             // The request runs again, and opens files.
             Kind::BreakResolved { .. } => true,
         }

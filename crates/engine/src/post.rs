@@ -8,10 +8,13 @@
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
 
 use copyless_core::{ConnectionId, Letter, Message};
 use futures_channel::mpsc;
+use futures_util::StreamExt;
 use rustix::event::{eventfd, EventfdFlags};
 
 #[derive(Default)]
@@ -19,17 +22,34 @@ pub(crate) struct PostOffice {
     boxes: Mutex<HashMap<ConnectionId, Mailbox>>,
 }
 
+/// How many change reports may wait in one inbox. A connection that
+/// falls further behind (its client does not read, so it cannot send)
+/// loses the rest, and is told so (`Letter::changes_lost`): its watchers
+/// answer STATUS_NOTIFY_ENUM_DIR, and memory stays bounded whatever the
+/// other clients change meanwhile. Every other letter is one a request
+/// of another client made, bounded by those requests.
+const MAX_QUEUED_REPORTS: usize = 1024;
+
 struct Mailbox {
     letters: mpsc::UnboundedSender<Letter>,
     bell: Option<Arc<OwnedFd>>,
+    reports: Arc<Reports>,
+}
+
+/// Change reports waiting in an inbox, and whether any were dropped.
+#[derive(Default)]
+struct Reports {
+    queued: AtomicUsize,
+    lost: AtomicBool,
 }
 
 /// A connection's letters, received until it is dropped.
 pub(crate) struct Inbox {
     office: Arc<PostOffice>,
     id: ConnectionId,
-    pub letters: mpsc::UnboundedReceiver<Letter>,
+    letters: mpsc::UnboundedReceiver<Letter>,
     bell: Option<Arc<OwnedFd>>,
+    reports: Arc<Reports>,
 }
 
 impl PostOffice {
@@ -48,11 +68,13 @@ impl PostOffice {
             None
         };
         let (tx, rx) = mpsc::unbounded();
+        let reports = Arc::new(Reports::default());
         self.boxes().insert(
             id,
             Mailbox {
                 letters: tx,
                 bell: bell.clone(),
+                reports: reports.clone(),
             },
         );
         Ok(Inbox {
@@ -60,6 +82,7 @@ impl PostOffice {
             id,
             letters: rx,
             bell,
+            reports,
         })
     }
 
@@ -76,6 +99,14 @@ impl PostOffice {
             let Some(mailbox) = boxes.get(&m.to) else {
                 continue;
             };
+            if m.letter.is_change_report() {
+                let queued = mailbox.reports.queued.fetch_add(1, Ordering::AcqRel);
+                if queued >= MAX_QUEUED_REPORTS {
+                    mailbox.reports.queued.fetch_sub(1, Ordering::AcqRel);
+                    mailbox.reports.lost.store(true, Ordering::Release);
+                    continue;
+                }
+            }
             if mailbox.letters.unbounded_send(m.letter).is_ok() {
                 if let Some(bell) = &mailbox.bell {
                     // A full counter is still readable: nothing is lost.
@@ -101,14 +132,97 @@ impl Inbox {
         }
         let mut letters = Vec::new();
         while let Ok(letter) = self.letters.try_recv() {
+            self.taken(&letter);
             letters.push(letter);
         }
+        if self.reports.lost.swap(false, Ordering::AcqRel) {
+            letters.push(Letter::changes_lost());
+        }
         letters
+    }
+
+    /// The next letter, for a task: as [`Inbox::take`] gives them.
+    pub fn poll_letter(&mut self, cx: &mut Context<'_>) -> Poll<Option<Letter>> {
+        match self.letters.poll_next_unpin(cx) {
+            Poll::Ready(Some(letter)) => {
+                self.taken(&letter);
+                Poll::Ready(Some(letter))
+            }
+            Poll::Pending if self.reports.lost.swap(false, Ordering::AcqRel) => {
+                Poll::Ready(Some(Letter::changes_lost()))
+            }
+            other => other,
+        }
+    }
+
+    fn taken(&self, letter: &Letter) {
+        if letter.is_change_report() {
+            self.reports.queued.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
 impl Drop for Inbox {
     fn drop(&mut self) {
         self.office.boxes().remove(&self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use copyless_proto::command;
+    use copyless_proto::messages::FileId;
+    use copyless_proto::status;
+    use copyless_scripted::{config, memory_server, Client, Request, Users};
+
+    fn notify(id: FileId) -> Request {
+        Request::new(command::CHANGE_NOTIFY, 1, |w| {
+            // FILE_NAME changes of the directory, a 64 KiB buffer.
+            w.u16(32).u16(0).u32(65536);
+            w.u64(id.persistent).u64(id.volatile);
+            w.u32(1).u32(0);
+        })
+    }
+
+    #[test]
+    fn a_connection_that_falls_behind_loses_change_reports_and_hears_so() {
+        let users = Arc::new(Users::default());
+        users.add("u", "pw");
+        let (server, _vfs) = memory_server(config(), users);
+        let mut watcher = Client::login(server.clone(), "u", "pw");
+        let mut writer = Client::login(server, "u", "pw");
+        let dir = watcher.create("docs", true).unwrap();
+        assert_eq!(watcher.call(notify(dir)).status(), status::PENDING);
+
+        let office = Arc::new(PostOffice::default());
+        let mut inbox = office.open(watcher.conn.id(), false).unwrap();
+        // The watcher takes nothing while the other client makes more
+        // files than its inbox holds reports of.
+        for i in 0..MAX_QUEUED_REPORTS + 10 {
+            let id = writer.create(&format!("docs\\{i}"), false).unwrap();
+            writer.close(id);
+            office.send(std::mem::take(&mut writer.posted));
+        }
+        let letters = inbox.take();
+        assert_eq!(letters.len(), MAX_QUEUED_REPORTS + 1);
+        assert!(letters[..MAX_QUEUED_REPORTS]
+            .iter()
+            .all(|l| l.is_change_report()));
+        assert!(!letters[MAX_QUEUED_REPORTS].is_change_report());
+
+        // The waiting request hears of the first file; the next one is
+        // told to list the folder again, reports having gone missing.
+        let mut answered = Vec::new();
+        for letter in letters {
+            answered.extend(watcher.receive(letter));
+        }
+        assert_eq!(answered.len(), 1);
+        assert_eq!(answered[0].status(), status::SUCCESS);
+        assert_eq!(watcher.call(notify(dir)).status(), status::NOTIFY_ENUM_DIR);
+        // Taken, the inbox holds reports again.
+        writer.create("docs\\later", false).unwrap();
+        office.send(std::mem::take(&mut writer.posted));
+        assert_eq!(inbox.take().len(), 1);
     }
 }

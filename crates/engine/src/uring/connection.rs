@@ -417,7 +417,7 @@ impl<'a> Driver<'a> {
         poll_fn(|cx| {
             // First: a letter posted before a frame arrived is handled
             // before it.
-            if let Poll::Ready(Some(letter)) = mail.letters.poll_next_unpin(cx) {
+            if let Poll::Ready(Some(letter)) = mail.poll_letter(cx) {
                 return Poll::Ready(Event::Letter(letter));
             }
             // A send that ended before a frame arrived is seen first: the
