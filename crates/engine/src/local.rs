@@ -59,6 +59,10 @@ fn mask() -> WatchFlags {
 /// Bytes read from the descriptor at once: room for hundreds of events.
 const READ_BUFFER: usize = 64 * 1024;
 
+/// Events handled at once: a local process that changes files faster
+/// than they are read does not make the reader's memory grow.
+const MAX_BATCH: usize = 16 * 1024;
+
 /// How long the reader waits for the second half of a rename that the
 /// kernel queued while a read was under way.
 const RENAME_PAIR_WAIT: Duration = Duration::from_millis(10);
@@ -173,12 +177,14 @@ struct Watched {
 
 impl LocalWatch for Inner {
     fn watched_changed(&self, server: &Server) {
+        // The set is read under the lock, so that of two connections that
+        // change it at once, the later reading is applied last.
+        let mut st = self.lock();
         let want = server.watched_dirs();
         // Marks are kept from before the first kernel watch exists.
         if !want.is_empty() {
             server.own_changes().set_active(true);
         }
-        let mut st = self.lock();
         let wanted: HashSet<FileKey> = want.iter().map(|w| w.key).collect();
         let gone: Vec<FileKey> = st
             .roots
@@ -257,6 +263,9 @@ impl Inner {
                     self.limit
                 )
             });
+            return None;
+        }
+        if !st.roots.contains_key(&key) {
             return None;
         }
         let root = self.shares.get(share)?.as_ref()?;
@@ -442,6 +451,10 @@ struct Raw {
 fn read_loop(inner: &Inner, server: &Server, post: &PostOffice, stop: &OwnedFd) {
     let mut buf = vec![MaybeUninit::<u8>::uninit(); READ_BUFFER];
     let idle = Timespec::try_from(IDLE_WAKE).ok();
+    // Whether the last batch emptied the queue: only then does a new
+    // drain begin (marks of the server's own changes rely on every drain
+    // reading all that was queued when it began).
+    let mut emptied = true;
     loop {
         let mut fds = [
             PollFd::new(&inner.fd, PollFlags::IN),
@@ -459,8 +472,11 @@ fn read_loop(inner: &Inner, server: &Server, post: &PostOffice, stop: &OwnedFd) 
         }
         // Every event of a change the server finished before this point
         // is in the queue now, and is read below (core local.rs).
-        server.own_changes().drain_begins();
-        let raw = drain(&inner.fd, &mut buf);
+        if emptied {
+            server.own_changes().drain_begins();
+        }
+        let raw;
+        (raw, emptied) = drain(&inner.fd, &mut buf);
         if raw.is_empty() {
             continue;
         }
@@ -482,9 +498,9 @@ fn read_loop(inner: &Inner, server: &Server, post: &PostOffice, stop: &OwnedFd) 
     }
 }
 
-/// Every event queued now; a rename cut in two by the read gets its
-/// second half.
-fn drain(fd: &OwnedFd, buf: &mut [MaybeUninit<u8>]) -> Vec<Raw> {
+/// Every event queued now, up to [`MAX_BATCH`], and whether that was
+/// all; a rename cut in two by the read gets its second half.
+fn drain(fd: &OwnedFd, buf: &mut [MaybeUninit<u8>]) -> (Vec<Raw>, bool) {
     let mut out = Vec::new();
     loop {
         let mut reader = inotify::Reader::new(fd, buf);
@@ -500,20 +516,23 @@ fn drain(fd: &OwnedFd, buf: &mut [MaybeUninit<u8>]) -> Vec<Raw> {
                 Err(Errno::AGAIN) => break,
                 Err(e) => {
                     FAILED.log(|| format!("copyless: reading local changes: {e}"));
-                    return out;
+                    return (out, false);
                 }
+            }
+            if out.len() >= MAX_BATCH && reader.is_buffer_empty() {
+                return (out, false);
             }
         }
         let half_rename = out
             .last()
             .is_some_and(|e| e.mask.contains(ReadFlags::MOVED_FROM));
         if !half_rename {
-            return out;
+            return (out, true);
         }
         let mut fds = [PollFd::new(fd, PollFlags::IN)];
         let wait = Timespec::try_from(RENAME_PAIR_WAIT).ok();
         if !matches!(poll(&mut fds, wait.as_ref()), Ok(n) if n > 0) {
-            return out;
+            return (out, true);
         }
     }
 }
