@@ -90,6 +90,9 @@ pub struct Limits {
     pub max_credits: u16,
     /// NEGOTIATE and SESSION_SETUP must be done this long after accept.
     pub preauth_timeout_secs: u32,
+    /// Directories watched (inotify) for changes local processes make,
+    /// for CHANGE_NOTIFY; 0 reports only changes made through the server.
+    pub max_local_watches: u32,
 }
 
 impl Default for Limits {
@@ -110,6 +113,7 @@ impl Default for Limits {
             max_listing_bytes_per_connection: 64 * MIB,
             max_credits: 8192,
             preauth_timeout_secs: 10,
+            max_local_watches: 8192,
         }
     }
 }
@@ -525,6 +529,7 @@ mod raw {
         pub max_listing_bytes_per_connection: Option<Spanned<u32>>,
         pub max_credits: Option<Spanned<u16>>,
         pub preauth_timeout_secs: Option<Spanned<u32>>,
+        pub max_local_watches: Option<Spanned<u32>>,
     }
 }
 
@@ -927,6 +932,13 @@ fn parse_limits(raw: Option<raw::Limits>) -> Result<Limits, SpanError> {
         1,
         3600,
     )?;
+    take(
+        &mut limits.max_local_watches,
+        &raw.max_local_watches,
+        "max_local_watches",
+        0,
+        1 << 20,
+    )?;
 
     // A READ or WRITE of max_read_write bytes must fit in one message.
     if limits.max_read_write > limits.max_message_size.saturating_sub(HEADER_ROOM) {
@@ -1048,6 +1060,7 @@ max_sessions_per_connection = 2
 max_open_files = 100
 max_credits = 512
 preauth_timeout_secs = 5
+max_local_watches = 0
 max_preauth_message_size = 8192
 max_unauthenticated_connections = 7
 max_unauthenticated_per_address = 3
@@ -1088,6 +1101,7 @@ max_open_files_total = 1000
         assert_eq!(l.max_open_files, 100);
         assert_eq!(l.max_credits, 512);
         assert_eq!(l.preauth_timeout_secs, 5);
+        assert_eq!(l.max_local_watches, 0);
         assert_eq!(l.max_preauth_message_size, 8192);
         assert_eq!(l.max_unauthenticated_connections, 7);
         assert_eq!(l.max_unauthenticated_per_address, 3);

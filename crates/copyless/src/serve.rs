@@ -167,6 +167,7 @@ pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, 
             max_unauthenticated_per_address: config.limits.max_unauthenticated_per_address as usize,
         },
         preauth_timeout: Duration::from_secs(u64::from(config.limits.preauth_timeout_secs)),
+        max_local_watches: config.limits.max_local_watches as usize,
     };
     contain_panic_messages();
     engine::run(server, listeners, limits, tracer, config.engine, stop)

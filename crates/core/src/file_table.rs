@@ -273,6 +273,9 @@ pub struct Closed {
     pub removed: Option<(String, bool)>,
     /// Watchers of a directory whose deletion became pending.
     pub doomed: Vec<Seen>,
+    /// The open watched its directory: the set of watched directories
+    /// may have changed.
+    pub unwatched: bool,
 }
 
 impl FileState {
@@ -377,6 +380,8 @@ pub struct FileTable {
     /// Watching opens on all directories, and whether there are any.
     watchers: usize,
     any_watchers: Arc<AtomicBool>,
+    /// The directories that have watchers.
+    watched: BTreeSet<FileKey>,
     /// Every lease, by client and key.
     leases: HashMap<LeaseId, Lease>,
     /// Oplocks held on all files, and whether any file has one.
@@ -915,6 +920,7 @@ impl FileTable {
             wake_held: Vec::new(),
             removed: None,
             doomed: Vec::new(),
+            unwatched: false,
         };
         if !self.parked.is_empty() {
             self.parked.remove(&id);
@@ -951,6 +957,10 @@ impl FileTable {
             self.watchers -= watchers - state.watchers.len();
             self.any_watchers
                 .store(self.watchers > 0, Ordering::Release);
+            if state.watchers.is_empty() {
+                self.watched.remove(key);
+            }
+            closed.unwatched = true;
         }
         let oplocks = state.oplocks.len();
         state.oplocks.retain(|o| o.open != id);
@@ -1164,8 +1174,48 @@ impl FileTable {
                 state.watchers.push(w);
                 self.watchers += 1;
                 self.any_watchers.store(true, Ordering::Release);
+                self.watched.insert(*key);
             }
         }
+    }
+
+    /// Every watched directory, with its path and whether some watcher
+    /// wants its subtree.
+    pub fn watched_dirs(&self) -> Vec<crate::local::WatchedDir> {
+        self.watched
+            .iter()
+            .filter_map(|key| {
+                let state = self.files.get(key)?;
+                Some(crate::local::WatchedDir {
+                    key: *key,
+                    path: state.path.clone(),
+                    recursive: state.watchers.iter().any(|w| w.recursive),
+                })
+            })
+            .collect()
+    }
+
+    /// Every watcher, to be told `action` (a word for all of them, such
+    /// as [`crate::notify::OVERFLOWED`]).
+    pub fn all_watchers(&self, action: u32) -> Vec<Seen> {
+        self.watched
+            .iter()
+            .filter_map(|key| self.files.get(key))
+            .flat_map(|state| &state.watchers)
+            .map(|w| Seen {
+                connection: w.connection,
+                open: w.open,
+                action,
+                name: String::new(),
+            })
+            .collect()
+    }
+
+    /// Whether the file at `path` is open with a right that changes it:
+    /// the server may be writing it, or setting its metadata, now.
+    pub fn open_for_change_at(&self, share: usize, path: &str) -> bool {
+        self.at_path(share, path)
+            .any(|(_, s)| s.opens.values().any(|o| o.access & access::MODIFYING != 0))
     }
 
     /// Says, without the table's lock, whether any directory is watched:

@@ -14,6 +14,7 @@ pub mod file_table;
 mod handlers;
 pub mod intent;
 pub mod leases;
+pub mod local;
 pub(crate) mod locks;
 mod negotiate;
 pub mod notify;

@@ -23,6 +23,11 @@ use crate::post::Kind;
 /// be deleted: waiting requests end with STATUS_DELETE_PENDING.
 pub(crate) const DIRECTORY_DELETED: u32 = 0;
 
+/// The action of a [`Seen`] that says changes were lost (the kernel's
+/// queue of local changes overflowed): the next answer is
+/// STATUS_NOTIFY_ENUM_DIR.
+pub(crate) const OVERFLOWED: u32 = u32::MAX;
+
 /// What an open that watches its directory keeps between requests.
 #[derive(Debug)]
 pub struct Watch {
@@ -41,6 +46,12 @@ impl Watch {
     /// A change just like the one before it says nothing new (a file
     /// written several times before it is closed).
     fn keep(&mut self, action: u32, name: String) {
+        if action == OVERFLOWED {
+            self.overflowed = true;
+            self.changes.clear();
+            self.bytes = 0;
+            return;
+        }
         if self.overflowed || self.changes.last() == Some(&(action, name.clone())) {
             return;
         }
@@ -124,7 +135,9 @@ impl Connection {
         let room = n.output_buffer_length;
         // The first request sets the watch up; later ones' filter and
         // depth are ignored.
+        let mut new_watch = false;
         let watch = f.watch.get_or_insert_with(|| {
+            new_watch = true;
             server.files().watch(
                 &f.key,
                 Watcher {
@@ -141,6 +154,11 @@ impl Connection {
                 capacity: room as usize,
             })
         });
+        if new_watch {
+            // Local changes are watched for before the client hears its
+            // request is pending.
+            server.watched_changed();
+        }
         if watch.has_news() {
             let (st, changes) = watch.take(room as usize);
             messages::write_change_notify_response(w, &changes);

@@ -81,9 +81,23 @@ pub fn close_open(server: &Server, open: Open) -> Closed {
     if f.durable.is_some() {
         server.durable.detach(open.file_id.persistent);
     }
+    // What was written through the open, and the deletion its close may
+    // make, are the server's own changes (local.rs); the mark stands
+    // before the open leaves the table, so no event falls between.
+    let path = if server.own_changes().is_active() {
+        current_path(server, &f.key)
+    } else {
+        None
+    };
+    let _own = server
+        .own_changes()
+        .begin(f.key.0, path.as_deref().as_slice());
     let mut closed = server
         .files()
         .unregister(&f.key, open.file_id.volatile, f.delete_on_close);
+    if closed.unwatched {
+        server.watched_changed();
+    }
     let last = closed.last.take().filter(|last| last.delete_pending);
     if last.as_ref().is_some_and(|l| !l.deletes_file) && f.handle.stream.is_some() {
         let _ = f.vfs.delete_stream(&f.handle);

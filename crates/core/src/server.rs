@@ -2,13 +2,14 @@
 //! table of open files that share modes and delete-on-close act on.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use copyless_auth::Credentials;
 use copyless_vfs::{Identity, Vfs};
 
 use crate::durable::DurableTable;
 use crate::file_table::FileTable;
+use crate::local::{LocalWatch, OwnChanges};
 use crate::post::{ClientTable, SessionTable};
 use crate::quota::OpenQuota;
 
@@ -132,6 +133,11 @@ pub struct Server {
     /// ...or an oplock, and whether any directory is watched.
     any_oplocks: Arc<AtomicBool>,
     any_watchers: Arc<AtomicBool>,
+    /// The engine's watcher of changes local processes make (local.rs).
+    pub(crate) local_watch: OnceLock<Arc<dyn LocalWatch>>,
+    /// Paths the server itself is changing, whose kernel events are not
+    /// reported again.
+    pub(crate) own: OwnChanges,
     next_id: AtomicU64,
 }
 
@@ -154,6 +160,8 @@ impl Server {
             any_oplocks: files.any_oplocks_flag(),
             any_watchers: files.any_watchers_flag(),
             files: Mutex::new(files),
+            local_watch: OnceLock::new(),
+            own: OwnChanges::default(),
             next_id: AtomicU64::new(1),
         })
     }

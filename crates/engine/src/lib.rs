@@ -14,6 +14,7 @@
 mod admission;
 mod env;
 mod framing;
+mod local;
 pub mod log_limit;
 mod post;
 mod threads;
@@ -44,6 +45,9 @@ pub struct EngineLimits {
     /// A connection must finish NEGOTIATE and SESSION_SETUP within this
     /// time of being accepted, whatever it sends meanwhile.
     pub preauth_timeout: Duration,
+    /// Directories watched for changes local processes make (inotify
+    /// watches); 0 reports only changes made through the server.
+    pub max_local_watches: usize,
 }
 
 /// Which engine serves connections (`engine` in the config).
@@ -147,11 +151,14 @@ pub fn run(
     match uring {
         Some(engine) => {
             eprintln!("copyless: engine io_uring, {} threads", engine.threads());
+            // Stops when dropped, after the connections have finished.
+            let _local = local::start(&server, engine.post(), limits.max_local_watches);
             engine.run(listeners, &limits, &stop_rx)
         }
         None => {
             eprintln!("copyless: engine threads, one per connection");
-            let engine = threads::Engine::new(server, limits.clone(), tracer);
+            let engine = threads::Engine::new(server.clone(), limits.clone(), tracer);
+            let _local = local::start(&server, engine.post(), limits.max_local_watches);
             accept_loop(listeners, &limits, stop_rx, engine)
         }
     }

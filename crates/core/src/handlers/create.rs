@@ -304,6 +304,9 @@ impl Connection {
         };
         let vfs = share.vfs.as_ref();
         let rights = (granted, tree.maximal_access);
+        // Whatever the open creates, truncates or stamps there is the
+        // server's own change (local.rs).
+        let own = server.own_changes().begin(index, &[&path]);
         let outcome = match &stream {
             None => open_or_create(
                 &server,
@@ -333,6 +336,7 @@ impl Connection {
                 &mut oplock,
             ),
         };
+        drop(own);
         let outcome = match (outcome, oplock.waited_on) {
             // Oplocks of other opens are being broken: the request runs
             // again once their holders answered (or closed).

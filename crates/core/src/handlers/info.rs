@@ -430,10 +430,13 @@ fn rename(
             return Err(status::ACCESS_DENIED);
         }
     }
+    // Both names are the server's own change (local.rs).
+    let own = server.own_changes().begin(share, &[&from, target]);
     let new_path = f
         .vfs
         .rename(f.handle.who(), &from, target, replace)
         .map_err(|e| vfs_status(&e))?;
+    drop(own);
     server.files().moved(&f.key, &from, &new_path);
     Ok((from, new_path))
 }

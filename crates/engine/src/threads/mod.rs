@@ -33,6 +33,11 @@ impl Engine {
             threads: Vec::new(),
         }
     }
+
+    /// The post office its connections read their letters from.
+    pub(crate) fn post(&self) -> Arc<PostOffice> {
+        self.post.clone()
+    }
 }
 
 impl Serve for Engine {

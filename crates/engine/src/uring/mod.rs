@@ -42,6 +42,7 @@ const RECV_POOL_BUFFERS: u16 = 128;
 
 pub struct Engine {
     workers: Vec<Worker>,
+    post: Arc<PostOffice>,
 }
 
 struct Worker {
@@ -110,11 +111,19 @@ impl Engine {
                 Err(_) => return Err(io::Error::other("worker thread ended")),
             }
         }
-        Ok(Engine { workers })
+        Ok(Engine {
+            workers,
+            post: shared.post,
+        })
     }
 
     pub fn threads(&self) -> usize {
         self.workers.len()
+    }
+
+    /// The post office its connections read their letters from.
+    pub(crate) fn post(&self) -> Arc<PostOffice> {
+        self.post.clone()
     }
 
     /// Serves until `stop`: the first ring accepts on `listeners`; then

@@ -26,6 +26,7 @@ fn limits() -> EngineLimits {
             max_unauthenticated_per_address: 8,
         },
         preauth_timeout: Duration::from_secs(30),
+        max_local_watches: 0,
     }
 }
 

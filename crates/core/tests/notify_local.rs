@@ -1,0 +1,269 @@
+//! Changes local processes make (copyless_core::local): the engine hands
+//! them in as share paths and gets letters for the watchers back; it is
+//! told when the set of watched directories changes; and what the server
+//! itself did is not reported a second time.
+
+use std::sync::{Arc, Mutex};
+
+use copyless_core::local::{LocalChange, LocalWatch, WatchedDir, What};
+use copyless_core::{Message, Server};
+use copyless_fscc::notify::{action, filter};
+use copyless_proto::client as wire;
+use copyless_proto::command;
+use copyless_proto::messages::FileId;
+use copyless_proto::status;
+use copyless_scripted::{config, memory_server, Client, Reply, Request, Users};
+
+fn notify(id: FileId, filter: u32, recursive: bool, room: u32) -> Request {
+    Request::new(command::CHANGE_NOTIFY, 1, |w| {
+        w.u16(32).u16(u16::from(recursive)).u32(room);
+        w.u64(id.persistent).u64(id.volatile);
+        w.u32(filter).u32(0);
+    })
+}
+
+/// The (action, name) entries of a CHANGE_NOTIFY response.
+fn entries(r: &Reply) -> Vec<(u32, String)> {
+    assert_eq!(r.status(), status::SUCCESS);
+    let u32_at = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+    let body = &r.msg[64..];
+    let len = u32_at(body, 4) as usize;
+    let mut buf = &r.msg[72..72 + len];
+    let mut out = Vec::new();
+    loop {
+        let (next, act, n) = (u32_at(buf, 0), u32_at(buf, 4), u32_at(buf, 8) as usize);
+        let units: Vec<u16> = buf[12..12 + n]
+            .chunks(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .collect();
+        out.push((act, String::from_utf16(&units).unwrap()));
+        if next == 0 {
+            return out;
+        }
+        buf = &buf[next as usize..];
+    }
+}
+
+const NAMES: u32 = filter::FILE_NAME | filter::DIR_NAME;
+
+fn setup() -> (Arc<Server>, Client, Client, FileId) {
+    let users = Arc::new(Users::default());
+    users.add("u", "pw");
+    let (server, _vfs) = memory_server(config(), users);
+    let mut a = Client::login(server.clone(), "u", "pw");
+    let b = Client::login(server.clone(), "u", "pw");
+    let dir = a.create("docs", true).unwrap();
+    (server, a, b, dir)
+}
+
+fn change(path: &str, what: What) -> LocalChange {
+    LocalChange {
+        share: 0,
+        path: path.into(),
+        what,
+    }
+}
+
+/// Hands letters the engine would post to `to`.
+fn deliver(letters: Vec<Message>, to: &mut Client) -> Vec<Reply> {
+    let mut replies = Vec::new();
+    for m in letters {
+        assert_eq!(m.to, to.conn.id());
+        replies.extend(to.receive(m.letter));
+    }
+    replies
+}
+
+/// Lets the letters `from` posted reach `to`.
+fn post(from: &mut Client, to: &mut Client) -> Vec<Reply> {
+    deliver(std::mem::take(&mut from.posted), to)
+}
+
+#[test]
+fn local_changes_reach_a_watcher_as_the_servers_own_do() {
+    let (server, mut a, _b, dir) = setup();
+    assert_eq!(
+        a.call(notify(dir, NAMES, true, 4096)).status(),
+        status::PENDING
+    );
+    let letters = server.local_changes(&[
+        change("elsewhere.txt", What::Added { is_dir: false }),
+        change("docs/new.txt", What::Added { is_dir: false }),
+        change("docs/a.txt", What::RenamedFrom { is_dir: false }),
+        change("docs/sub/b.txt", What::RenamedTo { is_dir: false }),
+        // Not a name change: this watcher's filter leaves it out.
+        change("docs/new.txt", What::Written),
+    ]);
+    assert_eq!(letters.len(), 1, "one letter keeps the rename together");
+    let replies = deliver(letters, &mut a);
+    assert_eq!(replies.len(), 1);
+    assert_eq!(
+        entries(&replies[0]),
+        vec![
+            (action::ADDED, "new.txt".into()),
+            (action::RENAMED_OLD_NAME, "a.txt".into()),
+            (action::RENAMED_NEW_NAME, "sub\\b.txt".into()),
+        ]
+    );
+}
+
+#[test]
+fn writes_and_metadata_go_to_watchers_whose_filter_takes_them() {
+    let (server, mut a, _b, dir) = setup();
+    let filter = filter::LAST_WRITE;
+    assert_eq!(
+        a.call(notify(dir, filter, false, 4096)).status(),
+        status::PENDING
+    );
+    assert!(server
+        .local_changes(&[change("docs/x", What::Added { is_dir: false })])
+        .is_empty());
+    let replies = deliver(
+        server.local_changes(&[change("docs/x", What::Written)]),
+        &mut a,
+    );
+    assert_eq!(entries(&replies[0]), vec![(action::MODIFIED, "x".into())]);
+    a.call(notify(dir, filter, false, 4096));
+    let replies = deliver(
+        server.local_changes(&[change("docs/x", What::Attributes)]),
+        &mut a,
+    );
+    assert_eq!(entries(&replies[0]), vec![(action::MODIFIED, "x".into())]);
+}
+
+#[derive(Default)]
+struct Recorder {
+    seen: Mutex<Vec<Vec<WatchedDir>>>,
+}
+
+impl LocalWatch for Recorder {
+    fn watched_changed(&self, server: &Server) {
+        self.seen.lock().unwrap().push(server.watched_dirs());
+    }
+}
+
+#[test]
+fn the_engine_is_told_when_the_watched_set_changes() {
+    let (server, mut a, _b, dir) = setup();
+    let recorder = Arc::new(Recorder::default());
+    server.set_local_watch(recorder.clone());
+    a.call(notify(dir, NAMES, true, 4096));
+    // A second request on the same open changes nothing.
+    a.call(notify(dir, NAMES, true, 4096));
+    {
+        let seen = recorder.seen.lock().unwrap();
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0].len(), 1);
+        assert_eq!(seen[0][0].path, "docs");
+        assert!(seen[0][0].recursive);
+    }
+    let replies = a.send(vec![Request::new(command::CLOSE, 1, |w| {
+        w.u16(24)
+            .u16(0)
+            .u32(0)
+            .u64(dir.persistent)
+            .u64(dir.volatile);
+    })]);
+    assert!(replies.iter().any(|r| r.status() == status::NOTIFY_CLEANUP));
+    let seen = recorder.seen.lock().unwrap();
+    assert_eq!(seen.len(), 2);
+    assert!(seen[1].is_empty(), "closing the last watcher empties it");
+}
+
+#[test]
+fn what_the_server_did_itself_is_not_reported_again() {
+    let (server, mut a, mut b, dir) = setup();
+    server.own_changes().set_active(true);
+    a.call(notify(dir, NAMES | filter::LAST_WRITE, false, 4096));
+    let f = b.create("docs\\report.txt", false).unwrap();
+    let replies = post(&mut b, &mut a);
+    assert_eq!(
+        entries(&replies[0]),
+        vec![(action::ADDED, "report.txt".into())]
+    );
+    // The kernel's report of the same creation, read by a drain that
+    // began before or just after the creation ended.
+    server.own_changes().drain_begins();
+    let created = [change("docs/report.txt", What::Added { is_dir: false })];
+    assert!(server.local_changes(&created).is_empty());
+    // While the server holds it open for writing, a write is its own.
+    let written = [change("docs/report.txt", What::Written)];
+    assert!(server.local_changes(&written).is_empty());
+    assert_eq!(b.close(f), status::SUCCESS);
+    server.own_changes().drain_begins();
+    assert!(
+        server.local_changes(&written).is_empty(),
+        "a write just before the close is still the server's"
+    );
+    // Once a drain has begun and ended after the close, the marks are
+    // gone: a later event with the same name is a local process's.
+    server.own_changes().drain_begins();
+    server.own_changes().drain_begins();
+    assert!(server.own_changes().is_empty());
+    a.call(notify(dir, NAMES | filter::LAST_WRITE, false, 4096));
+    let replies = deliver(server.local_changes(&written), &mut a);
+    assert_eq!(
+        entries(&replies[0]),
+        vec![(action::MODIFIED, "report.txt".into())]
+    );
+}
+
+#[test]
+fn the_servers_rename_marks_both_names() {
+    let (server, mut a, mut b, dir) = setup();
+    server.own_changes().set_active(true);
+    let f = b.create("docs\\old.txt", false).unwrap();
+    assert_eq!(b.close(f), status::SUCCESS);
+    server.own_changes().drain_begins();
+    server.own_changes().drain_begins();
+    a.call(notify(dir, NAMES, false, 4096));
+    let f = b
+        .open(copyless_scripted::create_request_with(
+            "docs\\old.txt",
+            0x0011_0080,
+            7,
+            1,
+            0x40,
+        ))
+        .unwrap();
+    // FILE_RENAME_INFORMATION.
+    let name = copyless_proto::utf16::encode("docs\\New.txt");
+    let mut info = vec![0u8; 20];
+    info[16..20].copy_from_slice(&(name.len() as u32).to_le_bytes());
+    info.extend_from_slice(&name);
+    let rename = Request::new(command::SET_INFO, 1, |w| {
+        wire::write_set_info_request(w, 1, 10, 0, f, &info).unwrap()
+    });
+    assert_eq!(b.call(rename).status(), status::SUCCESS);
+    let replies = post(&mut b, &mut a);
+    assert_eq!(
+        entries(&replies[0]),
+        vec![
+            (action::RENAMED_OLD_NAME, "old.txt".into()),
+            (action::RENAMED_NEW_NAME, "New.txt".into()),
+        ]
+    );
+    a.call(notify(dir, NAMES, false, 4096));
+    let moved = [
+        change("docs/old.txt", What::RenamedFrom { is_dir: false }),
+        change("docs/New.txt", What::RenamedTo { is_dir: false }),
+    ];
+    assert!(server.local_changes(&moved).is_empty());
+}
+
+#[test]
+fn a_lost_event_queue_is_enum_dir_for_every_watcher() {
+    let (server, mut a, _b, dir) = setup();
+    assert_eq!(
+        a.call(notify(dir, NAMES, false, 4096)).status(),
+        status::PENDING
+    );
+    let replies = deliver(server.local_overflow(), &mut a);
+    assert_eq!(replies.len(), 1);
+    assert_eq!(replies[0].status(), status::NOTIFY_ENUM_DIR);
+    // The next request waits again.
+    assert_eq!(
+        a.call(notify(dir, NAMES, false, 4096)).status(),
+        status::PENDING
+    );
+}

@@ -1,0 +1,681 @@
+//! Watches the shares' directories with inotify for changes local
+//! processes make, and hands them to the core (`copyless_core::local`
+//! describes the split) as letters for the watching connections. Shared by
+//! both engines: one thread reads the inotify descriptor and posts through
+//! the engine's post office, which both engines' connections read.
+//!
+//! - The core calls [`Inner::watched_changed`] (before it answers the
+//!   CHANGE_NOTIFY that made a directory watched): the directories it
+//!   lists get a kernel watch; for a WATCH_TREE watcher, so does every
+//!   directory beneath (inotify is not recursive), and every one that
+//!   appears later. Watches are added while the table of watches is
+//!   locked, so the reader never sees a descriptor it cannot name.
+//! - Directories are opened beneath the share root with
+//!   `RESOLVE_BENEATH` and watched through `/proc/self/fd`, so a symbolic
+//!   link swapped in by a local user cannot point a watch outside the
+//!   share.
+//! - At most `limit` directories are watched (and the kernel's own
+//!   `fs.inotify.max_user_watches`): beyond, changes beneath are reported
+//!   only when made through the server, and a line is logged.
+//! - A lost queue (`IN_Q_OVERFLOW`) answers every watcher
+//!   STATUS_NOTIFY_ENUM_DIR, and recursive watches look for the
+//!   directories they may have missed.
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use copyless_core::file_table::FileKey;
+use copyless_core::local::{LocalChange, LocalWatch, What};
+use copyless_core::Server;
+use rustix::event::{eventfd, poll, EventfdFlags, PollFd, PollFlags, Timespec};
+use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
+use rustix::fs::{openat2, Dir, FileType, Mode, OFlags, ResolveFlags, CWD};
+use rustix::io::Errno;
+
+use crate::log_limit::RateLimit;
+use crate::post::PostOffice;
+
+static FULL: RateLimit = RateLimit::new(Duration::from_secs(60));
+static FAILED: RateLimit = RateLimit::new(Duration::from_secs(60));
+
+/// What the kernel is asked to report of each watched directory's
+/// entries. `EXCL_UNLINK`: nothing of files already unlinked.
+fn mask() -> WatchFlags {
+    WatchFlags::CREATE
+        | WatchFlags::DELETE
+        | WatchFlags::MOVED_FROM
+        | WatchFlags::MOVED_TO
+        | WatchFlags::MODIFY
+        | WatchFlags::ATTRIB
+        | WatchFlags::ONLYDIR
+        | WatchFlags::EXCL_UNLINK
+}
+
+/// Bytes read from the descriptor at once: room for hundreds of events.
+const READ_BUFFER: usize = 64 * 1024;
+
+/// Events handled at once: a local process that changes files faster
+/// than they are read does not make the reader's memory grow.
+const MAX_BATCH: usize = 16 * 1024;
+
+/// How long the reader waits for the second half of a rename that the
+/// kernel queued while a read was under way.
+const RENAME_PAIR_WAIT: Duration = Duration::from_millis(10);
+
+/// How often the reader wakes without events, to retire the marks of the
+/// server's own changes in directories no kernel watch sees.
+const IDLE_WAKE: Duration = Duration::from_secs(1);
+
+/// The running watcher: stops its thread when dropped.
+pub(crate) struct Local {
+    thread: Option<JoinHandle<()>>,
+    stop: Arc<OwnedFd>,
+}
+
+/// Starts watching for `server`, posting through `post`; None (and a
+/// line logged) when the kernel has no inotify instance to give, or
+/// `limit` is 0: changes are then reported only when made through the
+/// server.
+pub(crate) fn start(server: &Arc<Server>, post: Arc<PostOffice>, limit: usize) -> Option<Local> {
+    if limit == 0 {
+        return None;
+    }
+    let started = (|| -> io::Result<Local> {
+        let fd = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)?;
+        let stop = Arc::new(eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?);
+        let shares = server
+            .shares
+            .iter()
+            .map(|s| {
+                let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+                openat2(
+                    CWD,
+                    s.path.as_str(),
+                    flags,
+                    Mode::empty(),
+                    ResolveFlags::empty(),
+                )
+                .ok()
+            })
+            .collect();
+        let inner = Arc::new(Inner {
+            fd,
+            shares,
+            limit,
+            state: Mutex::default(),
+        });
+        server.set_local_watch(inner.clone());
+        let (server, stop_fd) = (server.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("local-changes".into())
+            .spawn(move || read_loop(&inner, &server, &post, &stop_fd))?;
+        Ok(Local {
+            thread: Some(thread),
+            stop,
+        })
+    })();
+    match started {
+        Ok(l) => Some(l),
+        Err(e) => {
+            eprintln!(
+                "copyless: cannot watch shares for local changes ({e}); \
+                 change notifications report only changes made through the server"
+            );
+            None
+        }
+    }
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        let _ = rustix::io::write(self.stop.as_fd(), &1u64.to_ne_bytes());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The inotify descriptor and what its watches stand for.
+pub(crate) struct Inner {
+    fd: OwnedFd,
+    /// Each share's root, by index; None for one that is no local
+    /// directory.
+    shares: Vec<Option<OwnedFd>>,
+    limit: usize,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// The directories the core says are watched, by key.
+    roots: HashMap<FileKey, Root>,
+    /// Every kernel watch: the directory it is on.
+    dirs: HashMap<i32, Watched>,
+}
+
+struct Root {
+    share: usize,
+    path: String,
+    recursive: bool,
+    /// The kernel watches it holds: its own and, when recursive, those of
+    /// the directories beneath.
+    wds: HashSet<i32>,
+}
+
+struct Watched {
+    share: usize,
+    /// Beneath the share root, `/`-separated.
+    path: String,
+    /// How many roots hold it.
+    holders: usize,
+}
+
+impl LocalWatch for Inner {
+    fn watched_changed(&self, server: &Server) {
+        // The set is read under the lock, so that of two connections that
+        // change it at once, the later reading is applied last.
+        let mut st = self.lock();
+        let want = server.watched_dirs();
+        // Marks are kept from before the first kernel watch exists.
+        if !want.is_empty() {
+            server.own_changes().set_active(true);
+        }
+        let wanted: HashSet<FileKey> = want.iter().map(|w| w.key).collect();
+        let gone: Vec<FileKey> = st
+            .roots
+            .keys()
+            .filter(|k| !wanted.contains(k))
+            .copied()
+            .collect();
+        for key in gone {
+            if let Some(root) = st.roots.remove(&key) {
+                self.release(&mut st, root.wds);
+            }
+        }
+        for w in want {
+            let share = w.key.0;
+            match st.roots.get(&w.key).map(|r| (r.path.clone(), r.recursive)) {
+                Some((path, was)) => {
+                    // Renamed through the server: the kernel watches stay
+                    // on the same directories, under their new names.
+                    if path != w.path {
+                        st.moved(share, &path, &w.path);
+                    }
+                    if w.recursive && !was {
+                        if let Some(r) = st.roots.get_mut(&w.key) {
+                            r.recursive = true;
+                        }
+                        self.grow(&mut st, w.key, &w.path);
+                    } else if !w.recursive && was {
+                        self.shrink(&mut st, w.key);
+                    }
+                }
+                None => {
+                    st.roots.insert(
+                        w.key,
+                        Root {
+                            share,
+                            path: w.path.clone(),
+                            recursive: w.recursive,
+                            wds: HashSet::new(),
+                        },
+                    );
+                    if w.recursive {
+                        self.grow(&mut st, w.key, &w.path);
+                    } else {
+                        let _ = self.watch(&mut st, w.key, share, &w.path);
+                    }
+                }
+            }
+        }
+        if st.dirs.is_empty() {
+            server.own_changes().set_active(false);
+        }
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Puts a kernel watch on the directory at `path` for root `key`, and
+    /// returns it with the directory open for reading; None when it is
+    /// gone, no directory, or beyond a limit (logged).
+    fn watch(
+        &self,
+        st: &mut State,
+        key: FileKey,
+        share: usize,
+        path: &str,
+    ) -> Option<(i32, OwnedFd)> {
+        if st.dirs.len() >= self.limit {
+            FULL.log(|| {
+                format!(
+                    "copyless: {} directories are watched for local changes, the most \
+                     allowed (limits.max_local_watches); changes on disk beneath others \
+                     are reported only when made through the server",
+                    self.limit
+                )
+            });
+            return None;
+        }
+        if !st.roots.contains_key(&key) {
+            return None;
+        }
+        let root = self.shares.get(share)?.as_ref()?;
+        let rel = if path.is_empty() { "." } else { path };
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+        let dir = openat2(root, rel, flags, Mode::empty(), resolve).ok()?;
+        let proc_path = format!("/proc/self/fd/{}", dir.as_raw_fd());
+        let wd = match inotify::add_watch(&self.fd, proc_path, mask()) {
+            Ok(wd) => wd,
+            Err(e) => {
+                FAILED.log(|| {
+                    let why = if e == Errno::NOSPC {
+                        "the kernel's limit fs.inotify.max_user_watches is reached".to_owned()
+                    } else {
+                        e.to_string()
+                    };
+                    format!(
+                        "copyless: cannot watch {path:?} for local changes ({why}); \
+                         changes there are reported only when made through the server"
+                    )
+                });
+                return None;
+            }
+        };
+        let root = st.roots.get_mut(&key)?;
+        if root.wds.insert(wd) {
+            st.dirs
+                .entry(wd)
+                .or_insert_with(|| Watched {
+                    share,
+                    path: path.to_owned(),
+                    holders: 0,
+                })
+                .holders += 1;
+        }
+        Some((wd, dir))
+    }
+
+    /// Watches `path` and every directory beneath it for the recursive
+    /// root `key`, as far as the limit allows.
+    fn grow(&self, st: &mut State, key: FileKey, path: &str) {
+        let share = key.0;
+        let mut todo = vec![path.to_owned()];
+        while let Some(dir_path) = todo.pop() {
+            let Some((_, fd)) = self.watch(st, key, share, &dir_path) else {
+                continue;
+            };
+            let Ok(dir) = Dir::new(fd) else { continue };
+            for entry in dir.flatten() {
+                // A filesystem that does not say is asked by the open.
+                let is_dir = matches!(entry.file_type(), FileType::Directory | FileType::Unknown);
+                let Ok(name) = entry.file_name().to_str() else {
+                    continue;
+                };
+                if !is_dir || name == "." || name == ".." {
+                    continue;
+                }
+                todo.push(join(&dir_path, name));
+            }
+        }
+    }
+
+    /// Gives up the watches of recursive root `key` beneath its own.
+    fn shrink(&self, st: &mut State, key: FileKey) {
+        let Some(root) = st.roots.get_mut(&key) else {
+            return;
+        };
+        root.recursive = false;
+        let (share, path) = (root.share, root.path.clone());
+        let own: Option<i32> = root.wds.iter().copied().find(|wd| {
+            st.dirs
+                .get(wd)
+                .is_some_and(|d| d.share == share && d.path == path)
+        });
+        let others: Vec<i32> = root
+            .wds
+            .iter()
+            .copied()
+            .filter(|w| Some(*w) != own)
+            .collect();
+        root.wds.retain(|w| Some(*w) == own);
+        self.release(st, others);
+    }
+
+    /// Drops one hold on each of `wds`; a watch no root holds goes.
+    fn release(&self, st: &mut State, wds: impl IntoIterator<Item = i32>) {
+        for wd in wds {
+            let Some(d) = st.dirs.get_mut(&wd) else {
+                continue;
+            };
+            d.holders = d.holders.saturating_sub(1);
+            if d.holders == 0 {
+                st.dirs.remove(&wd);
+                let _ = inotify::remove_watch(&self.fd, wd);
+            }
+        }
+    }
+
+    /// A new directory at `path`: recursive roots above it watch it and
+    /// what it already holds.
+    fn appeared(&self, st: &mut State, share: usize, path: &str) {
+        let above: Vec<FileKey> = st
+            .roots
+            .iter()
+            .filter(|(_, r)| r.recursive && r.share == share && is_beneath(path, &r.path))
+            .map(|(k, _)| *k)
+            .collect();
+        for key in above {
+            self.grow(st, key, path);
+        }
+    }
+
+    /// A directory at `path` left the watched part of the share: its
+    /// watches and those beneath go (their names would be wrong).
+    fn left(&self, st: &mut State, share: usize, path: &str) {
+        let gone: Vec<i32> = st
+            .dirs
+            .iter()
+            .filter(|(_, d)| d.share == share && (d.path == path || is_beneath(&d.path, path)))
+            .map(|(wd, _)| *wd)
+            .collect();
+        for wd in gone {
+            st.forget(wd);
+            let _ = inotify::remove_watch(&self.fd, wd);
+        }
+    }
+}
+
+impl State {
+    /// The kernel dropped watch `wd` (its directory was deleted).
+    fn forget(&mut self, wd: i32) {
+        self.dirs.remove(&wd);
+        for r in self.roots.values_mut() {
+            r.wds.remove(&wd);
+        }
+    }
+
+    /// The directory at `from` is now at `to`: so is everything beneath.
+    fn moved(&mut self, share: usize, from: &str, to: &str) {
+        let renamed = |p: &mut String| {
+            if p == from {
+                *p = to.to_owned();
+            } else if is_beneath(p, from) {
+                *p = format!("{to}{}", &p[from.len()..]);
+            }
+        };
+        for d in self.dirs.values_mut().filter(|d| d.share == share) {
+            renamed(&mut d.path);
+        }
+        for r in self.roots.values_mut().filter(|r| r.share == share) {
+            renamed(&mut r.path);
+        }
+    }
+}
+
+/// Whether `path` lies strictly beneath the directory `dir` ("" is the
+/// share root).
+fn is_beneath(path: &str, dir: &str) -> bool {
+    if dir.is_empty() {
+        return !path.is_empty();
+    }
+    path.len() > dir.len() && path.starts_with(dir) && path.as_bytes()[dir.len()] == b'/'
+}
+
+fn join(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+/// An event as read, before it is named.
+struct Raw {
+    wd: i32,
+    mask: ReadFlags,
+    cookie: u32,
+    name: Option<Vec<u8>>,
+}
+
+/// Reads events until `stop`, and posts what they mean.
+fn read_loop(inner: &Inner, server: &Server, post: &PostOffice, stop: &OwnedFd) {
+    let mut buf = vec![MaybeUninit::<u8>::uninit(); READ_BUFFER];
+    let idle = Timespec::try_from(IDLE_WAKE).ok();
+    // Whether the last batch emptied the queue: only then does a new
+    // drain begin (marks of the server's own changes rely on every drain
+    // reading all that was queued when it began).
+    let mut emptied = true;
+    loop {
+        let mut fds = [
+            PollFd::new(&inner.fd, PollFlags::IN),
+            PollFd::new(stop, PollFlags::IN),
+        ];
+        match poll(&mut fds, idle.as_ref()) {
+            Ok(_) | Err(Errno::INTR) => {}
+            Err(e) => {
+                eprintln!("copyless: local change watch stopped ({e})");
+                return;
+            }
+        }
+        if !fds[1].revents().is_empty() {
+            return;
+        }
+        // Every event of a change the server finished before this point
+        // is in the queue now, and is read below (core local.rs).
+        if emptied {
+            server.own_changes().drain_begins();
+        }
+        let raw;
+        (raw, emptied) = drain(&inner.fd, &mut buf);
+        if raw.is_empty() {
+            continue;
+        }
+        let (changes, overflowed) = name_events(inner, raw);
+        post.send(server.local_changes(&changes));
+        if overflowed {
+            post.send(server.local_overflow());
+            let mut st = inner.lock();
+            let recursive: Vec<(FileKey, String)> = st
+                .roots
+                .iter()
+                .filter(|(_, r)| r.recursive)
+                .map(|(k, r)| (*k, r.path.clone()))
+                .collect();
+            for (key, path) in recursive {
+                inner.grow(&mut st, key, &path);
+            }
+        }
+    }
+}
+
+/// Every event queued now, up to [`MAX_BATCH`], and whether that was
+/// all; a rename cut in two by the read gets its second half.
+fn drain(fd: &OwnedFd, buf: &mut [MaybeUninit<u8>]) -> (Vec<Raw>, bool) {
+    let mut out = Vec::new();
+    loop {
+        let mut reader = inotify::Reader::new(fd, buf);
+        loop {
+            match reader.next() {
+                Ok(e) => out.push(Raw {
+                    wd: e.wd(),
+                    mask: e.events(),
+                    cookie: e.cookie(),
+                    name: e.file_name().map(|n| n.to_bytes().to_vec()),
+                }),
+                Err(Errno::INTR) => {}
+                Err(Errno::AGAIN) => break,
+                Err(e) => {
+                    FAILED.log(|| format!("copyless: reading local changes: {e}"));
+                    return (out, false);
+                }
+            }
+            if out.len() >= MAX_BATCH && reader.is_buffer_empty() {
+                return (out, false);
+            }
+        }
+        let half_rename = out
+            .last()
+            .is_some_and(|e| e.mask.contains(ReadFlags::MOVED_FROM));
+        if !half_rename {
+            return (out, true);
+        }
+        let mut fds = [PollFd::new(fd, PollFlags::IN)];
+        let wait = Timespec::try_from(RENAME_PAIR_WAIT).ok();
+        if !matches!(poll(&mut fds, wait.as_ref()), Ok(n) if n > 0) {
+            return (out, true);
+        }
+    }
+}
+
+/// Turns events into changes beneath share roots, and keeps the watches
+/// in step with directories that come, go and move.
+fn name_events(inner: &Inner, raw: Vec<Raw>) -> (Vec<LocalChange>, bool) {
+    let mut st = inner.lock();
+    let mut changes = Vec::new();
+    let mut overflowed = false;
+    // A rename's first half, until the next event says whether the name
+    // stayed in sight: (cookie, share, path, is_dir).
+    let mut from: Option<(u32, usize, String, bool)> = None;
+    for e in raw {
+        if e.mask.contains(ReadFlags::QUEUE_OVERFLOW) {
+            overflowed = true;
+            continue;
+        }
+        if e.mask.contains(ReadFlags::IGNORED) {
+            st.forget(e.wd);
+            continue;
+        }
+        let Some(dir) = st.dirs.get(&e.wd) else {
+            continue;
+        };
+        // A name the server could not show a client is left out.
+        let Some(name) = e.name.as_deref().and_then(|n| std::str::from_utf8(n).ok()) else {
+            continue;
+        };
+        let share = dir.share;
+        let path = join(&dir.path, name);
+        let is_dir = e.mask.contains(ReadFlags::ISDIR);
+        if e.mask.contains(ReadFlags::MOVED_TO) {
+            match from.take() {
+                Some((cookie, s, old, _)) if cookie == e.cookie && s == share => {
+                    changes.push(LocalChange {
+                        share,
+                        path: old.clone(),
+                        what: What::RenamedFrom { is_dir },
+                    });
+                    changes.push(LocalChange {
+                        share,
+                        path: path.clone(),
+                        what: What::RenamedTo { is_dir },
+                    });
+                    if is_dir {
+                        st.moved(share, &old, &path);
+                    }
+                }
+                other => {
+                    if let Some((_, s, old, was_dir)) = other {
+                        moved_away(inner, &mut st, &mut changes, s, old, was_dir);
+                    }
+                    changes.push(LocalChange {
+                        share,
+                        path: path.clone(),
+                        what: What::Added { is_dir },
+                    });
+                }
+            }
+            if is_dir {
+                inner.appeared(&mut st, share, &path);
+            }
+            continue;
+        }
+        if let Some((_, s, old, was_dir)) = from.take() {
+            moved_away(inner, &mut st, &mut changes, s, old, was_dir);
+        }
+        let what = if e.mask.contains(ReadFlags::MOVED_FROM) {
+            from = Some((e.cookie, share, path, is_dir));
+            continue;
+        } else if e.mask.contains(ReadFlags::CREATE) {
+            What::Added { is_dir }
+        } else if e.mask.contains(ReadFlags::DELETE) {
+            What::Removed { is_dir }
+        } else if e.mask.contains(ReadFlags::MODIFY) {
+            What::Written
+        } else if e.mask.contains(ReadFlags::ATTRIB) {
+            What::Attributes
+        } else {
+            continue;
+        };
+        if what == (What::Added { is_dir: true }) {
+            inner.appeared(&mut st, share, &path);
+        }
+        changes.push(LocalChange { share, path, what });
+    }
+    if let Some((_, s, old, was_dir)) = from.take() {
+        moved_away(inner, &mut st, &mut changes, s, old, was_dir);
+    }
+    (changes, overflowed)
+}
+
+/// A name renamed to somewhere no watch sees: it is gone.
+fn moved_away(
+    inner: &Inner,
+    st: &mut State,
+    changes: &mut Vec<LocalChange>,
+    share: usize,
+    path: String,
+    is_dir: bool,
+) {
+    if is_dir {
+        inner.left(st, share, &path);
+    }
+    changes.push(LocalChange {
+        share,
+        path,
+        what: What::Removed { is_dir },
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn beneath_is_by_whole_components() {
+        assert!(is_beneath("a/b", "a"));
+        assert!(is_beneath("a", ""));
+        assert!(!is_beneath("ab", "a"));
+        assert!(!is_beneath("a", "a"));
+        assert!(!is_beneath("", ""));
+        assert_eq!(join("", "x"), "x");
+        assert_eq!(join("a/b", "x"), "a/b/x");
+    }
+
+    #[test]
+    fn a_move_renames_the_subtree_only() {
+        let mut st = State::default();
+        for (wd, path) in [(1, "a"), (2, "a/b"), (3, "ab"), (4, "a/b/c")] {
+            st.dirs.insert(
+                wd,
+                Watched {
+                    share: 0,
+                    path: path.into(),
+                    holders: 1,
+                },
+            );
+        }
+        st.moved(0, "a", "z");
+        let mut paths: Vec<&str> = st.dirs.values().map(|d| d.path.as_str()).collect();
+        paths.sort();
+        assert_eq!(paths, ["ab", "z", "z/b", "z/b/c"]);
+    }
+}
