@@ -105,3 +105,47 @@ def test_opening_for_write_breaks_the_other_clients_write_caching(server):
     finally:
         first.session.connection.disconnect()
         second.session.connection.disconnect()
+
+
+def test_a_folder_lease_breaks_when_a_local_process_adds_a_file(server):
+    """Explorer caches a folder's listing under a directory lease (SMB 3);
+    a program on the NAS itself that saves a file there must break it, as
+    another client's change does, or the listing goes stale."""
+    from smbprotocol.create_contexts import SMB2CreateRequestLeaseV2
+
+    (server.share_path / "inbox").mkdir()
+    tree = connect(server, Dialects.SMB_3_1_1)
+    try:
+        key = os.urandom(16)
+        lease = SMB2CreateRequestLeaseV2()
+        lease["lease_key"] = key
+        lease["lease_state"] = (LeaseState.SMB2_LEASE_READ_CACHING
+                                | LeaseState.SMB2_LEASE_HANDLE_CACHING)
+        lease["parent_lease_key"] = bytes(16)
+        lease["epoch"] = 0
+        context = SMB2CreateContextRequest()
+        context["buffer_name"] = CreateContextName.SMB2_CREATE_REQUEST_LEASE_V2
+        context["buffer_data"] = lease
+        folder = Open(tree, "inbox")
+        contexts = folder.create(ImpersonationLevel.Impersonation, 0x00100081,
+                                 FileAttributes.FILE_ATTRIBUTE_DIRECTORY, SHARE_ALL,
+                                 CreateDisposition.FILE_OPEN, CreateOptions.FILE_DIRECTORY_FILE,
+                                 create_contexts=[context],
+                                 oplock_level=RequestedOplockLevel.SMB2_OPLOCK_LEVEL_LEASE)
+        assert granted_state(contexts) == (LeaseState.SMB2_LEASE_READ_CACHING
+                                           | LeaseState.SMB2_LEASE_HANDLE_CACHING)
+        notifications = listen_for_notifications(tree.session.connection)
+
+        (server.share_path / "inbox" / "scan-0001.pdf").write_bytes(b"%PDF")
+
+        assert notifications.response_event.wait(10), "no break reached the client"
+        header = notifications.response
+        assert header["command"].get_value() == Commands.SMB2_OPLOCK_BREAK
+        body = header["data"].get_value()
+        assert len(body) == 44, "a lease break notification"
+        assert body[8:24] == key
+        new_state = struct.unpack_from("<I", body, 28)[0]
+        assert new_state == 0, "the listing is no longer cached"
+        folder.close()
+    finally:
+        tree.session.connection.disconnect()

@@ -108,12 +108,8 @@ impl Connection {
 
     pub(crate) fn send_lease_breaks(&mut self, breaks: Vec<LeaseBreak>) {
         for b in breaks {
-            let to = self
-                .server
-                .clients
-                .oldest(&b.client)
-                .unwrap_or(b.connection);
-            self.post(to, Kind::LeaseBreak(b));
+            let m = self.server.lease_break_letter(b);
+            self.post(m.to, m.letter.0);
         }
     }
 

@@ -157,6 +157,9 @@ pub struct OplockRequest {
     /// Disconnected durable opens in the open's way: they are to be
     /// closed, and the open tried again.
     pub purge: Vec<u64>,
+    /// The open's lease made its directory one whose local changes are
+    /// to be looked for.
+    pub watched_changed: bool,
 }
 
 /// A LOCK request that waits, pending, for locks in its way to go: its
@@ -380,8 +383,11 @@ pub struct FileTable {
     /// Watching opens on all directories, and whether there are any.
     watchers: usize,
     any_watchers: Arc<AtomicBool>,
-    /// The directories that have watchers.
+    /// The directories that have watchers...
     watched: BTreeSet<FileKey>,
+    /// ...and those that have leases: local changes in both are looked
+    /// for.
+    leased_dirs: BTreeSet<FileKey>,
     /// Every lease, by client and key.
     leases: HashMap<LeaseId, Lease>,
     /// Oplocks held on all files, and whether any file has one.
@@ -529,6 +535,10 @@ impl FileTable {
             let oplocked = !state.oplocks.is_empty();
             let granted =
                 leases::grantable(requested, other_leases || other_opens || oplocked, oplocked);
+            if is_dir && state.leases.is_empty() && !self.leased_dirs.contains(&key) {
+                self.leased_dirs.insert(key);
+                oplock.watched_changed = true;
+            }
             let lease = self.leases.entry(ask.id).or_insert_with(|| {
                 state.leases.push(ask.id);
                 Lease {
@@ -649,6 +659,21 @@ impl FileTable {
             .filter(|(key, f)| key.3 == 0 && f.is_dir)
             .flat_map(|(_, f)| f.leases.iter().copied())
             .filter(|id| Some(*id) != except)
+            .collect();
+        leased
+            .into_iter()
+            .filter_map(|id| self.leases.get_mut(&id)?.break_to(&id, 0))
+            .collect()
+    }
+
+    /// Every directory lease breaks to nothing: changes in the
+    /// directories went unseen (the kernel lost events).
+    pub fn break_all_dir_leases(&mut self) -> Vec<LeaseBreak> {
+        let leased: Vec<LeaseId> = self
+            .leased_dirs
+            .iter()
+            .filter_map(|key| self.files.get(key))
+            .flat_map(|f| f.leases.iter().copied())
             .collect();
         leased
             .into_iter()
@@ -943,6 +968,9 @@ impl FileTable {
                     if l.opens.is_empty() {
                         self.leases.remove(&lid);
                         state.leases.retain(|x| *x != lid);
+                        if state.leases.is_empty() && self.leased_dirs.remove(key) {
+                            closed.unwatched = true;
+                        }
                         closed.wake_held.append(&mut state.break_waiters);
                         let any = self.oplocks > 0 || !self.leases.is_empty();
                         self.any_oplocks.store(any, Ordering::Release);
@@ -1183,7 +1211,7 @@ impl FileTable {
     /// wants its subtree.
     pub fn watched_dirs(&self) -> Vec<crate::local::WatchedDir> {
         self.watched
-            .iter()
+            .union(&self.leased_dirs)
             .filter_map(|key| {
                 let state = self.files.get(key)?;
                 Some(crate::local::WatchedDir {
@@ -1385,6 +1413,7 @@ mod tests {
             lease_breaks: Vec::new(),
             retry: false,
             purge: Vec::new(),
+            watched_changed: false,
         }
     }
 

@@ -48,6 +48,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use copyless_fscc::notify::{action, filter};
 
 use crate::file_table::{FileKey, Seen};
+use crate::leases::LeaseBreak;
 use crate::notify::OVERFLOWED;
 use crate::post::{Kind, Letter, Message};
 use crate::server::Server;
@@ -291,27 +292,48 @@ impl Server {
     /// order, one per connection so that a rename's two names travel
     /// together. Changes the server made itself are left out.
     pub fn local_changes(&self, changes: &[LocalChange]) -> Vec<Message> {
-        if !self.has_watchers() {
+        // Leases are held while any directory lease is.
+        if !self.has_watchers() && !self.has_oplocks() {
             return Vec::new();
         }
         let mut seen = Vec::new();
+        let mut breaks = Vec::new();
         for c in changes {
             if self.own.is_marked(c.share, &c.path) {
                 continue;
             }
-            let files = self.files();
+            let mut files = self.files();
             if c.what.through_handle() && files.open_for_change_at(c.share, &c.path) {
                 continue;
             }
             seen.extend(files.watchers_of(c.share, &c.path, c.what.action(), c.what.class(), 0));
+            // The entry of a leased directory changed: its lease breaks,
+            // as for another client's change.
+            let dir = c.path.rsplit_once('/').map_or("", |(dir, _)| dir);
+            breaks.extend(files.break_dir_leases(c.share, dir, None));
         }
-        letters(seen)
+        let mut out = letters(seen);
+        out.extend(self.lease_break_letters(breaks));
+        out
     }
 
     /// The kernel lost events: every watcher is to list its directory
-    /// again (STATUS_NOTIFY_ENUM_DIR).
+    /// again (STATUS_NOTIFY_ENUM_DIR), every directory lease breaks.
     pub fn local_overflow(&self) -> Vec<Message> {
-        letters(self.files().all_watchers(OVERFLOWED))
+        let mut files = self.files();
+        let seen = files.all_watchers(OVERFLOWED);
+        let breaks = files.break_all_dir_leases();
+        drop(files);
+        let mut out = letters(seen);
+        out.extend(self.lease_break_letters(breaks));
+        out
+    }
+
+    fn lease_break_letters(&self, breaks: Vec<LeaseBreak>) -> Vec<Message> {
+        breaks
+            .into_iter()
+            .map(|b| self.lease_break_letter(b))
+            .collect()
     }
 }
 

@@ -9,8 +9,10 @@ use copyless_vfs::{Identity, Vfs};
 
 use crate::durable::DurableTable;
 use crate::file_table::FileTable;
+use crate::leases::LeaseBreak;
 use crate::local::{LocalWatch, OwnChanges};
 use crate::post::{ClientTable, SessionTable};
+use crate::post::{Kind, Letter, Message};
 use crate::quota::OpenQuota;
 
 #[derive(Debug, Clone)]
@@ -193,6 +195,15 @@ impl Server {
 
     pub fn files(&self) -> MutexGuard<'_, FileTable> {
         self.files.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A lease break goes to the client's oldest connection, as Windows
+    /// and Samba send it, whichever connection opened the lease.
+    pub(crate) fn lease_break_letter(&self, b: LeaseBreak) -> Message {
+        Message {
+            to: self.clients.oldest(&b.client).unwrap_or(b.connection),
+            letter: Letter(Kind::LeaseBreak(b)),
+        }
     }
 
     pub fn share_index(&self, name: &str) -> Option<usize> {

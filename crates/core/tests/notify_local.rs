@@ -267,3 +267,70 @@ fn a_lost_event_queue_is_enum_dir_for_every_watcher() {
         status::PENDING
     );
 }
+
+/// An SMB 3.1.1 CREATE of directory `name` with a v2 lease asking for
+/// read and handle caching under `key`.
+fn leased_dir(name: &str, key: [u8; 16]) -> Request {
+    use copyless_proto::create_context as cc;
+    use copyless_proto::lease::{LeaseContext, HANDLE_CACHING, READ_CACHING};
+    let lease = LeaseContext {
+        key,
+        state: READ_CACHING | HANDLE_CACHING,
+        flags: 0,
+        v2: Some(([0; 16], 0)),
+    }
+    .encode();
+    let contexts = cc::build_chain(&[(cc::RQLS, lease)]);
+    Request::new(command::CREATE, 1, |w| {
+        wire::write_create_request(
+            w,
+            &wire::CreateParams {
+                oplock_level: 0xff,
+                desired_access: 0x0012_0089,
+                file_attributes: 0,
+                share_access: 7,
+                disposition: 3,
+                options: 1,
+                name,
+                contexts: &contexts,
+            },
+        )
+        .unwrap()
+    })
+}
+
+#[test]
+fn a_local_change_in_a_leased_directory_breaks_its_lease() {
+    let users = Arc::new(Users::default());
+    users.add("u", "pw");
+    let (server, _vfs) = memory_server(config(), users);
+    let mut a = Client::login_with(
+        server.clone(),
+        copyless_scripted::Dialect::Smb311,
+        "u",
+        "pw",
+    );
+    let r = a.call(leased_dir("docs", [7; 16]));
+    assert_eq!(r.status(), status::SUCCESS);
+    let dir = wire::CreateReply::parse(&r.msg).unwrap().file_id;
+    assert!(
+        server.watched_dirs().iter().any(|d| d.path == "docs"),
+        "a leased directory is watched for local changes"
+    );
+    assert!(server
+        .local_changes(&[change("elsewhere", What::Added { is_dir: false })])
+        .is_empty());
+    let letters = server.local_changes(&[change("docs/new", What::Added { is_dir: false })]);
+    let notices = deliver(letters, &mut a);
+    assert_eq!(notices.len(), 1);
+    assert_eq!(notices[0].header.command, command::OPLOCK_BREAK);
+    let body = &notices[0].msg[64..];
+    assert_eq!(&body[8..24], &[7; 16], "the directory's lease");
+    assert_eq!(
+        u32::from_le_bytes(body[28..32].try_into().unwrap()),
+        0,
+        "broken to nothing"
+    );
+    assert_eq!(a.close(dir), status::SUCCESS);
+    assert!(server.watched_dirs().is_empty(), "no lease, no watch");
+}

@@ -202,6 +202,7 @@ impl Connection {
             lease_breaks: Vec::new(),
             retry: self.retrying,
             purge: Vec::new(),
+            watched_changed: false,
         };
         let client_guid = self.client_guid;
         let connection_opens: usize = self.sessions.values().map(|s| s.opens.len()).sum();
@@ -416,6 +417,10 @@ impl Connection {
         });
         if durable.is_some() {
             server.durable.attach(id, key, oplock.connection);
+        }
+        if oplock.watched_changed {
+            // Local changes in a leased directory break its lease too.
+            server.watched_changed();
         }
         if let Some(app) = app_instance {
             let open = AppOpen {
