@@ -18,11 +18,27 @@ const H: u32 = HANDLE_CACHING;
 const W: u32 = WRITE_CACHING;
 
 fn create(name: &str, key: [u8; 16], state: u32) -> Request {
+    lease_create(name, key, state, None, false)
+}
+
+/// A CREATE of `name` (a directory when `dir`) asking for a v2 lease,
+/// naming `parent` as its parent's lease when given.
+fn lease_create(
+    name: &str,
+    key: [u8; 16],
+    state: u32,
+    parent: Option<[u8; 16]>,
+    dir: bool,
+) -> Request {
     let lease = LeaseContext {
         key,
         state,
-        flags: 0,
-        v2: Some(([0; 16], 0)),
+        flags: if parent.is_some() {
+            FLAG_PARENT_LEASE_KEY_SET
+        } else {
+            0
+        },
+        v2: Some((parent.unwrap_or([0; 16]), 0)),
     }
     .encode();
     let contexts = cc::build_chain(&[(RQLS, lease)]);
@@ -35,7 +51,7 @@ fn create(name: &str, key: [u8; 16], state: u32) -> Request {
                 file_attributes: 0,
                 share_access: 7,
                 disposition: 3,
-                options: 0x40,
+                options: if dir { 1 } else { 0x40 },
                 name,
                 contexts: &contexts,
             },
@@ -154,47 +170,17 @@ fn a_write_breaks_other_clients_read_caching_without_waiting() {
     assert_eq!(a.call(ack([1; 16], 0)).status(), status::UNSUCCESSFUL);
 }
 
-fn create_with_parent(name: &str, key: [u8; 16], parent: Option<[u8; 16]>, dir: bool) -> Request {
-    let lease = LeaseContext {
-        key,
-        state: R | H | W,
-        flags: if parent.is_some() {
-            FLAG_PARENT_LEASE_KEY_SET
-        } else {
-            0
-        },
-        v2: Some((parent.unwrap_or([0; 16]), 0)),
-    }
-    .encode();
-    let contexts = cc::build_chain(&[(RQLS, lease)]);
-    Request::new(command::CREATE, 1, |w| {
-        wire::write_create_request(
-            w,
-            &CreateParams {
-                oplock_level: OPLOCK_LEVEL_LEASE,
-                desired_access: 0x0012_019f,
-                file_attributes: 0,
-                share_access: 7,
-                disposition: 3,
-                options: if dir { 1 } else { 0x40 },
-                name,
-                contexts: &contexts,
-            },
-        )
-        .unwrap()
-    })
-}
-
 #[test]
 fn a_directory_lease_breaks_when_someone_else_changes_its_entries() {
     let (mut a, mut b) = setup();
-    let (_, state, _) = granted(&a.call(create_with_parent("folder", [3; 16], None, true)));
+    let (_, state, _) = granted(&a.call(lease_create("folder", [3; 16], R | H | W, None, true)));
     assert_eq!(state, R | H, "a directory caches no writes");
     // The lease holder's own new file names the directory's lease as its
     // parent: nothing to break.
-    let r = a.send(vec![create_with_parent(
+    let r = a.send(vec![lease_create(
         "folder\\mine",
         [4; 16],
+        R | H | W,
         Some([3; 16]),
         false,
     )]);
@@ -202,9 +188,10 @@ fn a_directory_lease_breaks_when_someone_else_changes_its_entries() {
     granted(&r[0]);
     assert!(a.posted.is_empty());
     // Another's new file breaks it, and the create does not wait.
-    let r = b.send(vec![create_with_parent(
+    let r = b.send(vec![lease_create(
         "folder\\theirs",
         [5; 16],
+        R | H | W,
         None,
         false,
     )]);
@@ -214,9 +201,9 @@ fn a_directory_lease_breaks_when_someone_else_changes_its_entries() {
     assert_eq!(lease_break(&notice[0]), ([3; 16], 1, R | H, 0));
     assert_eq!(a.call(ack([3; 16], 0)).status(), status::SUCCESS);
     // Written and closed, a file's entry changes too.
-    let (fa, ..) = granted(&a.call(create_with_parent("folder", [3; 16], None, true)));
+    let (fa, ..) = granted(&a.call(lease_create("folder", [3; 16], R | H | W, None, true)));
     assert_eq!(a.close(fa), status::SUCCESS);
-    let (_, state, _) = granted(&a.call(create_with_parent("folder", [3; 16], None, true)));
+    let (_, state, _) = granted(&a.call(lease_create("folder", [3; 16], R | H | W, None, true)));
     assert_eq!(state, R | H, "the key's lease is upgraded again");
     let replies = b.send(vec![Request::new(command::WRITE, 1, |w| {
         wire::write_write_request_head(w, theirs, 0, 1, 0);

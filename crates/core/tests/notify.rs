@@ -7,39 +7,10 @@ use copyless_proto::command;
 use copyless_proto::messages::FileId;
 use copyless_proto::status;
 use copyless_scripted::{
-    config, create_request_with, memory_server, Client, Reply, Request, Users,
+    close_request, config, create_request_with, memory_server, notify_entries, notify_request,
+    Client, Reply, Request, Users,
 };
 use std::sync::Arc;
-
-fn notify(id: FileId, filter: u32, recursive: bool, room: u32) -> Request {
-    Request::new(command::CHANGE_NOTIFY, 1, |w| {
-        w.u16(32).u16(u16::from(recursive)).u32(room);
-        w.u64(id.persistent).u64(id.volatile);
-        w.u32(filter).u32(0);
-    })
-}
-
-/// The (action, name) entries of a CHANGE_NOTIFY response.
-fn entries(r: &Reply) -> Vec<(u32, String)> {
-    assert_eq!(r.status(), status::SUCCESS);
-    let u32_at = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
-    let body = &r.msg[64..];
-    let len = u32_at(body, 4) as usize;
-    let mut buf = &r.msg[72..72 + len];
-    let mut out = Vec::new();
-    loop {
-        let (next, act, n) = (u32_at(buf, 0), u32_at(buf, 4), u32_at(buf, 8) as usize);
-        let units: Vec<u16> = buf[12..12 + n]
-            .chunks(2)
-            .map(|c| u16::from_le_bytes([c[0], c[1]]))
-            .collect();
-        out.push((act, String::from_utf16(&units).unwrap()));
-        if next == 0 {
-            return out;
-        }
-        buf = &buf[next as usize..];
-    }
-}
 
 fn setup() -> (Client, Client, FileId) {
     let users = Arc::new(Users::default());
@@ -66,13 +37,13 @@ const NAMES: u32 = filter::FILE_NAME | filter::DIR_NAME;
 #[test]
 fn a_waiting_request_hears_of_a_file_another_client_creates() {
     let (mut a, mut b, dir) = setup();
-    let r = a.call(notify(dir, NAMES | filter::LAST_WRITE, false, 4096));
+    let r = a.call(notify_request(dir, NAMES | filter::LAST_WRITE, false, 4096));
     assert_eq!(r.status(), status::PENDING, "nothing yet: it waits");
     let f = b.create("docs\\report.txt", false).unwrap();
     let replies = post(&mut b, &mut a);
     assert_eq!(replies.len(), 1);
     assert_eq!(
-        entries(&replies[0]),
+        notify_entries(&replies[0]),
         vec![(action::ADDED, "report.txt".into())]
     );
     // Kept while no request waits: a write and close, a rename.
@@ -83,9 +54,9 @@ fn a_waiting_request_hears_of_a_file_another_client_creates() {
     assert_eq!(b.call(written).status(), status::SUCCESS);
     assert_eq!(b.close(f), status::SUCCESS);
     post(&mut b, &mut a);
-    let r = a.call(notify(dir, NAMES, false, 4096));
+    let r = a.call(notify_request(dir, NAMES, false, 4096));
     assert_eq!(
-        entries(&r),
+        notify_entries(&r),
         vec![(action::MODIFIED, "report.txt".into())],
         "the first request's filter stays: names and writes"
     );
@@ -95,19 +66,25 @@ fn a_waiting_request_hears_of_a_file_another_client_creates() {
 fn the_watch_takes_its_subtree_only_when_asked() {
     let (mut a, mut b, dir) = setup();
     assert_eq!(
-        a.call(notify(dir, NAMES, true, 4096)).status(),
+        a.call(notify_request(dir, NAMES, true, 4096)).status(),
         status::PENDING
     );
     b.create("docs\\2027", true).unwrap();
     b.create("docs\\2027\\plan.txt", false).unwrap();
     let replies = post(&mut b, &mut a);
-    assert_eq!(entries(&replies[0]), vec![(action::ADDED, "2027".into())]);
-    let r = a.call(notify(dir, NAMES, true, 4096));
-    assert_eq!(entries(&r), vec![(action::ADDED, "2027\\plan.txt".into())]);
+    assert_eq!(
+        notify_entries(&replies[0]),
+        vec![(action::ADDED, "2027".into())]
+    );
+    let r = a.call(notify_request(dir, NAMES, true, 4096));
+    assert_eq!(
+        notify_entries(&r),
+        vec![(action::ADDED, "2027\\plan.txt".into())]
+    );
 
     let shallow = a.create("docs", true).unwrap();
     assert_eq!(
-        a.call(notify(shallow, NAMES, false, 4096)).status(),
+        a.call(notify_request(shallow, NAMES, false, 4096)).status(),
         status::PENDING
     );
     b.create("docs\\2027\\deeper.txt", false).unwrap();
@@ -123,7 +100,7 @@ fn more_than_the_buffer_holds_is_enum_dir() {
     let (mut a, mut b, dir) = setup();
     // The first request sets a buffer of 40 bytes: two short entries.
     assert_eq!(
-        a.call(notify(dir, NAMES, false, 40)).status(),
+        a.call(notify_request(dir, NAMES, false, 40)).status(),
         status::PENDING
     );
     b.create("docs\\a", false).unwrap();
@@ -132,11 +109,11 @@ fn more_than_the_buffer_holds_is_enum_dir() {
         b.create(name, false).unwrap();
     }
     post(&mut b, &mut a);
-    let r = a.call(notify(dir, NAMES, false, 4096));
+    let r = a.call(notify_request(dir, NAMES, false, 4096));
     assert_eq!(r.status(), status::NOTIFY_ENUM_DIR);
     // The overflow is reported once; then the watch goes on.
     assert_eq!(
-        a.call(notify(dir, NAMES, false, 4096)).status(),
+        a.call(notify_request(dir, NAMES, false, 4096)).status(),
         status::PENDING
     );
 }
@@ -145,22 +122,16 @@ fn more_than_the_buffer_holds_is_enum_dir() {
 fn closing_the_directory_or_deleting_it_ends_the_request() {
     let (mut a, mut b, dir) = setup();
     assert_eq!(
-        a.call(notify(dir, NAMES, false, 4096)).status(),
+        a.call(notify_request(dir, NAMES, false, 4096)).status(),
         status::PENDING
     );
-    let replies = a.send(vec![Request::new(command::CLOSE, 1, |w| {
-        w.u16(24)
-            .u16(0)
-            .u32(0)
-            .u64(dir.persistent)
-            .u64(dir.volatile);
-    })]);
+    let replies = a.send(vec![close_request(dir)]);
     let statuses: Vec<u32> = replies.iter().map(Reply::status).collect();
     assert!(statuses.contains(&status::NOTIFY_CLEANUP), "{statuses:x?}");
 
     let dir = a.create("docs", true).unwrap();
     assert_eq!(
-        a.call(notify(dir, NAMES, false, 4096)).status(),
+        a.call(notify_request(dir, NAMES, false, 4096)).status(),
         status::PENDING
     );
     // Another client removes the directory: deletion becomes pending
@@ -179,7 +150,7 @@ fn a_file_handle_cannot_be_watched() {
     let (mut a, _b, _dir) = setup();
     let f = a.create("docs\\f", false).unwrap();
     assert_eq!(
-        a.call(notify(f, NAMES, false, 4096)).status(),
+        a.call(notify_request(f, NAMES, false, 4096)).status(),
         status::INVALID_PARAMETER
     );
 }

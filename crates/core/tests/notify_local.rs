@@ -12,37 +12,10 @@ use copyless_proto::client as wire;
 use copyless_proto::command;
 use copyless_proto::messages::FileId;
 use copyless_proto::status;
-use copyless_scripted::{config, memory_server, Client, Reply, Request, Users};
-
-fn notify(id: FileId, filter: u32, recursive: bool, room: u32) -> Request {
-    Request::new(command::CHANGE_NOTIFY, 1, |w| {
-        w.u16(32).u16(u16::from(recursive)).u32(room);
-        w.u64(id.persistent).u64(id.volatile);
-        w.u32(filter).u32(0);
-    })
-}
-
-/// The (action, name) entries of a CHANGE_NOTIFY response.
-fn entries(r: &Reply) -> Vec<(u32, String)> {
-    assert_eq!(r.status(), status::SUCCESS);
-    let u32_at = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
-    let body = &r.msg[64..];
-    let len = u32_at(body, 4) as usize;
-    let mut buf = &r.msg[72..72 + len];
-    let mut out = Vec::new();
-    loop {
-        let (next, act, n) = (u32_at(buf, 0), u32_at(buf, 4), u32_at(buf, 8) as usize);
-        let units: Vec<u16> = buf[12..12 + n]
-            .chunks(2)
-            .map(|c| u16::from_le_bytes([c[0], c[1]]))
-            .collect();
-        out.push((act, String::from_utf16(&units).unwrap()));
-        if next == 0 {
-            return out;
-        }
-        buf = &buf[next as usize..];
-    }
-}
+use copyless_scripted::{
+    close_request, config, memory_server, notify_entries, notify_request, Client, Reply, Request,
+    Users,
+};
 
 const NAMES: u32 = filter::FILE_NAME | filter::DIR_NAME;
 
@@ -83,7 +56,7 @@ fn post(from: &mut Client, to: &mut Client) -> Vec<Reply> {
 fn local_changes_reach_a_watcher_as_the_servers_own_do() {
     let (server, mut a, _b, dir) = setup();
     assert_eq!(
-        a.call(notify(dir, NAMES, true, 4096)).status(),
+        a.call(notify_request(dir, NAMES, true, 4096)).status(),
         status::PENDING
     );
     let letters = server.local_changes(&[
@@ -98,7 +71,7 @@ fn local_changes_reach_a_watcher_as_the_servers_own_do() {
     let replies = deliver(letters, &mut a);
     assert_eq!(replies.len(), 1);
     assert_eq!(
-        entries(&replies[0]),
+        notify_entries(&replies[0]),
         vec![
             (action::ADDED, "new.txt".into()),
             (action::RENAMED_OLD_NAME, "a.txt".into()),
@@ -112,7 +85,7 @@ fn writes_and_metadata_go_to_watchers_whose_filter_takes_them() {
     let (server, mut a, _b, dir) = setup();
     let filter = filter::LAST_WRITE;
     assert_eq!(
-        a.call(notify(dir, filter, false, 4096)).status(),
+        a.call(notify_request(dir, filter, false, 4096)).status(),
         status::PENDING
     );
     assert!(server
@@ -122,13 +95,19 @@ fn writes_and_metadata_go_to_watchers_whose_filter_takes_them() {
         server.local_changes(&[change("docs/x", What::Written)]),
         &mut a,
     );
-    assert_eq!(entries(&replies[0]), vec![(action::MODIFIED, "x".into())]);
-    a.call(notify(dir, filter, false, 4096));
+    assert_eq!(
+        notify_entries(&replies[0]),
+        vec![(action::MODIFIED, "x".into())]
+    );
+    a.call(notify_request(dir, filter, false, 4096));
     let replies = deliver(
         server.local_changes(&[change("docs/x", What::Attributes)]),
         &mut a,
     );
-    assert_eq!(entries(&replies[0]), vec![(action::MODIFIED, "x".into())]);
+    assert_eq!(
+        notify_entries(&replies[0]),
+        vec![(action::MODIFIED, "x".into())]
+    );
 }
 
 #[derive(Default)]
@@ -147,9 +126,9 @@ fn the_engine_is_told_when_the_watched_set_changes() {
     let (server, mut a, _b, dir) = setup();
     let recorder = Arc::new(Recorder::default());
     server.set_local_watch(recorder.clone());
-    a.call(notify(dir, NAMES, true, 4096));
+    a.call(notify_request(dir, NAMES, true, 4096));
     // A second request on the same open changes nothing.
-    a.call(notify(dir, NAMES, true, 4096));
+    a.call(notify_request(dir, NAMES, true, 4096));
     {
         let seen = recorder.seen.lock().unwrap();
         assert_eq!(seen.len(), 1);
@@ -157,13 +136,7 @@ fn the_engine_is_told_when_the_watched_set_changes() {
         assert_eq!(seen[0][0].path, "docs");
         assert!(seen[0][0].recursive);
     }
-    let replies = a.send(vec![Request::new(command::CLOSE, 1, |w| {
-        w.u16(24)
-            .u16(0)
-            .u32(0)
-            .u64(dir.persistent)
-            .u64(dir.volatile);
-    })]);
+    let replies = a.send(vec![close_request(dir)]);
     assert!(replies.iter().any(|r| r.status() == status::NOTIFY_CLEANUP));
     let seen = recorder.seen.lock().unwrap();
     assert_eq!(seen.len(), 2);
@@ -174,11 +147,11 @@ fn the_engine_is_told_when_the_watched_set_changes() {
 fn what_the_server_did_itself_is_not_reported_again() {
     let (server, mut a, mut b, dir) = setup();
     server.own_changes().set_active(true);
-    a.call(notify(dir, NAMES | filter::LAST_WRITE, false, 4096));
+    a.call(notify_request(dir, NAMES | filter::LAST_WRITE, false, 4096));
     let f = b.create("docs\\report.txt", false).unwrap();
     let replies = post(&mut b, &mut a);
     assert_eq!(
-        entries(&replies[0]),
+        notify_entries(&replies[0]),
         vec![(action::ADDED, "report.txt".into())]
     );
     // The kernel's report of the same creation, read by a drain that
@@ -200,10 +173,10 @@ fn what_the_server_did_itself_is_not_reported_again() {
     server.own_changes().drain_begins();
     server.own_changes().drain_begins();
     assert!(server.own_changes().is_empty());
-    a.call(notify(dir, NAMES | filter::LAST_WRITE, false, 4096));
+    a.call(notify_request(dir, NAMES | filter::LAST_WRITE, false, 4096));
     let replies = deliver(server.local_changes(&written), &mut a);
     assert_eq!(
-        entries(&replies[0]),
+        notify_entries(&replies[0]),
         vec![(action::MODIFIED, "report.txt".into())]
     );
 }
@@ -216,7 +189,7 @@ fn the_servers_rename_marks_both_names() {
     assert_eq!(b.close(f), status::SUCCESS);
     server.own_changes().drain_begins();
     server.own_changes().drain_begins();
-    a.call(notify(dir, NAMES, false, 4096));
+    a.call(notify_request(dir, NAMES, false, 4096));
     let f = b
         .open(copyless_scripted::create_request_with(
             "docs\\old.txt",
@@ -237,13 +210,13 @@ fn the_servers_rename_marks_both_names() {
     assert_eq!(b.call(rename).status(), status::SUCCESS);
     let replies = post(&mut b, &mut a);
     assert_eq!(
-        entries(&replies[0]),
+        notify_entries(&replies[0]),
         vec![
             (action::RENAMED_OLD_NAME, "old.txt".into()),
             (action::RENAMED_NEW_NAME, "New.txt".into()),
         ]
     );
-    a.call(notify(dir, NAMES, false, 4096));
+    a.call(notify_request(dir, NAMES, false, 4096));
     let moved = [
         change("docs/old.txt", What::RenamedFrom { is_dir: false }),
         change("docs/New.txt", What::RenamedTo { is_dir: false }),
@@ -255,7 +228,7 @@ fn the_servers_rename_marks_both_names() {
 fn a_lost_event_queue_is_enum_dir_for_every_watcher() {
     let (server, mut a, _b, dir) = setup();
     assert_eq!(
-        a.call(notify(dir, NAMES, false, 4096)).status(),
+        a.call(notify_request(dir, NAMES, false, 4096)).status(),
         status::PENDING
     );
     let replies = deliver(server.local_overflow(), &mut a);
@@ -263,7 +236,7 @@ fn a_lost_event_queue_is_enum_dir_for_every_watcher() {
     assert_eq!(replies[0].status(), status::NOTIFY_ENUM_DIR);
     // The next request waits again.
     assert_eq!(
-        a.call(notify(dir, NAMES, false, 4096)).status(),
+        a.call(notify_request(dir, NAMES, false, 4096)).status(),
         status::PENDING
     );
 }

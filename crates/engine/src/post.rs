@@ -171,18 +171,14 @@ impl Drop for Inbox {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use copyless_proto::command;
     use copyless_proto::messages::FileId;
     use copyless_proto::status;
-    use copyless_scripted::{config, memory_server, Client, Request, Users};
+    use copyless_scripted::{config, memory_server, notify_request, Client, Request, Users};
 
+    /// CHANGE_NOTIFY for FILE_NAME changes of the directory, with a
+    /// 64 KiB buffer.
     fn notify(id: FileId) -> Request {
-        Request::new(command::CHANGE_NOTIFY, 1, |w| {
-            // FILE_NAME changes of the directory, a 64 KiB buffer.
-            w.u16(32).u16(0).u32(65536);
-            w.u64(id.persistent).u64(id.volatile);
-            w.u32(1).u32(0);
-        })
+        notify_request(id, 1, false, 65536)
     }
 
     #[test]

@@ -701,10 +701,7 @@ impl Client {
     }
 
     pub fn close(&mut self, id: FileId) -> u32 {
-        self.call(Request::new(command::CLOSE, 1, |w| {
-            wire::write_close_request(w, 0, id)
-        }))
-        .status()
+        self.call(close_request(id)).status()
     }
 }
 
@@ -761,6 +758,43 @@ pub fn names_in(buf: &[u8]) -> Vec<String> {
         at += next;
     }
     out
+}
+
+pub fn close_request(id: FileId) -> Request {
+    Request::new(command::CLOSE, 1, |w| wire::write_close_request(w, 0, id))
+}
+
+/// CHANGE_NOTIFY on directory open `id` (MS-SMB2 2.2.35): the changes
+/// `filter` names, beneath it too when `recursive`, in a buffer of `room`
+/// bytes.
+pub fn notify_request(id: FileId, filter: u32, recursive: bool, room: u32) -> Request {
+    Request::new(command::CHANGE_NOTIFY, 1, |w| {
+        w.u16(32).u16(u16::from(recursive)).u32(room);
+        w.u64(id.persistent).u64(id.volatile);
+        w.u32(filter).u32(0);
+    })
+}
+
+/// The (action, name) entries of a successful CHANGE_NOTIFY response.
+pub fn notify_entries(r: &Reply) -> Vec<(u32, String)> {
+    assert_eq!(r.status(), status::SUCCESS);
+    let u32_at = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+    let body = &r.msg[HEADER_LEN..];
+    let len = u32_at(body, 4) as usize;
+    let mut buf = &r.msg[HEADER_LEN + 8..HEADER_LEN + 8 + len];
+    let mut out = Vec::new();
+    loop {
+        let (next, action, n) = (u32_at(buf, 0), u32_at(buf, 4), u32_at(buf, 8) as usize);
+        let units: Vec<u16> = buf[12..12 + n]
+            .chunks(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .collect();
+        out.push((action, String::from_utf16(&units).unwrap()));
+        if next == 0 {
+            return out;
+        }
+        buf = &buf[next as usize..];
+    }
 }
 
 pub fn read_request(id: FileId, offset: u64, length: u32, charge: u16) -> Request {
