@@ -50,7 +50,11 @@ use copyless_fscc::notify::{action, filter};
 use crate::file_table::{FileKey, Seen};
 use crate::leases::LeaseBreak;
 use crate::notify::OVERFLOWED;
-use crate::post::{Kind, Letter, Message};
+use crate::post::{ConnectionId, Kind, Letter, Message};
+
+/// The most changes of one batch of local events reported to one
+/// watching open.
+const MAX_REPORTS_PER_OPEN: usize = 256;
 use crate::server::Server;
 
 /// The engine's side: keeps kernel watches on the directories the core
@@ -298,6 +302,7 @@ impl Server {
         }
         let mut seen = Vec::new();
         let mut breaks = Vec::new();
+        let mut per_open: HashMap<(ConnectionId, u64), usize> = HashMap::new();
         for c in changes {
             if self.own.is_marked(c.share, &c.path) {
                 continue;
@@ -306,7 +311,22 @@ impl Server {
             if c.what.through_handle() && files.open_for_change_at(c.share, &c.path) {
                 continue;
             }
-            seen.extend(files.watchers_of(c.share, &c.path, c.what.action(), c.what.class(), 0));
+            for s in files.watchers_of(c.share, &c.path, c.what.action(), c.what.class(), 0) {
+                // Past its share of a busy disk's changes, a watcher is
+                // told it missed some (NOTIFY_ENUM_DIR), once: what the
+                // server holds for it stays bounded.
+                let n = per_open.entry((s.connection, s.open)).or_default();
+                *n += 1;
+                if *n <= MAX_REPORTS_PER_OPEN {
+                    seen.push(s);
+                } else if *n == MAX_REPORTS_PER_OPEN + 1 {
+                    seen.push(Seen {
+                        action: OVERFLOWED,
+                        name: String::new(),
+                        ..s
+                    });
+                }
+            }
             // The entry of a leased directory changed: its lease breaks,
             // as for another client's change.
             let dir = c.path.rsplit_once('/').map_or("", |(dir, _)| dir);

@@ -307,3 +307,29 @@ fn a_local_change_in_a_leased_directory_breaks_its_lease() {
     assert_eq!(a.close(dir), status::SUCCESS);
     assert!(server.watched_dirs().is_empty(), "no lease, no watch");
 }
+
+#[test]
+fn a_busy_disk_is_reported_to_a_watcher_up_to_a_bound_then_as_enum_dir() {
+    let (server, mut a, _b, dir) = setup();
+    assert_eq!(
+        a.call(notify_request(dir, NAMES, false, 65536)).status(),
+        status::PENDING
+    );
+    let few: Vec<LocalChange> = (0..10)
+        .map(|i| change(&format!("docs/{i}"), What::Added { is_dir: false }))
+        .collect();
+    let replies = deliver(server.local_changes(&few), &mut a);
+    assert_eq!(notify_entries(&replies[0]).len(), 10, "a few fit");
+    assert_eq!(
+        a.call(notify_request(dir, NAMES, false, 65536)).status(),
+        status::PENDING
+    );
+    // Short names: a thousand would fit the client's buffer, but the
+    // server keeps no more than its bound for one watcher.
+    let many: Vec<LocalChange> = (0..1000)
+        .map(|i| change(&format!("docs/{i}"), What::Added { is_dir: false }))
+        .collect();
+    let replies = deliver(server.local_changes(&many), &mut a);
+    assert_eq!(replies.len(), 1);
+    assert_eq!(replies[0].status(), status::NOTIFY_ENUM_DIR);
+}

@@ -271,7 +271,10 @@ impl Inner {
         let root = self.shares.get(share)?.as_ref()?;
         let rel = if path.is_empty() { "." } else { path };
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+        // No symbolic link is followed: a local `loop -> .` would make
+        // a recursive watch walk its own tree again and again.
+        let resolve =
+            ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS | ResolveFlags::NO_SYMLINKS;
         let dir = openat2(root, rel, flags, Mode::empty(), resolve).ok()?;
         let proc_path = format!("/proc/self/fd/{}", dir.as_raw_fd());
         let wd = match inotify::add_watch(&self.fd, proc_path, mask()) {
@@ -310,10 +313,16 @@ impl Inner {
     fn grow(&self, st: &mut State, key: FileKey, path: &str) {
         let share = key.0;
         let mut todo = vec![path.to_owned()];
+        // A directory reached twice in one walk (a bind mount of an
+        // ancestor) is not walked again.
+        let mut walked = HashSet::new();
         while let Some(dir_path) = todo.pop() {
-            let Some((_, fd)) = self.watch(st, key, share, &dir_path) else {
+            let Some((wd, fd)) = self.watch(st, key, share, &dir_path) else {
                 continue;
             };
+            if !walked.insert(wd) {
+                continue;
+            }
             let Ok(dir) = Dir::new(fd) else { continue };
             for entry in dir.flatten() {
                 // A filesystem that does not say is asked by the open.
@@ -558,10 +567,14 @@ fn name_events(inner: &Inner, raw: Vec<Raw>) -> (Vec<LocalChange>, bool) {
         let Some(dir) = st.dirs.get(&e.wd) else {
             continue;
         };
-        // A name the server could not show a client is left out.
+        // A name the server could not show a client is left out, and so
+        // is one with a backslash, which a client would read as a path.
         let Some(name) = e.name.as_deref().and_then(|n| std::str::from_utf8(n).ok()) else {
             continue;
         };
+        if name.contains('\\') {
+            continue;
+        }
         let share = dir.share;
         let path = join(&dir.path, name);
         let is_dir = e.mask.contains(ReadFlags::ISDIR);
