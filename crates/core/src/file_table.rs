@@ -160,6 +160,8 @@ pub struct OplockRequest {
     /// The open's lease made its directory one whose local changes are
     /// to be looked for.
     pub watched_changed: bool,
+    /// Directory leases are offered on the connection.
+    pub dir_leasing: bool,
 }
 
 /// A LOCK request that waits, pending, for locks in its way to go: its
@@ -514,7 +516,9 @@ impl FileTable {
         let stat_open = oplocks::is_stat_open(open.access, oplock.truncating);
         // A directory's lease is a version 2 one, and caches no writes
         // (MS-SMB2 3.3.5.9.11).
-        let leased = oplock.lease.filter(|l| !is_dir || l.v2.is_some());
+        let leased = oplock
+            .lease
+            .filter(|l| !is_dir || (l.v2.is_some() && oplock.dir_leasing));
         let open = OpenRef {
             lease: leased.map(|l| l.id),
             ..open
@@ -980,15 +984,21 @@ impl FileTable {
         }
         state.lock_waiters.retain(|w| w.open != id);
         let watchers = state.watchers.len();
+        let deep = state.watchers.iter().any(|w| w.recursive);
         state.watchers.retain(|w| w.open != id);
         if watchers != state.watchers.len() {
             self.watchers -= watchers - state.watchers.len();
             self.any_watchers
                 .store(self.watchers > 0, Ordering::Release);
+            // The set changed: a directory no longer watched, or no
+            // longer beneath.
+            let shallower = deep && !state.watchers.iter().any(|w| w.recursive);
             if state.watchers.is_empty() {
                 self.watched.remove(key);
+                closed.unwatched = true;
+            } else if shallower {
+                closed.unwatched = true;
             }
-            closed.unwatched = true;
         }
         let oplocks = state.oplocks.len();
         state.oplocks.retain(|o| o.open != id);
@@ -1191,20 +1201,23 @@ impl FileTable {
             .any(|(_, s)| s.is_dir && s.counts.delete_access > 0)
     }
 
-    /// Makes (or updates) `w` a watcher of the directory `key`.
-    pub fn watch(&mut self, key: &FileKey, w: Watcher) {
+    /// Makes (or updates) `w` a watcher of the directory `key`. Returns
+    /// whether the set of watched directories changed: a directory newly
+    /// watched, or watched beneath for the first time.
+    pub fn watch(&mut self, key: &FileKey, w: Watcher) -> bool {
         let Some(state) = self.files.get_mut(key) else {
-            return;
+            return false;
         };
+        let deeper = w.recursive && !state.watchers.iter().any(|o| o.recursive);
         match state.watchers.iter_mut().find(|o| o.open == w.open) {
             Some(old) => *old = w,
             None => {
                 state.watchers.push(w);
                 self.watchers += 1;
                 self.any_watchers.store(true, Ordering::Release);
-                self.watched.insert(*key);
             }
         }
+        self.watched.insert(*key) || deeper
     }
 
     /// Every watched directory, with its path and whether some watcher
@@ -1414,6 +1427,7 @@ mod tests {
             retry: false,
             purge: Vec::new(),
             watched_changed: false,
+            dir_leasing: false,
         }
     }
 

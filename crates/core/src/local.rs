@@ -275,6 +275,13 @@ impl Server {
         let _ = self.local_watch.set(watch);
     }
 
+    /// Whether changes local processes make are seen (the engine watches
+    /// for them): only then are directory leases offered, since a lease
+    /// that nothing local breaks would keep a client's listing stale.
+    pub fn sees_local_changes(&self) -> bool {
+        self.local_watch.get().is_some()
+    }
+
     /// Tells the engine's watcher that the watched set changed.
     pub(crate) fn watched_changed(&self) {
         if let Some(w) = self.local_watch.get() {

@@ -105,7 +105,7 @@ impl Connection {
         } else {
             0
         };
-        if dialect >= neg::DIALECT_300 {
+        if dialect >= neg::DIALECT_300 && self.server.sees_local_changes() {
             self.server_capabilities |= neg::CAP_DIRECTORY_LEASING;
         }
         if dialect != neg::DIALECT_311 && self.cipher.is_some() {

@@ -135,10 +135,9 @@ impl Connection {
         let room = n.output_buffer_length;
         // The first request sets the watch up; later ones' filter and
         // depth are ignored.
-        let mut new_watch = false;
+        let mut watched_changed = false;
         let watch = f.watch.get_or_insert_with(|| {
-            new_watch = true;
-            server.files().watch(
+            watched_changed = server.files().watch(
                 &f.key,
                 Watcher {
                     connection,
@@ -154,7 +153,7 @@ impl Connection {
                 capacity: room as usize,
             })
         });
-        if new_watch {
+        if watched_changed {
             // Local changes are watched for before the client hears its
             // request is pending.
             server.watched_changed();

@@ -170,9 +170,34 @@ fn a_write_breaks_other_clients_read_caching_without_waiting() {
     assert_eq!(a.call(ack([1; 16], 0)).status(), status::UNSUCCESSFUL);
 }
 
+/// Watches nothing: the engine's part, for a server whose shares only it
+/// changes.
+struct NoLocalChanges;
+
+impl copyless_core::local::LocalWatch for NoLocalChanges {
+    fn watched_changed(&self, _server: &copyless_core::Server) {}
+}
+
+#[test]
+fn a_directory_gets_no_lease_unless_local_changes_are_seen() {
+    let (mut a, _) = setup();
+    let r = a.call(lease_create("folder", [3; 16], R | H, None, true));
+    assert_eq!(r.status(), status::SUCCESS);
+    let c = CreateReply::parse(&r.msg).unwrap();
+    assert_ne!(
+        c.oplock_level, OPLOCK_LEVEL_LEASE,
+        "a stale listing is worse"
+    );
+}
+
 #[test]
 fn a_directory_lease_breaks_when_someone_else_changes_its_entries() {
-    let (mut a, mut b) = setup();
+    let users = Arc::new(Users::default());
+    users.add("u", "pw");
+    let (server, _vfs) = memory_server(config(), users);
+    server.set_local_watch(Arc::new(NoLocalChanges));
+    let mut a = Client::login_with(server.clone(), Dialect::Smb311, "u", "pw");
+    let mut b = Client::login_with(server, Dialect::Smb311, "u", "pw");
     let (_, state, _) = granted(&a.call(lease_create("folder", [3; 16], R | H | W, None, true)));
     assert_eq!(state, R | H, "a directory caches no writes");
     // The lease holder's own new file names the directory's lease as its

@@ -277,6 +277,10 @@ fn a_local_change_in_a_leased_directory_breaks_its_lease() {
     let users = Arc::new(Users::default());
     users.add("u", "pw");
     let (server, _vfs) = memory_server(config(), users);
+    let recorder = Arc::new(Recorder {
+        seen: Mutex::new(Vec::new()),
+    });
+    server.set_local_watch(recorder.clone());
     let mut a = Client::login_with(
         server.clone(),
         copyless_scripted::Dialect::Smb311,
@@ -289,6 +293,11 @@ fn a_local_change_in_a_leased_directory_breaks_its_lease() {
     assert!(
         server.watched_dirs().iter().any(|d| d.path == "docs"),
         "a leased directory is watched for local changes"
+    );
+    assert_eq!(
+        recorder.seen.lock().unwrap().len(),
+        1,
+        "and the engine was told"
     );
     assert!(server
         .local_changes(&[change("elsewhere", What::Added { is_dir: false })])

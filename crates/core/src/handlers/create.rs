@@ -8,7 +8,7 @@ use copyless_fscc::notify;
 use copyless_proto::create_context::{self as cc, CreateContext};
 use copyless_proto::lease::{self, LeaseContext};
 use copyless_proto::messages::{self, CreateRequest, FileId, OPLOCK_LEVEL_LEASE};
-use copyless_proto::negotiate::{DIALECT_210, DIALECT_300};
+use copyless_proto::negotiate::{CAP_DIRECTORY_LEASING, DIALECT_210, DIALECT_300};
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::{utf16, Writer};
 use copyless_vfs::{attr, CreateAction, Disposition, Kind, OpenRequest, Opened, Vfs, VfsError};
@@ -203,6 +203,7 @@ impl Connection {
             retry: self.retrying,
             purge: Vec::new(),
             watched_changed: false,
+            dir_leasing: self.server_capabilities & CAP_DIRECTORY_LEASING != 0,
         };
         let client_guid = self.client_guid;
         let connection_opens: usize = self.sessions.values().map(|s| s.opens.len()).sum();
