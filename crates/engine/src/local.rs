@@ -254,17 +254,6 @@ impl Inner {
         share: usize,
         path: &str,
     ) -> Option<(i32, OwnedFd)> {
-        if st.dirs.len() >= self.limit {
-            FULL.log(|| {
-                format!(
-                    "copyless: {} directories are watched for local changes, the most \
-                     allowed (limits.max_local_watches); changes on disk beneath others \
-                     are reported only when made through the server",
-                    self.limit
-                )
-            });
-            return None;
-        }
         if !st.roots.contains_key(&key) {
             return None;
         }
@@ -294,6 +283,20 @@ impl Inner {
                 return None;
             }
         };
+        // Past the limit a directory another root already watches is
+        // still shared; only a new kernel watch is refused.
+        if !st.dirs.contains_key(&wd) && st.dirs.len() >= self.limit {
+            let _ = inotify::remove_watch(&self.fd, wd);
+            FULL.log(|| {
+                format!(
+                    "copyless: {} directories are watched for local changes, the most \
+                     allowed (limits.max_local_watches); changes on disk beneath others \
+                     are reported only when made through the server",
+                    self.limit
+                )
+            });
+            return None;
+        }
         let root = st.roots.get_mut(&key)?;
         if root.wds.insert(wd) {
             st.dirs
@@ -509,6 +512,10 @@ fn read_loop(inner: &Inner, server: &Server, post: &PostOffice, stop: &OwnedFd) 
 
 /// Every event queued now, up to [`MAX_BATCH`], and whether that was
 /// all; a rename cut in two by the read gets its second half.
+/// How long the reader rests after the kernel refused a read: the queue
+/// stays readable, and reading again at once would only spin.
+const READ_ERROR_REST: Duration = Duration::from_millis(100);
+
 fn drain(fd: &OwnedFd, buf: &mut [MaybeUninit<u8>]) -> (Vec<Raw>, bool) {
     let mut out = Vec::new();
     loop {
@@ -525,6 +532,7 @@ fn drain(fd: &OwnedFd, buf: &mut [MaybeUninit<u8>]) -> (Vec<Raw>, bool) {
                 Err(Errno::AGAIN) => break,
                 Err(e) => {
                     FAILED.log(|| format!("copyless: reading local changes: {e}"));
+                    std::thread::sleep(READ_ERROR_REST);
                     return (out, false);
                 }
             }
@@ -661,6 +669,8 @@ fn moved_away(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use copyless_proto::status;
+    use copyless_scripted::{config, notify_request, server, Client, Users};
 
     #[test]
     fn beneath_is_by_whole_components() {
@@ -690,5 +700,51 @@ mod tests {
         let mut paths: Vec<&str> = st.dirs.values().map(|d| d.path.as_str()).collect();
         paths.sort();
         assert_eq!(paths, ["ab", "z", "z/b", "z/b/c"]);
+    }
+
+    /// At the limit, a directory that another root already watches is
+    /// still watched for the second root: no new kernel watch is needed.
+    #[test]
+    fn at_the_limit_a_watched_directory_is_still_shared() {
+        let dir = std::env::temp_dir().join(format!("copyless-local-limit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("a/b")).unwrap();
+        let users = Arc::new(Users::default());
+        users.add("u", "pw");
+        let server = server(&dir, config(), users);
+        let mut c = Client::login(server.clone(), "u", "pw");
+        let a = c.create("a", true).unwrap();
+        let b = c.create("a\\b", true).unwrap();
+        // "a" with everything beneath it, then "a\b" on its own.
+        assert_eq!(
+            c.call(notify_request(a, 1, true, 4096)).status(),
+            status::PENDING
+        );
+        assert_eq!(
+            c.call(notify_request(b, 1, false, 4096)).status(),
+            status::PENDING
+        );
+
+        let share = openat2(
+            CWD,
+            &dir,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::empty(),
+        )
+        .unwrap();
+        let inner = Inner {
+            fd: inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK).unwrap(),
+            shares: vec![Some(share)],
+            limit: 2,
+            state: Mutex::default(),
+        };
+        inner.watched_changed(&server);
+        let st = inner.lock();
+        assert_eq!(st.dirs.len(), 2, "a and a/b, each watched once");
+        let held: usize = st.roots.values().map(|r| r.wds.len()).sum();
+        assert_eq!(held, 3, "a's root holds a and a/b, b's root a/b too");
+        drop(st);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
