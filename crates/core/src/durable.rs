@@ -367,18 +367,14 @@ impl Connection {
         app: [u8; 16],
         token: Token,
     ) -> Result<Option<FileKey>, NtStatus> {
-        let tree = self
-            .sessions
-            .get(&req.session_id)
-            .and_then(|s| s.trees.get(&req.tree_id));
-        let Some(TreeKind::Disk { index, .. }) = tree.map(|t| &t.kind) else {
+        let Ok(index) = self.disk_share(req) else {
             return Ok(None);
         };
         let path = crate::path::from_smb_with_stream(name)?.path;
         let opens = self
             .server
             .files()
-            .app_instance_opens(&app, self.client_guid, *index, &path);
+            .app_instance_opens(&app, self.client_guid, index, &path);
         let mut wait = None;
         for o in opens {
             if self.purge_parked(&[o.open]) {
@@ -395,6 +391,23 @@ impl Connection {
             wait = Some(o.key);
         }
         Ok(wait)
+    }
+
+    /// The share the request's tree connects to: durable handles and
+    /// application instances live on disk shares only.
+    fn disk_share(&self, req: &Req<'_>) -> Result<usize, NtStatus> {
+        let session = self
+            .sessions
+            .get(&req.session_id)
+            .ok_or(status::USER_SESSION_DELETED)?;
+        let tree = session
+            .trees
+            .get(&req.tree_id)
+            .ok_or(status::NETWORK_NAME_DELETED)?;
+        match tree.kind {
+            TreeKind::Disk { index, .. } => Ok(index),
+            TreeKind::Ipc => Err(status::OBJECT_NAME_NOT_FOUND),
+        }
     }
 
     /// Closes open `id` of whichever session here holds it.
@@ -436,18 +449,12 @@ impl Connection {
             lease_key,
             name,
         } = reclaim;
-        let session = self
+        let index = self.disk_share(req)?;
+        let user = self
             .sessions
             .get(&req.session_id)
-            .ok_or(status::USER_SESSION_DELETED)?;
-        let tree = session
-            .trees
-            .get(&req.tree_id)
-            .ok_or(status::NETWORK_NAME_DELETED)?;
-        let TreeKind::Disk { index, .. } = tree.kind else {
-            return Err(status::OBJECT_NAME_NOT_FOUND);
-        };
-        let user = session.user.clone();
+            .map(|s| s.user.clone())
+            .unwrap_or_default();
         let client_guid = self.client_guid;
         let server = self.server.clone();
         // One whose time is up is gone, even if no timer closed it yet.
