@@ -120,6 +120,15 @@ pub(crate) struct Reply {
     pub suppress: bool,
     /// The session whose key signs this reply, if it is signed.
     pub sign_sid: Option<u64>,
+    /// The request was signed with the key of its session, which another
+    /// connection holds: the reply is signed with that key (a refused
+    /// bind, MS-SMB2 3.3.4.1.1).
+    pub sign_foreign: bool,
+    /// The request was signed for a session another connection holds,
+    /// whose key this one may not use: the reply says it is signed and
+    /// echoes the request's signature, as Samba and ksmbd do, since a
+    /// client drops a connection whose reply to a signed request is not.
+    pub echo_signature: bool,
     /// The reply waits for this data I/O.
     pub wait: Option<Wait>,
     /// The request goes pending under this AsyncId, until what it awaits
@@ -754,6 +763,8 @@ impl Connection {
             disconnect: false,
             suppress: false,
             sign_sid: None,
+            sign_foreign: false,
+            echo_signature: false,
             wait: None,
             pend: None,
             hold: None,
@@ -874,10 +885,17 @@ impl Connection {
         if self.dialect == copyless_proto::negotiate::DIALECT_311 {
             flags |= hdr.flags & copyless_proto::header::FLAG_PRIORITY_MASK;
         }
+        let mut signature = [0; 16];
         if chain.sealed.is_none() {
             reply.sign_sid = self.signer(hdr, reply, compound.sign_sid);
+            if reply.sign_sid.is_none() && reply.sign_foreign {
+                reply.sign_sid = Some(reply.session_id);
+            }
             if reply.sign_sid.is_some() {
                 flags |= FLAG_SIGNED;
+            } else if reply.echo_signature {
+                flags |= FLAG_SIGNED;
+                signature = hdr.signature;
             }
         }
         compound.sign_sid = reply.sign_sid;
@@ -893,7 +911,7 @@ impl Connection {
             process_id: hdr.process_id,
             tree_id: reply.header_tree_id,
             session_id: reply.header_session_id,
-            signature: [0; 16],
+            signature,
         };
         let mut head = Vec::with_capacity(HEADER_LEN);
         rh.write(&mut head);
@@ -954,6 +972,7 @@ impl Connection {
             cmd::NEGOTIATE => return self.negotiate(req, reply, w, env),
             cmd::SESSION_SETUP => {
                 self.verify_if_established(req)?;
+                reply.sign_foreign = self.verify_foreign(req)?;
                 return self.session_setup(req, reply, w, env);
             }
             cmd::ECHO if req.session_id == 0 => {
@@ -964,11 +983,13 @@ impl Connection {
             _ => {}
         }
         if !self.sessions.contains_key(&req.session_id) {
-            return Err(if compound.related {
-                status::INVALID_PARAMETER
-            } else {
-                status::USER_SESSION_DELETED
-            });
+            if compound.related {
+                return Err(status::INVALID_PARAMETER);
+            }
+            reply.echo_signature = req.hdr.flags & FLAG_SIGNED != 0
+                && !req.encrypted
+                && self.server.sessions.facts(req.session_id).is_some();
+            return Err(status::USER_SESSION_DELETED);
         }
         self.verify(req)?;
         let session = &self.sessions[&req.session_id];
@@ -1023,6 +1044,37 @@ impl Connection {
         }
     }
 
+    /// A SESSION_SETUP signed for a session another connection holds (a
+    /// bind, or a stray re-authentication) is checked with that session's
+    /// key, so that its refusal can be signed with it: true when it was.
+    /// Only a request proven to come from the key's holder gets a reply
+    /// signed with it.
+    fn verify_foreign(&self, req: &Req<'_>) -> Result<bool, NtStatus> {
+        if req.session_id == 0
+            || req.encrypted
+            || req.hdr.flags & FLAG_SIGNED == 0
+            || self.sessions.contains_key(&req.session_id)
+        {
+            return Ok(false);
+        }
+        match self.server.sessions.facts(req.session_id) {
+            Some(facts) if facts.signing.verify(req.msg) => Ok(true),
+            Some(_) => Err(status::ACCESS_DENIED),
+            None => Ok(false),
+        }
+    }
+
+    /// The algorithm that signs this connection's sessions: HMAC-SHA256
+    /// before SMB 3, AES-CMAC for 3.0 and 3.0.2, the negotiated one for
+    /// 3.1.1.
+    pub(crate) fn effective_signing_algorithm(&self) -> SigningAlgorithm {
+        match self.dialect {
+            copyless_proto::negotiate::DIALECT_311 => self.signing_algorithm,
+            d if d >= copyless_proto::negotiate::DIALECT_300 => SigningAlgorithm::AesCmac,
+            _ => SigningAlgorithm::HmacSha256,
+        }
+    }
+
     fn verify(&self, req: &Req<'_>) -> Result<(), NtStatus> {
         let Some(session) = self.sessions.get(&req.session_id) else {
             return Ok(());
@@ -1055,7 +1107,12 @@ impl Connection {
         let Some(sid) = sid.filter(|_| flags & FLAG_SIGNED != 0) else {
             return;
         };
-        if let Some(key) = self.sessions.get(&sid).and_then(|s| s.signing.as_ref()) {
+        let key = match self.sessions.get(&sid) {
+            Some(s) => s.signing.clone(),
+            // A refusal for another connection's session (`sign_foreign`).
+            None => self.server.sessions.facts(sid).map(|f| f.signing),
+        };
+        if let Some(key) = key {
             key.sign(msg);
         } else {
             // The session went away (LOGOFF): nothing to sign with.

@@ -6,7 +6,9 @@
 //! frame that connection receives after the message was sent.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use copyless_crypto::{CipherId, SigningAlgorithm, SigningKey};
 
 use crate::file_table::Seen;
 use crate::leases::LeaseBreak;
@@ -121,7 +123,8 @@ impl ClientTable {
 
 /// Every authenticated session of the server and the connection that
 /// holds it (MS-SMB2 GlobalSessionTable), for what one connection must
-/// reach in another.
+/// reach in another, and for the answers another connection gives a
+/// request naming the session (a bind, a stray request).
 #[derive(Default)]
 pub struct SessionTable {
     sessions: Mutex<HashMap<u64, Owner>>,
@@ -130,21 +133,45 @@ pub struct SessionTable {
 struct Owner {
     connection: ConnectionId,
     user: String,
+    facts: SessionFacts,
+}
+
+/// What another connection needs to judge a request that names a
+/// session it does not hold: the session's dialect and algorithms, which
+/// a bind must match, and its key, which checks the request and signs
+/// the refusal.
+#[derive(Clone)]
+pub(crate) struct SessionFacts {
+    pub dialect: u16,
+    pub algorithm: SigningAlgorithm,
+    pub cipher: Option<CipherId>,
+    pub signing: Arc<SigningKey>,
 }
 
 impl SessionTable {
-    pub(crate) fn insert(&self, session_id: u64, connection: ConnectionId, user: &str) {
+    pub(crate) fn insert(
+        &self,
+        session_id: u64,
+        connection: ConnectionId,
+        user: &str,
+        facts: SessionFacts,
+    ) {
         self.lock().insert(
             session_id,
             Owner {
                 connection,
                 user: user.to_owned(),
+                facts,
             },
         );
     }
 
     pub(crate) fn remove(&self, session_id: u64) {
         self.lock().remove(&session_id);
+    }
+
+    pub(crate) fn facts(&self, session_id: u64) -> Option<SessionFacts> {
+        self.lock().get(&session_id).map(|o| o.facts.clone())
     }
 
     /// Takes the session out of the table when `user` holds it, and says

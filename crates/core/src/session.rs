@@ -2,12 +2,14 @@
 //! keys per dialect, re-authentication and LOGOFF.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use copyless_auth::{Acceptor, AuthError, Authenticated, ServerInfo, Step};
 use copyless_crypto::session_keys::signing_key;
-use copyless_crypto::{PreauthHash, SigningKey};
+use copyless_crypto::{PreauthHash, SigningAlgorithm, SigningKey};
+use copyless_proto::header::FLAG_SIGNED;
 use copyless_proto::messages::{self, SessionSetupRequest};
-use copyless_proto::negotiate::DIALECT_311;
+use copyless_proto::negotiate::{DIALECT_300, DIALECT_311};
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::Writer;
 use copyless_vfs::Identity;
@@ -15,7 +17,7 @@ use copyless_vfs::Identity;
 use crate::connection::{Connection, Reply, Req};
 use crate::env::Env;
 use crate::open::Open;
-use crate::post::Kind;
+use crate::post::{Kind, SessionFacts};
 use crate::server::Server;
 use crate::tree::Tree;
 
@@ -33,7 +35,7 @@ pub struct Session {
     pub user: String,
     pub anonymous: bool,
     pub guest: bool,
-    pub signing: Option<SigningKey>,
+    pub signing: Option<Arc<SigningKey>>,
     pub signing_required: bool,
     pub ciphers: Option<crate::encryption::SessionCiphers>,
     /// Every request must come encrypted (SESSION_FLAG_ENCRYPT_DATA).
@@ -97,8 +99,7 @@ impl Connection {
     ) -> Result<NtStatus, NtStatus> {
         let ss = SessionSetupRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
         if ss.flags & messages::SESSION_FLAG_BINDING != 0 {
-            // Multichannel binding is not offered.
-            return Err(status::REQUEST_NOT_ACCEPTED);
+            return Err(self.refuse_binding(req));
         }
         let sid = if req.hdr.session_id == 0 {
             if self.live_sessions() as u32 >= self.server.config.max_sessions {
@@ -198,12 +199,12 @@ impl Connection {
                     session.anonymous = auth.anonymous;
                     session.guest = auth.guest;
                     if !auth.anonymous && !auth.guest {
-                        session.signing = Some(signing_key(
+                        session.signing = Some(Arc::new(signing_key(
                             dialect,
                             signing_algorithm,
                             &auth.session_key,
                             session.preauth.value(),
-                        ));
+                        )));
                         session.signing_required = signing_required_cfg;
                         session.ciphers = cipher.and_then(|c| {
                             crate::encryption::SessionCiphers::derive(
@@ -239,8 +240,16 @@ impl Connection {
                     self.server.sessions.remove(sid);
                 }
                 session.state = AuthState::Valid;
-                if !auth.anonymous && !auth.guest {
-                    self.server.sessions.insert(sid, self.id(), &auth.user);
+                if let Some(key) = session.signing.clone().filter(|_| !auth.guest) {
+                    let facts = SessionFacts {
+                        dialect,
+                        algorithm: self.effective_signing_algorithm(),
+                        cipher,
+                        signing: key,
+                    };
+                    self.server
+                        .sessions
+                        .insert(sid, self.id(), &auth.user, facts);
                 }
                 if ss.previous_session_id != 0 && ss.previous_session_id != sid {
                     self.end_previous_session(ss.previous_session_id, &auth.user);
@@ -268,6 +277,42 @@ impl Connection {
                     _ => status::LOGON_FAILURE,
                 })
             }
+        }
+    }
+
+    /// Why a bind of this connection to the request's session fails, in
+    /// the order of checks that gives Windows' and Samba's answers to
+    /// smbtorture's smb2.session.bind_negative tests (the algorithm checks
+    /// come before the dialect's, and a different ClientGuid may bind).
+    /// Binding itself is not built yet: a bind that passes every check is
+    /// not accepted either.
+    fn refuse_binding(&self, req: &Req<'_>) -> NtStatus {
+        let sid = req.hdr.session_id;
+        if sid == 0 {
+            return status::INVALID_PARAMETER;
+        }
+        if self.sessions.contains_key(&sid) {
+            // Already a channel of this connection (MS-SMB2 3.3.5.5).
+            return status::REQUEST_NOT_ACCEPTED;
+        }
+        let Some(session) = self.server.sessions.facts(sid) else {
+            return status::USER_SESSION_DELETED;
+        };
+        let gmac = SigningAlgorithm::AesGmac;
+        let ours = self.effective_signing_algorithm();
+        if session.algorithm == gmac && ours != gmac {
+            status::REQUEST_OUT_OF_SEQUENCE
+        } else if ours == gmac && session.algorithm != gmac {
+            status::NOT_SUPPORTED
+        } else if self.dialect < DIALECT_300 {
+            status::REQUEST_NOT_ACCEPTED
+        } else if req.hdr.flags & FLAG_SIGNED == 0
+            || self.dialect != session.dialect
+            || self.cipher != session.cipher
+        {
+            status::INVALID_PARAMETER
+        } else {
+            status::REQUEST_NOT_ACCEPTED
         }
     }
 

@@ -46,6 +46,7 @@ pub const NOT_SUPPORTED: NtStatus = 0xC000_00BB;
 pub const NETWORK_NAME_DELETED: NtStatus = 0xC000_00C9;
 pub const BAD_NETWORK_NAME: NtStatus = 0xC000_00CC;
 pub const REQUEST_NOT_ACCEPTED: NtStatus = 0xC000_00D0;
+pub const REQUEST_OUT_OF_SEQUENCE: NtStatus = 0xC000_042A;
 pub const BAD_IMPERSONATION_LEVEL: NtStatus = 0xC000_00A5;
 pub const INTERNAL_ERROR: NtStatus = 0xC000_00E5;
 pub const DIRECTORY_NOT_EMPTY: NtStatus = 0xC000_0101;

@@ -355,6 +355,14 @@ impl Client {
         c
     }
 
+    /// A connection that has negotiated `dialect` and has no session yet.
+    pub fn negotiated(server: Arc<Server>, dialect: Dialect) -> Client {
+        let mut c = Client::connect(server);
+        c.dialect = dialect;
+        c.negotiate();
+        c
+    }
+
     pub fn negotiate(&mut self) {
         let (dialect, contexts) = match self.dialect {
             Dialect::Smb210 => (DIALECT_210, Vec::new()),
@@ -536,6 +544,26 @@ impl Client {
             })
             .collect();
         self.frame_with_mids(reqs, &mids)
+    }
+
+    /// A frame sent on this connection in `owner`'s session (its ids,
+    /// signed with its key), as a client does that binds this connection
+    /// to a session it holds on another.
+    pub fn frame_as(&mut self, owner: &Client, reqs: Vec<Request>) -> Vec<u8> {
+        let mids: Vec<u64> = reqs
+            .iter()
+            .map(|r| {
+                let mid = self.next_mid;
+                self.next_mid += u64::from(r.charge.max(1));
+                mid
+            })
+            .collect();
+        owner.frame_with_mids(reqs, &mids)
+    }
+
+    /// The message's signature is this session's.
+    pub fn verifies(&self, msg: &[u8]) -> bool {
+        self.key.as_ref().is_some_and(|k| k.verify(msg))
     }
 
     /// As [`Client::send`], with message ids chosen by the caller.
