@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use copyless_crypto::{PreauthHash, SigningAlgorithm};
+use copyless_crypto::{PreauthHash, SigningAlgorithm, SigningKey};
 use copyless_proto::command as cmd;
 use copyless_proto::header::{
     Header, FLAG_ASYNC_COMMAND, FLAG_RELATED_OPERATIONS, FLAG_SERVER_TO_REDIR, FLAG_SIGNED,
@@ -20,6 +20,7 @@ use copyless_proto::{smb1, Writer, HEADER_LEN};
 use copyless_vfs::Identity;
 
 use crate::breaks::Notice;
+use crate::channels::{Binding, Bound, Relay, Via};
 use crate::credits::CreditWindow;
 use crate::env::Env;
 use crate::file_table::Seen;
@@ -97,6 +98,8 @@ pub(crate) struct Req<'a> {
     /// bytes are the core's own (decrypted, or kept while the compound
     /// waited).
     pub frame_at: Option<usize>,
+    /// The bound channel the request came on (channels.rs).
+    pub via: Option<ConnectionId>,
 }
 
 /// Per-reply decisions taken while handling a request.
@@ -120,10 +123,10 @@ pub(crate) struct Reply {
     pub suppress: bool,
     /// The session whose key signs this reply, if it is signed.
     pub sign_sid: Option<u64>,
-    /// The request was signed with the key of its session, which another
-    /// connection holds: the reply is signed with that key (a refused
-    /// bind, MS-SMB2 3.3.4.1.1).
-    pub sign_foreign: bool,
+    /// Sign the reply with this key rather than a session's here: that of
+    /// a session another connection holds, which signed the request (a
+    /// refused bind, MS-SMB2 3.3.4.1.1), or a new channel's.
+    pub sign_key: Option<Arc<SigningKey>>,
     /// The request was signed for a session another connection holds,
     /// whose key this one may not use: the reply says it is signed and
     /// echoes the request's signature, as Samba and ksmbd do, since a
@@ -137,6 +140,23 @@ pub(crate) struct Reply {
     /// The request runs again once what stands in its way is gone (see
     /// waiting.rs).
     pub hold: Option<Hold>,
+}
+
+/// What signs a reply placed in a chain.
+pub(crate) enum Signer {
+    /// The key of this session here, or of its channel when relayed.
+    Session(u64),
+    Key(Arc<SigningKey>),
+}
+
+impl Reply {
+    pub(crate) fn signer(&self) -> Option<Signer> {
+        match (&self.sign_key, self.sign_sid) {
+            (Some(k), _) => Some(Signer::Key(k.clone())),
+            (None, Some(sid)) => Some(Signer::Session(sid)),
+            (None, None) => None,
+        }
+    }
 }
 
 /// A request's reply as far as it is decided before its body is known.
@@ -164,9 +184,9 @@ enum Step {
 /// The replies of one received frame, built in order into one frame.
 pub(crate) struct Chain {
     pub out: Vec<u8>,
-    /// Where the last reply placed in `out` starts, and the session that
-    /// signs it; it is signed once the next is linked to it.
-    pub prev: Option<(usize, Option<u64>)>,
+    /// Where the last reply placed in `out` starts, and what signs it; it
+    /// is signed once the next is linked to it.
+    pub prev: Option<(usize, Option<Signer>)>,
     /// Messages of the compound handled so far.
     pub handled: usize,
     pub compound: Compound,
@@ -175,6 +195,8 @@ pub(crate) struct Chain {
     pub sealed: Option<u64>,
     /// Credits the replies grant: usable once the frame goes out.
     pub granted: u64,
+    /// The requests came from a bound channel, where the replies go.
+    pub via: Option<Via>,
 }
 
 impl Chain {
@@ -187,6 +209,7 @@ impl Chain {
             disconnect: false,
             sealed,
             granted: 0,
+            via: None,
         }
     }
 }
@@ -269,6 +292,19 @@ pub struct Connection {
     /// The time (FILETIME) when the connection last heard from the
     /// client or its timer: when opens kept after it ends expire.
     pub(crate) clock: u64,
+    /// Sessions of other connections this one is a channel of, and binds
+    /// under way (channels.rs).
+    pub(crate) bound: HashMap<u64, Bound>,
+    pub(crate) binding: HashMap<u64, Binding>,
+    /// Sessions this connection was a channel of until they ended, with
+    /// the channel's key, last few only: a late request on one is refused
+    /// signed, as on a session that logged off here.
+    pub(crate) ended_channels: Vec<(u64, Arc<SigningKey>)>,
+    /// Frames bound channels relayed here, to run.
+    pub(crate) relays: Vec<Relay>,
+    /// Replies homes sent back for what this connection relayed, to send.
+    pub(crate) relayed: Vec<Vec<u8>>,
+    pub(crate) relayed_disconnect: bool,
 }
 
 impl Connection {
@@ -307,6 +343,12 @@ impl Connection {
             retrying: false,
             interim_now: false,
             clock: 0,
+            bound: HashMap::new(),
+            binding: HashMap::new(),
+            ended_channels: Vec::new(),
+            relays: Vec::new(),
+            relayed: Vec::new(),
+            relayed_disconnect: false,
         }
     }
 
@@ -328,9 +370,10 @@ impl Connection {
         self.sessions.len() - self.logged_off.len()
     }
 
-    /// True once any session finished authenticating.
+    /// True once any session finished authenticating, here or as a
+    /// channel of another connection's.
     pub fn has_valid_session(&self) -> bool {
-        self.sessions.values().any(|s| s.is_valid())
+        !self.bound.is_empty() || self.sessions.values().any(|s| s.is_valid())
     }
 
     /// Who session `id` acts as on disk, once it is authenticated.
@@ -352,7 +395,9 @@ impl Connection {
     pub fn handle(&mut self, msg: &[u8], env: &mut dyn Env) -> Output {
         self.clock = env.now();
         self.end_sessions_of_removed_users();
-        let mut out = if smb1::is_smb1(msg) {
+        let mut out = if let Some(home) = self.relay_home(msg) {
+            self.relay(msg, home)
+        } else if smb1::is_smb1(msg) {
             self.handle_smb1(msg, env)
         } else if msg.starts_with(&copyless_proto::header::TRANSFORM_PROTOCOL_ID) {
             self.handle_encrypted(msg, env)
@@ -369,7 +414,9 @@ impl Connection {
     /// copied. The engine keeps the frame, decrypted, until every intent
     /// it led to has completed.
     pub fn handle_in_place(&mut self, msg: &mut [u8], env: &mut dyn Env) -> Output {
-        if !msg.starts_with(&copyless_proto::header::TRANSFORM_PROTOCOL_ID) {
+        if !msg.starts_with(&copyless_proto::header::TRANSFORM_PROTOCOL_ID)
+            || self.relay_home(msg).is_some()
+        {
             return self.handle(msg, env);
         }
         self.end_sessions_of_removed_users();
@@ -380,6 +427,8 @@ impl Connection {
 
     /// Moves what handling left for the engine into the output.
     pub(crate) fn collect(&mut self, out: &mut Output, env: &mut dyn Env) {
+        self.run_relays(env, out);
+        self.relayed_frames(out);
         self.run_retries(env, out);
         if std::mem::take(&mut self.interim_now) {
             self.send_interim_responses(env, out);
@@ -426,6 +475,35 @@ impl Connection {
             Kind::Changed(seen) => self.seen.extend(seen),
             Kind::CloseOpen { open } => self.close_open_here(open),
             Kind::ChangesLost => self.changes_lost(),
+            Kind::Relay {
+                from,
+                frame,
+                sealed,
+                grants,
+            } => self.relays.push(Relay {
+                from,
+                frame,
+                sealed,
+                grants,
+            }),
+            Kind::Relayed {
+                frame,
+                granted,
+                disconnect,
+            } => self.take_relayed(frame, granted, disconnect),
+            Kind::ChannelAdded {
+                session_id,
+                channel,
+                key,
+            } => match self.sessions.get_mut(&session_id) {
+                Some(s) if s.is_valid() => {
+                    s.channels.insert(channel, key.0);
+                }
+                // It ended before the channel's letter came.
+                _ => self.post(channel, Kind::SessionEnded { session_id }),
+            },
+            Kind::ChannelGone { channel } => self.channel_gone(channel),
+            Kind::SessionEnded { session_id } => self.session_ended(session_id),
         }
     }
 
@@ -596,14 +674,15 @@ impl Connection {
                     }
                     let p = self.link(&mut chain);
                     chain.out.extend_from_slice(&bytes);
-                    chain.prev = Some((p, reply.sign_sid));
+                    chain.prev = Some((p, reply.signer()));
                     if reply.disconnect {
                         chain.disconnect = true;
                         break;
                     }
                 }
                 Step::Pend(begun, async_id, what) => {
-                    let interim = self.park(begun, async_id, what, chain.sealed);
+                    let via = chain.via.as_ref().map(|v| v.to);
+                    let interim = self.park(begun, async_id, what, chain.sealed, via);
                     let p = self.link(&mut chain);
                     chain.out.extend_from_slice(&interim);
                     chain.prev = Some((p, None));
@@ -626,12 +705,13 @@ impl Connection {
     /// Pads the previous reply of the chain, points it at the next one
     /// and signs it; returns where the next reply starts.
     pub(crate) fn link(&self, chain: &mut Chain) -> usize {
-        if let Some((p, sid)) = chain.prev.take() {
+        if let Some((p, signer)) = chain.prev.take() {
             let padded = (chain.out.len() - p).next_multiple_of(8);
             chain.out.resize(p + padded, 0);
             let off = (chain.out.len() - p) as u32;
             chain.out[p + 20..p + 24].copy_from_slice(&off.to_le_bytes());
-            self.sign_reply(&mut chain.out[p..], sid);
+            let via = chain.via.as_ref().map(|v| v.to);
+            self.sign_reply(&mut chain.out[p..], signer, via);
         }
         chain.out.len()
     }
@@ -639,7 +719,8 @@ impl Connection {
     /// The compound is answered: its last reply is finished and the frame
     /// (sealed when the request was) goes out.
     pub(crate) fn finish_chain(&mut self, mut chain: Chain, env: &mut dyn Env, out: &mut Output) {
-        if let Some((p, sid)) = chain.prev.take() {
+        let via = chain.via.as_ref().map(|v| v.to);
+        if let Some((p, signer)) = chain.prev.take() {
             if chain.handled > 1 {
                 // Every reply of a compound is padded to 8 bytes, the last
                 // one too, as Windows and Samba do (smb2.compound.
@@ -647,32 +728,43 @@ impl Connection {
                 let padded = (chain.out.len() - p).next_multiple_of(8);
                 chain.out.resize(p + padded, 0);
             }
-            self.sign_reply(&mut chain.out[p..], sid);
+            self.sign_reply(&mut chain.out[p..], signer, via);
         }
         self.trim_logged_off();
-        // The replies are about to be sent: the credits they grant are the
-        // client's from now on.
-        self.credits.release(chain.granted);
-        out.disconnect |= chain.disconnect;
-        if chain.out.is_empty() {
-            return;
-        }
+        let mut disconnect = chain.disconnect;
         let frame = match chain.sealed {
-            None => chain.out,
+            _ if chain.out.is_empty() => None,
+            None => Some(chain.out),
             Some(sid) => {
                 let mut salt = [0u8; 8];
                 env.fill_random(&mut salt);
                 match self.sessions.get_mut(&sid).and_then(|s| s.ciphers.as_mut()) {
-                    Some(c) => c.seal(sid, &chain.out, salt),
+                    Some(c) => Some(c.seal(sid, &chain.out, salt)),
                     // The session logged off inside this very message.
                     None => {
-                        out.disconnect = true;
-                        return;
+                        disconnect = true;
+                        None
                     }
                 }
             }
         };
-        out.frames.push(frame);
+        match via {
+            // The replies are about to be sent: the credits they grant are
+            // the client's from now on.
+            None => {
+                self.credits.release(chain.granted);
+                out.disconnect |= disconnect;
+                out.frames.extend(frame);
+            }
+            Some(to) => self.post(
+                to,
+                Kind::Relayed {
+                    frame: frame.unwrap_or_default(),
+                    granted: chain.granted,
+                    disconnect,
+                },
+            ),
+        }
     }
 
     pub(crate) fn request_trace(
@@ -709,6 +801,7 @@ impl Connection {
         if self.dialect != 0 {
             self.server.clients.leave(self.client_guid, self.id());
         }
+        self.leave_channels();
         let ids: Vec<u64> = self.sessions.keys().copied().collect();
         for id in ids {
             self.remove_session(id, true);
@@ -741,6 +834,11 @@ impl Connection {
         env: &mut dyn Env,
     ) -> Step {
         let encrypted = chain.sealed.is_some();
+        let via = chain.via.as_ref().map(|v| v.to);
+        let relayed_grant = chain
+            .via
+            .as_ref()
+            .map(|v| v.grants.get(chain.handled - 1).copied().unwrap_or(0));
         let compound = &mut chain.compound;
         let related = hdr.flags & FLAG_RELATED_OPERATIONS != 0;
         let (session_id, tree_id) = if related && !first {
@@ -763,7 +861,7 @@ impl Connection {
             disconnect: false,
             suppress: false,
             sign_sid: None,
-            sign_foreign: false,
+            sign_key: None,
             echo_signature: false,
             wait: None,
             pend: None,
@@ -776,6 +874,7 @@ impl Connection {
             tree_id,
             encrypted,
             frame_at,
+            via,
         };
         let mut w = Writer::with_capacity(HEADER_LEN + 128);
         w.zeros(HEADER_LEN);
@@ -783,15 +882,20 @@ impl Connection {
         let mut granted = 0u16;
         let result = if hdr.command == cmd::CANCEL {
             // CANCEL takes no credit and gets no reply of its own.
-            self.cancel(&hdr);
+            self.cancel(&hdr, via);
             reply.suppress = true;
             Ok(status::SUCCESS)
         } else {
-            let charge = self.credit_charge(&hdr);
-            if !self.credits.consume(hdr.message_id, charge) {
-                return Step::Drop(reply);
+            if let Some(g) = relayed_grant {
+                // The channel took the credits.
+                granted = g;
+            } else {
+                let charge = self.credit_charge(&hdr);
+                if !self.credits.consume(hdr.message_id, charge) {
+                    return Step::Drop(reply);
+                }
+                granted = self.credits.grant(hdr.credits.max(1));
             }
-            granted = self.credits.grant(hdr.credits.max(1));
             if related && first {
                 // The first request of a compound cannot be related.
                 Err(status::INVALID_PARAMETER)
@@ -888,10 +992,7 @@ impl Connection {
         let mut signature = [0; 16];
         if chain.sealed.is_none() {
             reply.sign_sid = self.signer(hdr, reply, compound.sign_sid);
-            if reply.sign_sid.is_none() && reply.sign_foreign {
-                reply.sign_sid = Some(reply.session_id);
-            }
-            if reply.sign_sid.is_some() {
+            if reply.sign_sid.is_some() || reply.sign_key.is_some() {
                 flags |= FLAG_SIGNED;
             } else if reply.echo_signature {
                 flags |= FLAG_SIGNED;
@@ -923,12 +1024,20 @@ impl Connection {
         if let Some(sid) = reply.preauth_update {
             if let Some(s) = self.sessions.get_mut(&sid) {
                 s.preauth.update(&bytes);
+            } else if let Some(b) = self.binding.get_mut(&sid) {
+                // A bind's replies are signed with the session's key, and
+                // the client hashes them as they come.
+                let mut signed = bytes.clone();
+                if let Some(key) = reply.sign_key.as_ref().filter(|_| flags & FLAG_SIGNED != 0) {
+                    key.sign(&mut signed);
+                }
+                b.preauth.update(&signed);
             }
         }
         bytes
     }
 
-    fn credit_charge(&self, hdr: &Header) -> u64 {
+    pub(crate) fn credit_charge(&self, hdr: &Header) -> u64 {
         if self.supports_multi_credit() {
             u64::from(hdr.credit_charge.max(1))
         } else {
@@ -972,7 +1081,7 @@ impl Connection {
             cmd::NEGOTIATE => return self.negotiate(req, reply, w, env),
             cmd::SESSION_SETUP => {
                 self.verify_if_established(req)?;
-                reply.sign_foreign = self.verify_foreign(req)?;
+                reply.sign_key = self.verify_foreign(req)?;
                 return self.session_setup(req, reply, w, env);
             }
             cmd::ECHO if req.session_id == 0 => {
@@ -986,8 +1095,14 @@ impl Connection {
             if compound.related {
                 return Err(status::INVALID_PARAMETER);
             }
-            reply.echo_signature = req.hdr.flags & FLAG_SIGNED != 0
-                && !req.encrypted
+            let signed = req.hdr.flags & FLAG_SIGNED != 0 && !req.encrypted;
+            reply.sign_key = self
+                .ended_channels
+                .iter()
+                .find(|(sid, key)| *sid == req.session_id && signed && key.verify(req.msg))
+                .map(|(_, key)| key.clone());
+            reply.echo_signature = signed
+                && reply.sign_key.is_none()
                 && self.server.sessions.facts(req.session_id).is_some();
             return Err(status::USER_SESSION_DELETED);
         }
@@ -1049,18 +1164,18 @@ impl Connection {
     /// key, so that its refusal can be signed with it: true when it was.
     /// Only a request proven to come from the key's holder gets a reply
     /// signed with it.
-    fn verify_foreign(&self, req: &Req<'_>) -> Result<bool, NtStatus> {
+    fn verify_foreign(&self, req: &Req<'_>) -> Result<Option<Arc<SigningKey>>, NtStatus> {
         if req.session_id == 0
             || req.encrypted
             || req.hdr.flags & FLAG_SIGNED == 0
             || self.sessions.contains_key(&req.session_id)
         {
-            return Ok(false);
+            return Ok(None);
         }
         match self.server.sessions.facts(req.session_id) {
-            Some(facts) if facts.signing.verify(req.msg) => Ok(true),
+            Some(facts) if facts.signing.verify(req.msg) => Ok(Some(facts.signing)),
             Some(_) => Err(status::ACCESS_DENIED),
-            None => Ok(false),
+            None => Ok(None),
         }
     }
 
@@ -1079,11 +1194,15 @@ impl Connection {
         let Some(session) = self.sessions.get(&req.session_id) else {
             return Ok(());
         };
+        if req.via.is_some_and(|c| !session.channels.contains_key(&c)) {
+            // Relayed by a connection that is no channel of the session.
+            return Err(status::USER_SESSION_DELETED);
+        }
         if req.encrypted {
             // The transform's authentication tag already proved the key.
             return Ok(());
         }
-        let Some(key) = &session.signing else {
+        let Some(key) = session.key_for(req.via) else {
             return Ok(());
         };
         let signed = req.hdr.flags & FLAG_SIGNED != 0;
@@ -1101,16 +1220,16 @@ impl Connection {
         }
     }
 
-    /// Signs a reply whose header is final, when its session asks for it.
-    fn sign_reply(&self, msg: &mut [u8], sid: Option<u64>) {
+    /// Signs a reply whose header is final, when its session asks for it;
+    /// one relayed from channel `via` with that channel's key.
+    fn sign_reply(&self, msg: &mut [u8], signer: Option<Signer>, via: Option<ConnectionId>) {
         let flags = u32::from_le_bytes([msg[16], msg[17], msg[18], msg[19]]);
-        let Some(sid) = sid.filter(|_| flags & FLAG_SIGNED != 0) else {
+        let Some(signer) = signer.filter(|_| flags & FLAG_SIGNED != 0) else {
             return;
         };
-        let key = match self.sessions.get(&sid) {
-            Some(s) => s.signing.clone(),
-            // A refusal for another connection's session (`sign_foreign`).
-            None => self.server.sessions.facts(sid).map(|f| f.signing),
+        let key = match &signer {
+            Signer::Key(k) => Some(&**k),
+            Signer::Session(sid) => self.sessions.get(sid).and_then(|s| s.key_for(via)),
         };
         if let Some(key) = key {
             key.sign(msg);
@@ -1145,7 +1264,7 @@ fn required_charge(len: u32) -> u16 {
 }
 
 impl Output {
-    fn close(frames_so_far: Vec<u8>) -> Output {
+    pub(crate) fn close(frames_so_far: Vec<u8>) -> Output {
         Output {
             frames: if frames_so_far.is_empty() {
                 vec![]

@@ -59,10 +59,6 @@ pub struct Durable {
     /// Kept whatever it caches (FSCTL_LMR_REQUEST_RESILIENCY), where a
     /// durable open is kept only with a batch oplock or handle lease.
     pub resilient: bool,
-    /// The LockSequenceNumber each LockSequenceIndex last succeeded with
-    /// (MS-SMB2 3.3.5.14), so that a LOCK the client sends again after
-    /// a network failure does not act twice.
-    lock_sequences: [u8; 64],
 }
 
 impl Durable {
@@ -71,7 +67,6 @@ impl Durable {
             timeout_ms,
             create_guid,
             resilient: false,
-            lock_sequences: [NO_SEQUENCE; 64],
         }
     }
 
@@ -82,24 +77,38 @@ impl Durable {
             ..Durable::new(timeout_ms, [0; 16])
         }
     }
+}
 
+/// The LockSequenceNumber each LockSequenceIndex last succeeded with
+/// (MS-SMB2 3.3.5.14), so that a LOCK the client sends again after a
+/// network failure, or on another channel, does not act twice.
+#[derive(Debug, Clone)]
+pub struct LockSequences([u8; 64]);
+
+impl Default for LockSequences {
+    fn default() -> Self {
+        LockSequences([NO_SEQUENCE; 64])
+    }
+}
+
+impl LockSequences {
     /// Whether a LOCK repeats one that succeeded: it then succeeds again
     /// and does nothing. Otherwise its index counts as unused until it
-    /// succeeds ([`Durable::lock_succeeded`]).
-    pub(crate) fn replayed_lock(&mut self, sequence: u32) -> bool {
+    /// succeeds ([`LockSequences::succeeded`]).
+    pub(crate) fn replayed(&mut self, sequence: u32) -> bool {
         let Some((index, number)) = lock_bucket(sequence) else {
             return false;
         };
-        if self.lock_sequences[index] == number {
+        if self.0[index] == number {
             return true;
         }
-        self.lock_sequences[index] = NO_SEQUENCE;
+        self.0[index] = NO_SEQUENCE;
         false
     }
 
-    pub(crate) fn lock_succeeded(&mut self, sequence: u32) {
+    pub(crate) fn succeeded(&mut self, sequence: u32) {
         if let Some((index, number)) = lock_bucket(sequence) {
-            self.lock_sequences[index] = number;
+            self.0[index] = number;
         }
     }
 }

@@ -1,6 +1,8 @@
 //! SMB 3.x encryption (MS-SMB2 3.3.4.1.4 and 3.3.5.2.1.1): the transform
 //! header, per-session keys, and wrapping whole (compound) messages.
 
+use std::sync::Arc;
+
 use copyless_crypto::{Cipher, CipherId};
 use copyless_proto::transform::{
     Sealed, TransformHeader, TRANSFORM_AAD_RANGE, TRANSFORM_FLAG_ENCRYPTED, TRANSFORM_HEADER_LEN,
@@ -18,8 +20,9 @@ pub const PREFERENCE: [CipherId; 4] = [
 pub struct SessionCiphers {
     /// Server to client.
     pub encrypt: Cipher,
-    /// Client to server.
-    pub decrypt: Cipher,
+    /// Client to server; shared with the session's other channels, which
+    /// open what the client seals on them.
+    pub decrypt: Arc<Cipher>,
     /// Counter half of our nonces: never repeats within a session.
     pub nonce_counter: u64,
 }
@@ -35,7 +38,7 @@ impl SessionCiphers {
             copyless_crypto::session_keys::cipher_keys(dialect, id, session_key, preauth)?;
         Some(SessionCiphers {
             encrypt: Cipher::new(id, &s2c)?,
-            decrypt: Cipher::new(id, &c2s)?,
+            decrypt: Arc::new(Cipher::new(id, &c2s)?),
             nonce_counter: 0,
         })
     }
@@ -48,9 +51,13 @@ impl SessionCiphers {
         session_key: &[u8; 16],
         preauth: &[u8; 64],
     ) -> Option<SessionCiphers> {
-        let mut c = SessionCiphers::derive(dialect, id, session_key, preauth)?;
-        std::mem::swap(&mut c.encrypt, &mut c.decrypt);
-        Some(c)
+        let (c2s, s2c) =
+            copyless_crypto::session_keys::cipher_keys(dialect, id, session_key, preauth)?;
+        Some(SessionCiphers {
+            encrypt: Cipher::new(id, &c2s)?,
+            decrypt: Arc::new(Cipher::new(id, &s2c)?),
+            nonce_counter: 0,
+        })
     }
 
     /// Wraps `msg` (one SMB2 message or compound) in a transform header.
@@ -93,19 +100,29 @@ impl SessionCiphers {
     /// header. False when it is no transformed message or does not
     /// decrypt; its bytes are then of no use.
     pub fn open_in_place(&self, frame: &mut [u8]) -> bool {
-        let Ok(sealed) = Sealed::parse(frame) else {
-            return false;
-        };
-        let header = sealed.header;
-        let mut aad = [0u8; 32];
-        aad.copy_from_slice(sealed.aad);
-        self.decrypt_body(&header, &aad, &mut frame[TRANSFORM_HEADER_LEN..])
+        open_in_place(&self.decrypt, frame)
     }
 
     fn decrypt_body(&self, h: &TransformHeader, aad: &[u8], body: &mut [u8]) -> bool {
-        let n = self.decrypt.nonce_len();
-        self.decrypt.decrypt(&h.nonce[..n], aad, body, &h.signature)
+        decrypt_body(&self.decrypt, h, aad, body)
     }
+}
+
+/// [`SessionCiphers::open_in_place`] with the session's decryption key
+/// alone, as a bound channel holds it.
+pub fn open_in_place(decrypt: &Cipher, frame: &mut [u8]) -> bool {
+    let Ok(sealed) = Sealed::parse(frame) else {
+        return false;
+    };
+    let header = sealed.header;
+    let mut aad = [0u8; 32];
+    aad.copy_from_slice(sealed.aad);
+    decrypt_body(decrypt, &header, &aad, &mut frame[TRANSFORM_HEADER_LEN..])
+}
+
+fn decrypt_body(decrypt: &Cipher, h: &TransformHeader, aad: &[u8], body: &mut [u8]) -> bool {
+    let n = decrypt.nonce_len();
+    decrypt.decrypt(&h.nonce[..n], aad, body, &h.signature)
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 pub mod access;
 mod breaks;
+mod channels;
 pub mod connection;
 pub mod credits;
 pub mod durable;

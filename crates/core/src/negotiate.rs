@@ -105,6 +105,9 @@ impl Connection {
         } else {
             0
         };
+        if dialect >= neg::DIALECT_300 && self.server.config.multichannel {
+            self.server_capabilities |= neg::CAP_MULTI_CHANNEL;
+        }
         if dialect >= neg::DIALECT_300 && self.server.sees_local_changes() {
             self.server_capabilities |= neg::CAP_DIRECTORY_LEASING;
         }

@@ -44,6 +44,9 @@ pub struct FileOpen {
     pub written: bool,
     /// It outlives its connection for a while (durable.rs).
     pub durable: Option<Box<crate::durable::Durable>>,
+    /// Made at the first LOCK that names a sequence, when the open checks
+    /// them (handlers/file.rs).
+    pub lock_sequences: Option<Box<crate::durable::LockSequences>>,
 }
 
 impl FileOpen {

@@ -16,12 +16,13 @@ use copyless_proto::messages;
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::{Writer, HEADER_LEN};
 
+use crate::channels::Via;
 use crate::connection::{Begun, Chain, Connection, Output};
 use crate::env::Env;
 use crate::file_table::{FileKey, LockWaiter, Locked};
 use crate::locks::ByteLock;
 use crate::open::{close_open, current_path, Open};
-use crate::post::Kind;
+use crate::post::{ConnectionId, Kind};
 use copyless_fscc::notify::{action, filter};
 
 /// Requests one connection may have pending at once. Windows may fail
@@ -50,6 +51,8 @@ pub(crate) struct Pending {
     begun: Begun,
     /// The request came sealed with this session's key.
     sealed: Option<u64>,
+    /// It came relayed by this bound channel (channels.rs).
+    via: Option<ConnectionId>,
     what: Awaits,
 }
 
@@ -133,6 +136,7 @@ impl Connection {
         async_id: u64,
         what: Awaits,
         sealed: Option<u64>,
+        via: Option<ConnectionId>,
     ) -> Vec<u8> {
         let interim = interim_response(
             &begun.hdr,
@@ -148,6 +152,7 @@ impl Connection {
             Pending {
                 begun,
                 sealed,
+                via,
                 what,
             },
         );
@@ -177,7 +182,10 @@ impl Connection {
     pub(crate) fn send_answers(&mut self, env: &mut dyn Env, out: &mut Output) {
         for a in mem::take(&mut self.answers) {
             let Pending {
-                mut begun, sealed, ..
+                mut begun,
+                sealed,
+                via,
+                ..
             } = a.pending;
             if !self.sessions.contains_key(&begun.reply.session_id) {
                 continue;
@@ -186,11 +194,15 @@ impl Connection {
                 continue;
             }
             let mut chain = Chain::new(sealed);
+            chain.via = via.map(|to| Via {
+                to,
+                grants: Vec::new(),
+            });
             let bytes = self.finish_one(&mut begun, a.result, a.body, &mut chain);
             out.requests
                 .push(self.request_trace(&begun.hdr, Some((&bytes, &begun.reply))));
             chain.out = bytes;
-            chain.prev = Some((0, begun.reply.sign_sid));
+            chain.prev = Some((0, begun.reply.signer()));
             chain.handled = 1;
             self.finish_chain(chain, env, out);
         }
@@ -199,13 +211,16 @@ impl Connection {
     /// CANCEL of a pending request (MS-SMB2 3.3.5.16), named by its
     /// AsyncId or, without one, by its MessageId and session: it ends with
     /// STATUS_CANCELLED. False when no such request is pending.
-    pub(crate) fn cancel_pending(&mut self, hdr: &Header) -> bool {
+    pub(crate) fn cancel_pending(&mut self, hdr: &Header, via: Option<ConnectionId>) -> bool {
         let found = if hdr.flags & FLAG_ASYNC_COMMAND != 0 {
-            self.pending.get_key_value(&hdr.async_id)
+            self.pending
+                .get_key_value(&hdr.async_id)
+                .filter(|(_, p)| p.via == via)
         } else {
             self.pending.iter().find(|(_, p)| {
                 p.begun.hdr.message_id == hdr.message_id
                     && p.begun.reply.session_id == hdr.session_id
+                    && p.via == via
             })
         };
         let Some((&async_id, p)) = found else {
@@ -272,6 +287,26 @@ impl Connection {
                 self.answer(async_id, Ok(status::NOTIFY_CLEANUP), body);
             } else {
                 self.answer(async_id, Err(status::RANGE_NOT_LOCKED), empty_body());
+            }
+        }
+    }
+
+    /// Forgets the requests a bound channel that went relayed here: nobody
+    /// is left to answer.
+    pub(crate) fn forget_relayed_from(&mut self, channel: ConnectionId) {
+        let gone: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.via == Some(channel))
+            .map(|(id, _)| *id)
+            .collect();
+        for async_id in gone {
+            if let Some(Pending {
+                what: Awaits::Lock { key, .. },
+                ..
+            }) = self.pending.remove(&async_id)
+            {
+                self.server.files().forget_waiter(&key, self.id(), async_id);
             }
         }
     }

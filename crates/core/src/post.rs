@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use copyless_crypto::{CipherId, SigningAlgorithm, SigningKey};
+use copyless_crypto::{Cipher, CipherId, SigningAlgorithm, SigningKey};
 
 use crate::file_table::Seen;
 use crate::leases::LeaseBreak;
@@ -55,6 +55,44 @@ pub(crate) enum Kind {
     /// Reports of changes for this connection were dropped, its inbox
     /// being full: every watch here has missed some.
     ChangesLost,
+    /// A frame a bound channel received for a session held here
+    /// (multichannel, MS-SMB2 3.3.5.5): run it as if it had come here,
+    /// and send the replies back. The channel took the requests' credits
+    /// and decrypted a sealed frame; `grants` are the credits each
+    /// request's reply grants.
+    Relay {
+        from: ConnectionId,
+        frame: Vec<u8>,
+        sealed: Option<u64>,
+        grants: Vec<u16>,
+    },
+    /// Replies to relayed requests, signed or sealed, for the channel to
+    /// send; `granted` credits become the client's as they go.
+    Relayed {
+        frame: Vec<u8>,
+        granted: u64,
+        disconnect: bool,
+    },
+    /// A connection bound itself to a session held here, with this key.
+    ChannelAdded {
+        session_id: u64,
+        channel: ConnectionId,
+        key: ChannelKey,
+    },
+    /// A bound connection went away: the sessions it served live on.
+    ChannelGone { channel: ConnectionId },
+    /// A session this connection was bound to ended.
+    SessionEnded { session_id: u64 },
+}
+
+/// A channel's signing key (MS-SMB2 Channel.SigningKey).
+#[derive(Clone)]
+pub(crate) struct ChannelKey(pub Arc<SigningKey>);
+
+impl std::fmt::Debug for ChannelKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ChannelKey")
+    }
 }
 
 impl Letter {
@@ -77,12 +115,18 @@ impl Letter {
     /// serves sockets.
     pub fn may_block(&self) -> bool {
         match self.0 {
-            Kind::EndSession { .. } | Kind::CloseOpen { .. } => true,
+            Kind::EndSession { .. } | Kind::CloseOpen { .. } | Kind::Relay { .. } => true,
+            // A channel's going ends requests it relayed, which may close
+            // nothing; lock waiters are forgotten in memory.
             Kind::LocksReleased { .. }
             | Kind::OplockBreak { .. }
             | Kind::LeaseBreak(_)
             | Kind::Changed(_)
-            | Kind::ChangesLost => false,
+            | Kind::ChangesLost
+            | Kind::Relayed { .. }
+            | Kind::ChannelAdded { .. }
+            | Kind::ChannelGone { .. }
+            | Kind::SessionEnded { .. } => false,
             // The request runs again, and opens files.
             Kind::BreakResolved { .. } => true,
         }
@@ -127,13 +171,7 @@ impl ClientTable {
 /// request naming the session (a bind, a stray request).
 #[derive(Default)]
 pub struct SessionTable {
-    sessions: Mutex<HashMap<u64, Owner>>,
-}
-
-struct Owner {
-    connection: ConnectionId,
-    user: String,
-    facts: SessionFacts,
+    sessions: Mutex<HashMap<u64, SessionFacts>>,
 }
 
 /// What another connection needs to judge a request that names a
@@ -142,28 +180,20 @@ struct Owner {
 /// the refusal.
 #[derive(Clone)]
 pub(crate) struct SessionFacts {
+    /// The connection that holds the session.
+    pub home: ConnectionId,
+    pub user: String,
     pub dialect: u16,
     pub algorithm: SigningAlgorithm,
     pub cipher: Option<CipherId>,
     pub signing: Arc<SigningKey>,
+    /// Opens what the client seals for the session, on any channel.
+    pub decrypt: Option<Arc<Cipher>>,
 }
 
 impl SessionTable {
-    pub(crate) fn insert(
-        &self,
-        session_id: u64,
-        connection: ConnectionId,
-        user: &str,
-        facts: SessionFacts,
-    ) {
-        self.lock().insert(
-            session_id,
-            Owner {
-                connection,
-                user: user.to_owned(),
-                facts,
-            },
-        );
+    pub(crate) fn insert(&self, session_id: u64, facts: SessionFacts) {
+        self.lock().insert(session_id, facts);
     }
 
     pub(crate) fn remove(&self, session_id: u64) {
@@ -171,7 +201,7 @@ impl SessionTable {
     }
 
     pub(crate) fn facts(&self, session_id: u64) -> Option<SessionFacts> {
-        self.lock().get(&session_id).map(|o| o.facts.clone())
+        self.lock().get(&session_id).cloned()
     }
 
     /// Takes the session out of the table when `user` holds it, and says
@@ -183,7 +213,7 @@ impl SessionTable {
         if !owner.user.eq_ignore_ascii_case(user) {
             return None;
         }
-        sessions.remove(&session_id).map(|o| o.connection)
+        sessions.remove(&session_id).map(|o| o.home)
     }
 
     pub fn len(&self) -> usize {
@@ -196,7 +226,7 @@ impl SessionTable {
 
     /// Held only for short updates; a poisoned lock (a panic in another
     /// connection) does not stop the others.
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Owner>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, SessionFacts>> {
         self.sessions.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

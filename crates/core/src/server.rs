@@ -26,6 +26,9 @@ pub struct ServerConfig {
     /// Refuse sessions of clients that cannot encrypt.
     pub reject_unencrypted: bool,
     pub allow_guest: bool,
+    /// Offer SMB 3 multichannel: a client may bind more connections to a
+    /// session (channels.rs).
+    pub multichannel: bool,
     /// Largest READ, WRITE and transaction (SMB 2.1 and later).
     pub max_io_size: u32,
     pub max_credits: u16,

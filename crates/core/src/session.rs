@@ -14,10 +14,11 @@ use copyless_proto::status::{self, NtStatus};
 use copyless_proto::Writer;
 use copyless_vfs::Identity;
 
+use crate::channels::{Binding, Bound};
 use crate::connection::{Connection, Reply, Req};
 use crate::env::Env;
 use crate::open::Open;
-use crate::post::{Kind, SessionFacts};
+use crate::post::{ChannelKey, ConnectionId, Kind, SessionFacts};
 use crate::server::Server;
 use crate::tree::Tree;
 
@@ -46,11 +47,22 @@ pub struct Session {
     pub trees: HashMap<u32, Tree>,
     pub opens: HashMap<u64, Open>,
     pub next_tree_id: u32,
+    /// Other connections bound to the session, with their keys
+    /// (Session.ChannelList less this connection, MS-SMB2 3.3.1.8).
+    pub channels: HashMap<ConnectionId, Arc<SigningKey>>,
 }
 
 impl Session {
     pub fn is_valid(&self) -> bool {
         matches!(self.state, AuthState::Valid)
+    }
+
+    /// The key that signs on this connection, or on channel `via`.
+    pub(crate) fn key_for(&self, via: Option<ConnectionId>) -> Option<&SigningKey> {
+        match via {
+            None => self.signing.as_deref(),
+            Some(c) => self.channels.get(&c).map(|k| &**k),
+        }
     }
 }
 
@@ -99,7 +111,8 @@ impl Connection {
     ) -> Result<NtStatus, NtStatus> {
         let ss = SessionSetupRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
         if ss.flags & messages::SESSION_FLAG_BINDING != 0 {
-            return Err(self.refuse_binding(req));
+            let session = self.check_binding(req)?;
+            return self.bind(req, &ss, session, reply, w, env);
         }
         let sid = if req.hdr.session_id == 0 {
             if self.live_sessions() as u32 >= self.server.config.max_sessions {
@@ -128,6 +141,7 @@ impl Connection {
                     opens: HashMap::new(),
                     next_tree_id: 1,
                     who: Identity::Server,
+                    channels: HashMap::new(),
                 },
             );
             id
@@ -157,6 +171,8 @@ impl Connection {
         let signing_required_cfg =
             self.server.config.signing_required || ss.security_mode & 0x2 != 0;
         let signing_algorithm = self.signing_algorithm;
+        let effective_algorithm = self.effective_signing_algorithm();
+        let home = self.id();
         let cipher = self.cipher;
         let (encrypt_wanted, reject_unencrypted) = (
             self.server.config.encrypt_data,
@@ -242,14 +258,15 @@ impl Connection {
                 session.state = AuthState::Valid;
                 if let Some(key) = session.signing.clone().filter(|_| !auth.guest) {
                     let facts = SessionFacts {
+                        home,
+                        user: auth.user.clone(),
+                        decrypt: session.ciphers.as_ref().map(|c| c.decrypt.clone()),
                         dialect,
-                        algorithm: self.effective_signing_algorithm(),
+                        algorithm: effective_algorithm,
                         cipher,
                         signing: key,
                     };
-                    self.server
-                        .sessions
-                        .insert(sid, self.id(), &auth.user, facts);
+                    self.server.sessions.insert(sid, facts);
                 }
                 if ss.previous_session_id != 0 && ss.previous_session_id != sid {
                     self.end_previous_session(ss.previous_session_id, &auth.user);
@@ -280,39 +297,130 @@ impl Connection {
         }
     }
 
-    /// Why a bind of this connection to the request's session fails, in
-    /// the order of checks that gives Windows' and Samba's answers to
-    /// smbtorture's smb2.session.bind_negative tests (the algorithm checks
-    /// come before the dialect's, and a different ClientGuid may bind).
-    /// Binding itself is not built yet: a bind that passes every check is
-    /// not accepted either.
-    fn refuse_binding(&self, req: &Req<'_>) -> NtStatus {
+    /// The session a bind of this connection names, or why it cannot
+    /// bind, in the order of checks that gives Windows' and Samba's
+    /// answers to smbtorture's smb2.session.bind_negative tests (the
+    /// algorithm checks come before the dialect's, and a different
+    /// ClientGuid may bind).
+    fn check_binding(&self, req: &Req<'_>) -> Result<SessionFacts, NtStatus> {
         let sid = req.hdr.session_id;
         if sid == 0 {
-            return status::INVALID_PARAMETER;
+            return Err(status::INVALID_PARAMETER);
         }
-        if self.sessions.contains_key(&sid) {
+        if self.sessions.contains_key(&sid) || self.bound.contains_key(&sid) {
             // Already a channel of this connection (MS-SMB2 3.3.5.5).
-            return status::REQUEST_NOT_ACCEPTED;
+            return Err(status::REQUEST_NOT_ACCEPTED);
         }
-        let Some(session) = self.server.sessions.facts(sid) else {
-            return status::USER_SESSION_DELETED;
-        };
+        let session = self
+            .server
+            .sessions
+            .facts(sid)
+            .ok_or(status::USER_SESSION_DELETED)?;
         let gmac = SigningAlgorithm::AesGmac;
         let ours = self.effective_signing_algorithm();
         if session.algorithm == gmac && ours != gmac {
-            status::REQUEST_OUT_OF_SEQUENCE
+            Err(status::REQUEST_OUT_OF_SEQUENCE)
         } else if ours == gmac && session.algorithm != gmac {
-            status::NOT_SUPPORTED
-        } else if self.dialect < DIALECT_300 {
-            status::REQUEST_NOT_ACCEPTED
+            Err(status::NOT_SUPPORTED)
+        } else if self.dialect < DIALECT_300 || !self.server.config.multichannel {
+            Err(status::REQUEST_NOT_ACCEPTED)
         } else if req.hdr.flags & FLAG_SIGNED == 0
             || self.dialect != session.dialect
             || self.cipher != session.cipher
         {
-            status::INVALID_PARAMETER
+            Err(status::INVALID_PARAMETER)
         } else {
-            status::REQUEST_NOT_ACCEPTED
+            Ok(session)
+        }
+    }
+
+    /// Authenticates a bind on this connection: the session's own user
+    /// must log on again here, and the channel then signs with a key of
+    /// its own (MS-SMB2 3.3.5.5.3). A failure leaves the session as it
+    /// was; its replies are signed with the session's key.
+    fn bind(
+        &mut self,
+        req: &Req<'_>,
+        ss: &SessionSetupRequest<'_>,
+        session: SessionFacts,
+        reply: &mut Reply,
+        w: &mut Writer,
+        env: &mut dyn Env,
+    ) -> Result<NtStatus, NtStatus> {
+        let sid = req.hdr.session_id;
+        reply.session_id = sid;
+        reply.header_session_id = sid;
+        if !self.binding.contains_key(&sid) {
+            let acceptor = new_acceptor(self, env, false);
+            let preauth = if self.dialect == DIALECT_311 {
+                self.preauth.clone()
+            } else {
+                PreauthHash::new()
+            };
+            self.binding.insert(sid, Binding { acceptor, preauth });
+        }
+        let credentials = self.server.credentials.clone();
+        let Some(binding) = self.binding.get_mut(&sid) else {
+            return Err(status::INTERNAL_ERROR);
+        };
+        if self.dialect == DIALECT_311 {
+            binding.preauth.update(req.msg);
+        }
+        match binding
+            .acceptor
+            .step(ss.security_buffer, credentials.as_ref())
+        {
+            Step::Continue(token) => {
+                messages::write_session_setup_response(w, 0, &token);
+                if self.dialect == DIALECT_311 {
+                    reply.preauth_update = Some(sid);
+                }
+                Ok(status::MORE_PROCESSING_REQUIRED)
+            }
+            Step::Done(auth) => {
+                let Some(binding) = self.binding.remove(&sid) else {
+                    return Err(status::INTERNAL_ERROR);
+                };
+                if auth.anonymous || auth.guest || !auth.user.eq_ignore_ascii_case(&session.user) {
+                    // Someone else than the session's user (MS-SMB2
+                    // 3.3.5.5.3; Windows and Samba answer so).
+                    return Err(status::ACCESS_DENIED);
+                }
+                let key = Arc::new(signing_key(
+                    self.dialect,
+                    self.effective_signing_algorithm(),
+                    &auth.session_key,
+                    binding.preauth.value(),
+                ));
+                self.bound.insert(
+                    sid,
+                    Bound {
+                        home: session.home,
+                        decrypt: session.decrypt,
+                        key: key.clone(),
+                    },
+                );
+                let channel = self.id();
+                self.post(
+                    session.home,
+                    Kind::ChannelAdded {
+                        session_id: sid,
+                        channel,
+                        key: ChannelKey(key.clone()),
+                    },
+                );
+                reply.sign_key = Some(key);
+                messages::write_session_setup_response(w, 0, &auth.token_out);
+                Ok(status::SUCCESS)
+            }
+            Step::Failed(e) => {
+                self.binding.remove(&sid);
+                Err(match e {
+                    AuthError::Malformed => status::INVALID_PARAMETER,
+                    AuthError::Unsupported => status::NOT_SUPPORTED,
+                    _ => status::LOGON_FAILURE,
+                })
+            }
         }
     }
 
@@ -324,6 +432,7 @@ impl Connection {
             s.state = AuthState::LoggedOff;
             let user = s.user.clone();
             self.server.sessions.remove(req.session_id);
+            self.end_channels(req.session_id);
             // Durable opens outlive a logoff (MS-SMB2 3.3.5.6).
             self.park_or_release(req.session_id, &user, opens);
         }
@@ -358,6 +467,7 @@ impl Connection {
     /// `keep_durable`, durable opens are kept for their user to reclaim.
     pub(crate) fn remove_session(&mut self, sid: u64, keep_durable: bool) {
         self.server.sessions.remove(sid);
+        self.end_channels(sid);
         let Some(s) = self.sessions.get_mut(&sid) else {
             return;
         };

@@ -12,6 +12,7 @@ use copyless_proto::messages;
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::{Writer, HEADER_LEN};
 
+use crate::channels::Via;
 use crate::connection::{Begun, Chain, Connection, Output, Req};
 use crate::env::Env;
 use crate::file_table::FileKey;
@@ -19,6 +20,7 @@ use crate::handlers::vfs_status;
 use crate::intent::{Completion, DataFile, Intent, Op, Token, WriteData};
 use crate::open::OpenKind;
 use crate::pending::interim_response;
+use crate::post::ConnectionId;
 
 /// Bytes of a READ reply before its data: the header and the response's
 /// fixed part (MS-SMB2 2.2.20, DataOffset 0x50).
@@ -160,6 +162,7 @@ impl Connection {
                 let bare = start == 0
                     && rest.is_empty()
                     && chain.sealed.is_none()
+                    && chain.via.is_none()
                     && self
                         .signer(&begun.hdr, &begun.reply, chain.compound.sign_sid)
                         .is_none();
@@ -259,22 +262,16 @@ impl Connection {
             hdr.async_id = async_id;
             let granted = mem::take(&mut w.begun.granted);
             let msg = interim_response(hdr, granted, w.begun.reply.header_session_id, async_id);
-            // Not signed (MS-SMB2 3.3.4.2); sealed when the request was.
-            let sealed = w.chain.sealed;
-            let released = mem::take(&mut w.chain.granted);
-            self.credits.release(released);
-            let frame = match sealed {
-                None => Some(msg),
-                Some(sid) => {
-                    let mut salt = [0u8; 8];
-                    env.fill_random(&mut salt);
-                    self.sessions
-                        .get_mut(&sid)
-                        .and_then(|s| s.ciphers.as_mut())
-                        .map(|c| c.seal(sid, &msg, salt))
-                }
-            };
-            out.frames.extend(frame);
+            // Not signed (MS-SMB2 3.3.4.2); sealed when the request was,
+            // and sent where it came from.
+            let mut interim = Chain::new(w.chain.sealed);
+            interim.via = w.chain.via.as_ref().map(|v| Via {
+                to: v.to,
+                grants: Vec::new(),
+            });
+            interim.granted = mem::take(&mut w.chain.granted);
+            interim.out = msg;
+            self.finish_chain(interim, env, out);
         }
     }
 
@@ -356,6 +353,7 @@ impl Connection {
                 tree_id: begun.reply.tree_id,
                 encrypted: chain.sealed.is_some(),
                 frame_at: None,
+                via: chain.via.as_ref().map(|v| v.to),
             };
             self.retrying = true;
             let result = self.run(&req, &mut begun.reply, &mut chain.compound, &mut w, env);
@@ -371,7 +369,7 @@ impl Connection {
             .push(self.request_trace(&begun.hdr, Some((&bytes, &begun.reply))));
         let start = chain.out.len();
         chain.out.extend_from_slice(&bytes);
-        chain.prev = Some((start, begun.reply.sign_sid));
+        chain.prev = Some((start, begun.reply.signer()));
         if begun.reply.disconnect || rest.is_empty() {
             chain.disconnect |= begun.reply.disconnect;
             self.finish_chain(chain, env, out);
@@ -419,9 +417,9 @@ impl Connection {
     /// by MessageId when it has had no interim response, and asks the
     /// engine to stop its intent. A request the engine cannot stop ends as
     /// it would have. A pending request (pending.rs) ends at once.
-    pub(crate) fn cancel(&mut self, hdr: &Header) {
+    pub(crate) fn cancel(&mut self, hdr: &Header, via: Option<ConnectionId>) {
         let by_async = hdr.flags & FLAG_ASYNC_COMMAND != 0;
-        if self.cancel_pending(hdr) {
+        if self.cancel_pending(hdr, via) {
             return;
         }
         // A CANCEL without an AsyncId names its request by MessageId,
@@ -429,7 +427,9 @@ impl Connection {
         // (MS-SMB2 3.3.5.16 searches every request of the connection).
         let found = self.waiting.iter_mut().find(|(_, w)| {
             let h = &w.begun.hdr;
-            if by_async {
+            if w.chain.via.as_ref().map(|v| v.to) != via {
+                false
+            } else if by_async {
                 hdr.async_id != 0 && h.async_id == hdr.async_id
             } else {
                 h.message_id == hdr.message_id
@@ -571,7 +571,7 @@ impl Connection {
                 start
             }
         };
-        chain.prev = Some((start, begun.reply.sign_sid));
+        chain.prev = Some((start, begun.reply.signer()));
         if begun.reply.disconnect || rest.is_empty() {
             chain.disconnect |= begun.reply.disconnect;
             self.finish_chain(chain, env, &mut out);

@@ -138,6 +138,7 @@ pub fn config() -> ServerConfig {
         encrypt_data: false,
         reject_unencrypted: false,
         allow_guest: false,
+        multichannel: true,
         max_io_size: 8 << 20,
         max_credits: 8192,
         max_sessions: 8,
@@ -429,7 +430,26 @@ impl Client {
         self.authenticate(user, password, 0)
     }
 
+    /// Binds this connection to `home`'s session as a channel (SMB 3
+    /// multichannel): `user` logs on again here, each leg signed with the
+    /// session's key, and the channel then signs with a key of its own.
+    /// The session's requests sent here are relayed to `home` by letters
+    /// (see [`Client::posted`]).
+    pub fn bind(&mut self, home: &Client, user: &str, password: &str) -> Result<(), u32> {
+        self.authenticate_as(user, password, 0, Some(home))
+    }
+
     fn authenticate(&mut self, user: &str, password: &str, previous: u64) -> Result<(), u32> {
+        self.authenticate_as(user, password, previous, None)
+    }
+
+    fn authenticate_as(
+        &mut self,
+        user: &str,
+        password: &str,
+        previous: u64,
+        home: Option<&Client>,
+    ) -> Result<(), u32> {
         let reauth = self.key.is_some();
         let identity = ClientIdentity {
             user: user.into(),
@@ -447,10 +467,17 @@ impl Client {
         };
         let mut preauth = self.preauth.clone();
         loop {
-            let frame = self.frame(vec![Request::new(command::SESSION_SETUP, 1, |w| {
+            let mut req = Request::new(command::SESSION_SETUP, 1, |w| {
                 let security_mode = if self.unsigned { 1 } else { 2 };
                 wire::write_session_setup_request(w, security_mode, 0, previous, &token).unwrap()
-            })]);
+            });
+            let frame = match home {
+                Some(home) => {
+                    req.body[2] = 1; // SMB2_SESSION_FLAG_BINDING
+                    self.frame_as(home, vec![req])
+                }
+                None => self.frame(vec![req]),
+            };
             preauth.update(&frame);
             let r = self.handle_frame(&frame).remove(0);
             self.session_id = r.header.session_id;
@@ -475,7 +502,13 @@ impl Client {
                         Dialect::Smb311 => (DIALECT_311, preauth.value()),
                     };
                     self.key = Some(signing_key(dialect, self.signing_algorithm, &key, hash));
-                    self.crypt = SessionCiphers::derive_for_client(dialect, CIPHER, &key, hash);
+                    if let Some(home) = home {
+                        // A channel: the session's ids; sealing (with the
+                        // session's keys) is not scripted.
+                        self.tree_id = home.tree_id;
+                    } else {
+                        self.crypt = SessionCiphers::derive_for_client(dialect, CIPHER, &key, hash);
+                    }
                     // The reply that ends the exchange is signed.
                     assert!(self.key.as_ref().unwrap().verify(&r.msg));
                     return Ok(());

@@ -468,6 +468,7 @@ impl Connection {
                     watch: None,
                     written: false,
                     durable,
+                    lock_sequences: None,
                 }),
             },
         );

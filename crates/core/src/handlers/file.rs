@@ -1,7 +1,7 @@
 //! CLOSE, FLUSH, READ and WRITE.
 
 use copyless_proto::messages::{self, CloseRequest, LockRequest, ReadRequest, WriteRequest};
-use copyless_proto::negotiate::DIALECT_210;
+use copyless_proto::negotiate::{CAP_MULTI_CHANNEL, DIALECT_210, DIALECT_300};
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::Writer;
 
@@ -248,7 +248,12 @@ impl Connection {
         }
         let server = self.server.clone();
         // Durable and resilient opens remember which LockSequence
-        // succeeded (SMB 2.1 and later), plain ones do not, as Windows.
+        // succeeded (SMB 2.1 and later), and so does every open of an
+        // SMB 3 connection that offers multichannel, where a client may
+        // send a LOCK again on another channel (MS-SMB2 3.3.5.14).
+        // Windows checks only resilient and persistent opens (<314>).
+        let every_open =
+            self.dialect >= DIALECT_300 && self.server_capabilities & CAP_MULTI_CHANNEL != 0;
         let sequenced = self.dialect >= DIALECT_210;
         let open = self.open_mut(req, compound, lr.file_id)?;
         let id = open.file_id.volatile;
@@ -256,10 +261,12 @@ impl Connection {
             return Err(status::INVALID_DEVICE_REQUEST);
         };
         let key = f.key;
-        let durable = f.durable.as_mut().filter(|_| sequenced);
-        if durable.is_some_and(|d| d.replayed_lock(lr.sequence)) {
-            messages::write_empty_response(w);
-            return Ok(status::SUCCESS);
+        if sequenced && (every_open || f.durable.is_some()) {
+            let sequences = f.lock_sequences.get_or_insert_with(Box::default);
+            if sequences.replayed(lr.sequence) {
+                messages::write_empty_response(w);
+                return Ok(status::SUCCESS);
+            }
         }
         if lr.locks[0].flags & messages::LOCKFLAG_UNLOCK != 0 {
             for el in &lr.locks {
@@ -322,8 +329,8 @@ impl Connection {
             ..
         }) = self.open_mut(req, compound, lr.file_id)
         {
-            if let Some(d) = f.durable.as_mut().filter(|_| sequenced) {
-                d.lock_succeeded(lr.sequence);
+            if let Some(sequences) = f.lock_sequences.as_mut() {
+                sequences.succeeded(lr.sequence);
             }
         }
         messages::write_empty_response(w);
