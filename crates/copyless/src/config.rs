@@ -138,6 +138,9 @@ pub struct Config {
     pub control: Option<PathBuf>,
     /// `[trace] enabled`: per-request tracing, on unless switched off.
     pub trace_enabled: bool,
+    /// `multichannel`: SMB 3 clients may bind more connections to a
+    /// session; on unless switched off.
+    pub multichannel: bool,
     /// `[metrics] listen`: where to serve Prometheus metrics; off if None.
     pub metrics_listen: Option<SocketAddr>,
     /// `[metrics] user_labels`: label per-client series with user names
@@ -278,6 +281,7 @@ impl Config {
             server_name: default_server_name(),
             control: None,
             trace_enabled: true,
+            multichannel: true,
             metrics_listen: None,
             metrics_user_labels: false,
             engine: EngineKind::default(),
@@ -462,6 +466,7 @@ mod raw {
         pub state_dir: Option<Spanned<String>>,
         pub server_name: Option<Spanned<String>>,
         pub engine: Option<Spanned<String>>,
+        pub multichannel: Option<bool>,
         pub security: Option<Security>,
         pub share: Option<Vec<Share>>,
         pub limits: Option<Limits>,
@@ -603,6 +608,7 @@ fn parse(text: &str, base: &Path) -> Result<Config, SpanError> {
         }
     };
     let trace_enabled = file.trace.and_then(|t| t.enabled).unwrap_or(true);
+    let multichannel = file.multichannel.unwrap_or(true);
     let metrics_user_labels = file
         .metrics
         .as_ref()
@@ -627,6 +633,7 @@ fn parse(text: &str, base: &Path) -> Result<Config, SpanError> {
         server_name,
         control,
         trace_enabled,
+        multichannel,
         metrics_listen,
         metrics_user_labels,
         engine,
@@ -1213,6 +1220,13 @@ read_only = false
             let (_dir, config) = load_text(&format!("[security]\nencryption = \"{value}\"\n"));
             assert_eq!(config.encryption, want);
         }
+    }
+
+    #[test]
+    fn multichannel_is_on_unless_switched_off() {
+        assert!(Config::builtin().multichannel);
+        assert!(load_text("").1.multichannel);
+        assert!(!load_text("multichannel = false\n").1.multichannel);
     }
 
     #[test]
