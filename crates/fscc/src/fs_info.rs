@@ -44,16 +44,21 @@ pub const FILE_SUPPORTS_HARD_LINKS: u32 = 0x0040_0000;
 pub const FILE_SUPPORTS_EXTENDED_ATTRIBUTES: u32 = 0x0080_0000;
 pub const FILE_SUPPORTS_OPEN_BY_FILE_ID: u32 = 0x0100_0000;
 
-/// What a POSIX file system served as-is can honestly claim: names keep
-/// their case, are Unicode on disk, and files may be sparse.
+/// What a share claims, as NTFS and Samba (with acl_xattr and
+/// streams_xattr) claim it: names keep their case and are Unicode on
+/// disk, files may be sparse, security descriptors are stored (so that
+/// Windows shows its Security tab) and files have named streams.
+/// FILE_CASE_SENSITIVE_SEARCH says the file system can tell names apart by
+/// case, which a POSIX one can; lookups stay case-insensitive, as on NTFS.
 ///
-/// Left out on purpose: FILE_CASE_SENSITIVE_SEARCH (Windows clients expect
-/// case-insensitive lookups, which the server provides), FILE_PERSISTENT_ACLS
-/// (our security descriptors are derived from the mode, not stored),
-/// FILE_NAMED_STREAMS and FILE_SUPPORTS_OBJECT_IDS (not served).
-/// Add FILE_NAMED_STREAMS or FILE_READ_ONLY_VOLUME when they hold.
-pub const DEFAULT_FS_ATTRIBUTES: u32 =
-    FILE_CASE_PRESERVED_NAMES | FILE_UNICODE_ON_DISK | FILE_SUPPORTS_SPARSE_FILES;
+/// Left out: FILE_SUPPORTS_OBJECT_IDS (not served), FILE_READ_ONLY_VOLUME
+/// (read-only shares refuse writes themselves).
+pub const DEFAULT_FS_ATTRIBUTES: u32 = FILE_CASE_SENSITIVE_SEARCH
+    | FILE_CASE_PRESERVED_NAMES
+    | FILE_UNICODE_ON_DISK
+    | FILE_PERSISTENT_ACLS
+    | FILE_SUPPORTS_SPARSE_FILES
+    | FILE_NAMED_STREAMS;
 
 /// DeviceType of a disk share.
 pub const FILE_DEVICE_DISK: u32 = 0x0000_0007;
@@ -222,7 +227,7 @@ mod tests {
         );
         assert_eq!(
             encode_fs_info(class::FS_ATTRIBUTE_INFORMATION, &fs()).unwrap(),
-            [0x46, 0, 0, 0, 255, 0, 0, 0, 8, 0, 0, 0, b'N', 0, b'T', 0, b'F', 0, b'S', 0]
+            [0x4F, 0, 0x04, 0, 255, 0, 0, 0, 8, 0, 0, 0, b'N', 0, b'T', 0, b'F', 0, b'S', 0]
         );
         let s = encode_fs_info(class::FS_SECTOR_SIZE_INFORMATION, &fs()).unwrap();
         assert_eq!(
