@@ -35,12 +35,30 @@ pub(crate) struct Binding {
     pub preauth: PreauthHash,
 }
 
-/// Where a relayed compound's replies go, and the credits each of its
-/// requests' replies grant (the channel took them).
+/// Where a relayed compound's replies go, the credits each of its
+/// requests' replies grant (the channel took them), and the size of the
+/// relayed frame, which the channel counts until the compound is done.
 pub(crate) struct Via {
     pub to: ConnectionId,
     pub grants: Vec<u16>,
+    pub bytes: usize,
 }
+
+impl Via {
+    /// Where a later reply of a relayed request goes (an interim or
+    /// final response); its compound is accounted for already.
+    pub(crate) fn reply_to(to: ConnectionId) -> Via {
+        Via {
+            to,
+            grants: Vec::new(),
+            bytes: 0,
+        }
+    }
+}
+
+/// Room beyond twice the largest READ or WRITE for relayed frames waiting
+/// at their homes (see [`Connection::relay`]).
+const RELAY_SLACK: usize = 1 << 20;
 
 /// A relayed frame waiting to run at its session's home.
 pub(crate) struct Relay {
@@ -73,8 +91,15 @@ impl Connection {
     /// sealed, and takes its requests' credits here, where the client
     /// spends them. A frame that does not open or frame, or that spends
     /// credits it was not given, ends the connection, as it would for a
-    /// session of its own.
+    /// session of its own; so does one that would take the frames waiting
+    /// at homes past what an engine reads ahead on a connection of its
+    /// own, since nothing stops this one reading while they wait.
     pub(crate) fn relay(&mut self, frame: &[u8], home: ConnectionId) -> Output {
+        let waiting: usize = self.relaying.values().sum();
+        let most = 2 * self.server.config.max_io_size as usize + RELAY_SLACK;
+        if waiting + frame.len() > most {
+            return Output::close(Vec::new());
+        }
         let (plain, sealed) = if frame.starts_with(&TRANSFORM_PROTOCOL_ID) {
             let mut copy = frame.to_vec();
             let Ok(sid) = Sealed::parse(&copy).map(|s| s.header.session_id) else {
@@ -111,6 +136,7 @@ impl Connection {
             }
             grants.push(self.credits.grant(hdr.credits.max(1)));
         }
+        *self.relaying.entry(home).or_default() += plain.len();
         let from = self.id();
         self.post(
             home,
@@ -121,10 +147,7 @@ impl Connection {
                 grants,
             },
         );
-        Output {
-            messages: std::mem::take(&mut self.outbox),
-            ..Output::default()
-        }
+        Output::default()
     }
 
     /// Runs the frames bound channels relayed here, each as if it had
@@ -135,13 +158,28 @@ impl Connection {
             chain.via = Some(Via {
                 to: r.from,
                 grants: r.grants,
+                bytes: r.frame.len(),
             });
             self.drive(chain, &r.frame, None, env, out);
         }
     }
 
-    /// Replies the home sent for requests this connection relayed.
-    pub(crate) fn take_relayed(&mut self, frame: Vec<u8>, granted: u64, disconnect: bool) {
+    /// Replies home `from` sent for requests this connection relayed;
+    /// `done` bytes of relayed frames are no longer held there.
+    pub(crate) fn take_relayed(
+        &mut self,
+        from: ConnectionId,
+        frame: Vec<u8>,
+        granted: u64,
+        done: usize,
+        disconnect: bool,
+    ) {
+        if let Some(bytes) = self.relaying.get_mut(&from) {
+            *bytes = bytes.saturating_sub(done);
+            if *bytes == 0 {
+                self.relaying.remove(&from);
+            }
+        }
         self.credits.release(granted);
         if !frame.is_empty() {
             self.relayed.push(frame);
@@ -174,6 +212,10 @@ impl Connection {
     /// A session this connection was a channel of ended at its home.
     pub(crate) fn session_ended(&mut self, session_id: u64) {
         if let Some(bound) = self.bound.remove(&session_id) {
+            if !self.bound.values().any(|b| b.home == bound.home) {
+                // What waited there is not coming back.
+                self.relaying.remove(&bound.home);
+            }
             const KEEP: usize = 16;
             if self.ended_channels.len() == KEEP {
                 self.ended_channels.remove(0);

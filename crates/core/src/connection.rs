@@ -300,6 +300,8 @@ pub struct Connection {
     /// the channel's key, last few only: a late request on one is refused
     /// signed, as on a session that logged off here.
     pub(crate) ended_channels: Vec<(u64, Arc<SigningKey>)>,
+    /// Bytes of frames relayed to each home and not yet done there.
+    pub(crate) relaying: HashMap<ConnectionId, usize>,
     /// Frames bound channels relayed here, to run.
     pub(crate) relays: Vec<Relay>,
     /// Replies homes sent back for what this connection relayed, to send.
@@ -346,6 +348,7 @@ impl Connection {
             bound: HashMap::new(),
             binding: HashMap::new(),
             ended_channels: Vec::new(),
+            relaying: HashMap::new(),
             relays: Vec::new(),
             relayed: Vec::new(),
             relayed_disconnect: false,
@@ -487,10 +490,12 @@ impl Connection {
                 grants,
             }),
             Kind::Relayed {
+                from,
                 frame,
                 granted,
+                done,
                 disconnect,
-            } => self.take_relayed(frame, granted, disconnect),
+            } => self.take_relayed(from, frame, granted, done, disconnect),
             Kind::ChannelAdded {
                 session_id,
                 channel,
@@ -748,7 +753,7 @@ impl Connection {
                 }
             }
         };
-        match via {
+        match chain.via {
             // The replies are about to be sent: the credits they grant are
             // the client's from now on.
             None => {
@@ -756,14 +761,19 @@ impl Connection {
                 out.disconnect |= disconnect;
                 out.frames.extend(frame);
             }
-            Some(to) => self.post(
-                to,
-                Kind::Relayed {
-                    frame: frame.unwrap_or_default(),
-                    granted: chain.granted,
-                    disconnect,
-                },
-            ),
+            Some(via) => {
+                let from = self.id();
+                self.post(
+                    via.to,
+                    Kind::Relayed {
+                        from,
+                        frame: frame.unwrap_or_default(),
+                        granted: chain.granted,
+                        done: via.bytes,
+                        disconnect,
+                    },
+                );
+            }
         }
     }
 

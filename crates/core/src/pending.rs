@@ -194,10 +194,7 @@ impl Connection {
                 continue;
             }
             let mut chain = Chain::new(sealed);
-            chain.via = via.map(|to| Via {
-                to,
-                grants: Vec::new(),
-            });
+            chain.via = via.map(Via::reply_to);
             let bytes = self.finish_one(&mut begun, a.result, a.body, &mut chain);
             out.requests
                 .push(self.request_trace(&begun.hdr, Some((&bytes, &begun.reply))));

@@ -67,10 +67,13 @@ pub(crate) enum Kind {
         grants: Vec<u16>,
     },
     /// Replies to relayed requests, signed or sealed, for the channel to
-    /// send; `granted` credits become the client's as they go.
+    /// send; `granted` credits become the client's as they go, and `done`
+    /// bytes of relayed frames are no longer held at home `from`.
     Relayed {
+        from: ConnectionId,
         frame: Vec<u8>,
         granted: u64,
+        done: usize,
         disconnect: bool,
     },
     /// A connection bound itself to a session held here, with this key.

@@ -265,10 +265,7 @@ impl Connection {
             // Not signed (MS-SMB2 3.3.4.2); sealed when the request was,
             // and sent where it came from.
             let mut interim = Chain::new(w.chain.sealed);
-            interim.via = w.chain.via.as_ref().map(|v| Via {
-                to: v.to,
-                grants: Vec::new(),
-            });
+            interim.via = w.chain.via.as_ref().map(|v| Via::reply_to(v.to));
             interim.granted = mem::take(&mut w.chain.granted);
             interim.out = msg;
             self.finish_chain(interim, env, out);

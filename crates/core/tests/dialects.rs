@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use copyless_proto::client as wire;
-use copyless_proto::{command, status};
-use copyless_scripted::{create_request, read_request, Client, Dialect, Request, Users};
+use copyless_proto::status;
+use copyless_scripted::{create_request, read_request, write_request, Client, Dialect, Users};
 
 fn login(dir: &std::path::Path) -> Client {
     let users = Arc::new(Users::default());
@@ -15,20 +15,13 @@ fn login(dir: &std::path::Path) -> Client {
     Client::login_with(server, Dialect::Smb311, "alice", "pw")
 }
 
-fn write_request(id: copyless_proto::messages::FileId, data: &[u8]) -> Request {
-    Request::new(command::WRITE, 1, |w| {
-        wire::write_write_request_head(w, id, 0, data.len() as u32, 0);
-        w.bytes(data);
-    })
-}
-
 #[test]
 fn signed_requests_in_smb311() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = login(dir.path());
     let id = c.create("f.txt", false).unwrap();
     assert_eq!(
-        c.call(write_request(id, b"signed")).status(),
+        c.call(write_request(id, 0, b"signed")).status(),
         status::SUCCESS
     );
     let r = c.call(read_request(id, 0, 6, 1));
@@ -45,7 +38,7 @@ fn encrypted_requests_get_encrypted_replies() {
     let replies = c.handle_frame(&sealed);
     assert_eq!(replies[0].status(), status::SUCCESS);
     let id = wire::CreateReply::parse(&replies[0].msg).unwrap().file_id;
-    let frame = c.frame(vec![write_request(id, b"sealed")]);
+    let frame = c.frame(vec![write_request(id, 0, b"sealed")]);
     let sealed = c.seal(&frame).unwrap();
     assert_eq!(c.handle_frame(&sealed)[0].status(), status::SUCCESS);
     assert_eq!(std::fs::read(dir.path().join("g.txt")).unwrap(), b"sealed");

@@ -11,7 +11,9 @@ use copyless_proto::client as wire;
 use copyless_proto::header::{Header, FLAG_ASYNC_COMMAND};
 use copyless_proto::messages::FileId;
 use copyless_proto::{command, status};
-use copyless_scripted::{create_request, read_request, Client, Dialect, Request, Users};
+use copyless_scripted::{
+    create_request, read_request, write_request, Client, Dialect, Request, Users,
+};
 use copyless_vfs::memory::MemoryVfs;
 use copyless_vfs::VfsError;
 
@@ -19,13 +21,6 @@ fn users() -> Arc<Users> {
     let users = Arc::new(Users::default());
     users.add("alice", "pw");
     users
-}
-
-fn write_request(id: FileId, offset: u64, data: &[u8]) -> Request {
-    Request::new(command::WRITE, 1, |w| {
-        wire::write_write_request_head(w, id, offset, data.len() as u32, 0);
-        w.bytes(data);
-    })
 }
 
 fn flush_request(id: FileId) -> Request {

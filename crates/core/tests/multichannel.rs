@@ -11,7 +11,8 @@ use copyless_proto::command;
 use copyless_proto::header::{Header, FLAG_SIGNED};
 use copyless_proto::status;
 use copyless_scripted::{
-    config, create_request, memory_server, Client, Dialect, Reply, Request, Users,
+    config, create_request, memory_server, read_request, write_request, Client, Dialect, Reply,
+    Request, Users,
 };
 
 fn server() -> Arc<Server> {
@@ -97,6 +98,52 @@ fn a_bound_channel_serves_the_session_until_either_goes() {
     assert!(
         r[0].header.is_signed(),
         "a signed request's refusal says so"
+    );
+}
+
+#[test]
+fn data_goes_both_ways_through_a_channel() {
+    let server = server();
+    let mut home = Client::login_with(server.clone(), Dialect::Smb311, "alice", "alice-pw");
+    let mut channel = Client::negotiated(server, Dialect::Smb311);
+    channel.bind(&home, "alice", "alice-pw").unwrap();
+    let id = home.create("f", false).unwrap();
+    let frame = channel.frame(vec![write_request(id, 0, b"through the channel")]);
+    let r = relayed(&mut home, &mut channel, &frame);
+    assert_eq!(r[0].status(), status::SUCCESS);
+    let frame = channel.frame(vec![read_request(id, 0, 64, 1)]);
+    let r = relayed(&mut home, &mut channel, &frame);
+    assert_eq!(r[0].status(), status::SUCCESS);
+    assert!(r[0].msg.ends_with(b"through the channel"));
+}
+
+#[test]
+fn a_channel_whose_home_falls_behind_is_closed_before_it_holds_too_much() {
+    let users = Arc::new(Users::default());
+    users.add("alice", "alice-pw");
+    let mut config = config();
+    config.max_io_size = 65536;
+    let server = memory_server(config, users).0;
+    let mut home = Client::login_with(server.clone(), Dialect::Smb311, "alice", "alice-pw");
+    let mut channel = Client::negotiated(server, Dialect::Smb311);
+    channel.bind(&home, "alice", "alice-pw").unwrap();
+    let id = home.create("f", false).unwrap();
+    // Twice the largest WRITE and 1 MiB may wait at home, no more; the
+    // home takes none of it here.
+    let data = vec![7u8; 65536];
+    let mut sent = 0;
+    while !channel.closed {
+        let frame = channel.frame(vec![write_request(id, 0, &data)]);
+        assert!(channel.handle_frame(&frame).is_empty());
+        sent += frame.len();
+        assert!(
+            sent < 2 * 65536 + (1 << 20) + frame.len(),
+            "{sent} bytes held"
+        );
+    }
+    assert!(
+        sent > 2 * 65536 + (1 << 20),
+        "closed early, at {sent} bytes"
     );
 }
 

@@ -704,6 +704,7 @@ impl Client {
     /// does, and returns what it sent this client.
     pub fn receive(&mut self, letter: Letter) -> Vec<Reply> {
         let out = self.conn.receive(letter, &mut self.env);
+        let out = self.conn.perform_intents(out, &[], &mut self.env);
         self.take(out)
     }
 
@@ -856,6 +857,14 @@ pub fn notify_entries(r: &Reply) -> Vec<(u32, String)> {
         }
         buf = &buf[next as usize..];
     }
+}
+
+/// A WRITE of `data` at `offset`, charged one credit.
+pub fn write_request(id: FileId, offset: u64, data: &[u8]) -> Request {
+    Request::new(command::WRITE, 1, |w| {
+        wire::write_write_request_head(w, id, offset, data.len() as u32, 0);
+        w.bytes(data);
+    })
 }
 
 pub fn read_request(id: FileId, offset: u64, length: u32, charge: u16) -> Request {
