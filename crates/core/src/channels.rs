@@ -87,17 +87,28 @@ impl Connection {
         self.bound.get(&sid).map(|b| b.home)
     }
 
+    /// Whether the engine should read more frames: not while the frames
+    /// this connection relayed wait at their homes beyond what an engine
+    /// reads ahead on a connection of its own (twice the largest READ or
+    /// WRITE, and some), so that a slow home holds back the client as a
+    /// slow disk does.
+    pub fn wants_frames(&self) -> bool {
+        self.relaying.values().sum::<usize>() < self.relay_pause()
+    }
+
+    fn relay_pause(&self) -> usize {
+        2 * self.server.config.max_io_size as usize + RELAY_SLACK
+    }
+
     /// Hands a frame for a bound session to its home: opens it when
     /// sealed, and takes its requests' credits here, where the client
     /// spends them. A frame that does not open or frame, or that spends
     /// credits it was not given, ends the connection, as it would for a
-    /// session of its own; so does one that would take the frames waiting
-    /// at homes past what an engine reads ahead on a connection of its
-    /// own, since nothing stops this one reading while they wait.
+    /// session of its own; so does one past twice the point where the
+    /// engine was to stop reading ([`Connection::wants_frames`]).
     pub(crate) fn relay(&mut self, frame: &[u8], home: ConnectionId) -> Output {
         let waiting: usize = self.relaying.values().sum();
-        let most = 2 * self.server.config.max_io_size as usize + RELAY_SLACK;
-        if waiting + frame.len() > most {
+        if waiting + frame.len() > 2 * self.relay_pause() {
             return Output::close(Vec::new());
         }
         let (plain, sealed) = if frame.starts_with(&TRANSFORM_PROTOCOL_ID) {

@@ -112,7 +112,9 @@ impl<F: FnOnce()> Run<'_, F> {
                 (false, true)
             } else {
                 reader.calls += 1;
-                match self.wait() {
+                // A channel whose relayed frames wait elsewhere reads no
+                // more until they are done; letters still come.
+                match self.wait(conn.wants_frames()) {
                     Ok(ready) => ready,
                     Err(_) => return,
                 }
@@ -191,13 +193,19 @@ impl<F: FnOnce()> Run<'_, F> {
     /// Waits between frames for the client or a letter, until the socket
     /// timeout set by [`Run::set_timeout`]: whether letters came, and
     /// whether the socket has bytes (or news of its end).
-    fn wait(&mut self) -> io::Result<(bool, bool)> {
+    fn wait(&mut self, reading: bool) -> io::Result<(bool, bool)> {
         let Some(bell) = self.inbox.bell() else {
             return Ok((false, true));
         };
         let timeout = self.timeout.and_then(|t| Timespec::try_from(t).ok());
+        // Not reading, the socket still reports a hang-up or an error.
+        let socket = if reading {
+            PollFlags::IN
+        } else {
+            PollFlags::empty()
+        };
         let mut fds = [
-            PollFd::new(self.stream, PollFlags::IN),
+            PollFd::new(self.stream, socket),
             PollFd::from_borrowed_fd(bell, PollFlags::IN),
         ];
         loop {

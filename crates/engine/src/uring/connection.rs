@@ -314,7 +314,15 @@ impl<'a> Driver<'a> {
     /// Starts a receive and a send when none is under way and there is
     /// reason to, and sets the timer.
     fn start_io(&mut self) {
-        if self.recv.is_none() && !self.eof && !self.closing && self.held.bytes() <= 2 * self.max {
+        // A channel whose relayed frames wait elsewhere reads no more until
+        // they are done (the core is away on the pool: it read on before).
+        let wanted = self.conn.as_ref().is_none_or(Connection::wants_frames);
+        if self.recv.is_none()
+            && !self.eof
+            && !self.closing
+            && wanted
+            && self.held.bytes() <= 2 * self.max
+        {
             self.recv = Some(self.receive());
         }
         if self.send.is_none() && !self.outq.is_empty() {
