@@ -256,7 +256,8 @@ impl Connection {
                     self.server.sessions.remove(sid);
                 }
                 session.state = AuthState::Valid;
-                if let Some(key) = session.signing.clone().filter(|_| !auth.guest) {
+                let named = !auth.anonymous && !auth.guest;
+                if let Some(key) = session.signing.clone().filter(|_| named) {
                     let facts = SessionFacts {
                         home,
                         user: auth.user.clone(),
