@@ -1,6 +1,8 @@
 //! Authentication for copyless: the NTLMv2 acceptor inside SPNEGO
 //! (MS-SPNG, MS-NLMP), its client-side counterpart (used by the benchmark
-//! client), the user store, and the Unix accounts its users are linked to.
+//! client), the user store, and the Unix accounts its users are linked to;
+//! and, not yet reached from SPNEGO, the Kerberos service side (keytab,
+//! AP exchange).
 //!
 //! Everything here is sans-IO except [`UserStore::load`],
 //! [`UserStore::save`], [`LiveUsers`]' loading and refreshing, and the
@@ -10,6 +12,8 @@
 mod acceptor;
 mod der;
 pub mod initiator;
+pub mod kerberos;
+pub mod keytab;
 mod live;
 mod ntlm;
 mod spnego;
