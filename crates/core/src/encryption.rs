@@ -36,11 +36,7 @@ impl SessionCiphers {
     ) -> Option<SessionCiphers> {
         let (c2s, s2c) =
             copyless_crypto::session_keys::cipher_keys(dialect, id, session_key, preauth)?;
-        Some(SessionCiphers {
-            encrypt: Cipher::new(id, &s2c)?,
-            decrypt: Arc::new(Cipher::new(id, &c2s)?),
-            nonce_counter: 0,
-        })
+        SessionCiphers::with_keys(id, &s2c, &c2s)
     }
 
     /// The same keys from the client's side (for the in-memory test
@@ -53,9 +49,13 @@ impl SessionCiphers {
     ) -> Option<SessionCiphers> {
         let (c2s, s2c) =
             copyless_crypto::session_keys::cipher_keys(dialect, id, session_key, preauth)?;
+        SessionCiphers::with_keys(id, &c2s, &s2c)
+    }
+
+    fn with_keys(id: CipherId, encrypt: &[u8], decrypt: &[u8]) -> Option<SessionCiphers> {
         Some(SessionCiphers {
-            encrypt: Cipher::new(id, &c2s)?,
-            decrypt: Arc::new(Cipher::new(id, &s2c)?),
+            encrypt: Cipher::new(id, encrypt)?,
+            decrypt: Arc::new(Cipher::new(id, decrypt)?),
             nonce_counter: 0,
         })
     }

@@ -104,8 +104,7 @@ fn a_bound_channel_serves_the_session_until_either_goes() {
 #[test]
 fn data_goes_both_ways_through_a_channel() {
     let server = server();
-    let mut home = Client::login_with(server.clone(), Dialect::Smb311, "alice", "alice-pw");
-    let mut channel = Client::negotiated(server, Dialect::Smb311);
+    let (mut home, mut channel) = two_connections(server, Dialect::Smb311, Dialect::Smb311);
     channel.bind(&home, "alice", "alice-pw").unwrap();
     let id = home.create("f", false).unwrap();
     let frame = channel.frame(vec![write_request(id, 0, b"through the channel")]);
@@ -124,8 +123,7 @@ fn a_channel_whose_home_falls_behind_stops_reading_and_is_closed_if_it_goes_on()
     let mut config = config();
     config.max_io_size = 65536;
     let server = memory_server(config, users).0;
-    let mut home = Client::login_with(server.clone(), Dialect::Smb311, "alice", "alice-pw");
-    let mut channel = Client::negotiated(server, Dialect::Smb311);
+    let (mut home, mut channel) = two_connections(server, Dialect::Smb311, Dialect::Smb311);
     channel.bind(&home, "alice", "alice-pw").unwrap();
     let id = home.create("f", false).unwrap();
     // Twice the largest WRITE and 1 MiB may wait at home before the
@@ -164,8 +162,7 @@ fn a_channel_whose_home_falls_behind_stops_reading_and_is_closed_if_it_goes_on()
 #[test]
 fn a_bind_by_another_user_or_a_wrong_password_leaves_the_session_as_it_was() {
     let server = server();
-    let mut home = Client::login_with(server.clone(), Dialect::Smb311, "alice", "alice-pw");
-    let mut channel = Client::negotiated(server, Dialect::Smb311);
+    let (mut home, mut channel) = two_connections(server, Dialect::Smb311, Dialect::Smb311);
     assert_eq!(
         channel.bind(&home, "alice", "wrong"),
         Err(status::LOGON_FAILURE)
@@ -190,6 +187,13 @@ fn bind_request() -> Request {
     req
 }
 
+/// A client logged in on `server` in `home` dialect, and a second
+/// connection of it that has only negotiated `other`.
+fn two_connections(server: Arc<Server>, home: Dialect, other: Dialect) -> (Client, Client) {
+    let first = Client::login_with(server.clone(), home, "alice", "alice-pw");
+    (first, Client::negotiated(server, other))
+}
+
 fn one(client: &mut Client, frame: &[u8]) -> Reply {
     let mut replies = client.handle_frame(frame);
     assert_eq!(replies.len(), 1);
@@ -203,8 +207,7 @@ fn a_bind_is_refused_signed_with_the_sessions_key_when_multichannel_is_off() {
     let mut config = config();
     config.multichannel = false;
     let server = memory_server(config, users).0;
-    let home = Client::login_with(server.clone(), Dialect::Smb311, "alice", "alice-pw");
-    let mut other = Client::negotiated(server, Dialect::Smb311);
+    let (home, mut other) = two_connections(server, Dialect::Smb311, Dialect::Smb311);
     let frame = other.frame_as(&home, vec![bind_request()]);
     let r = one(&mut other, &frame);
     assert_eq!(r.status(), status::REQUEST_NOT_ACCEPTED);
@@ -217,8 +220,7 @@ fn a_bind_is_refused_signed_with_the_sessions_key_when_multichannel_is_off() {
 fn a_bind_from_another_signing_algorithm_is_out_of_sequence() {
     // The session signs with AES-GMAC; a 2.1 connection signs with HMAC.
     let server = server();
-    let home = Client::login_with(server.clone(), Dialect::Smb311, "alice", "alice-pw");
-    let mut other = Client::negotiated(server, Dialect::Smb210);
+    let (home, mut other) = two_connections(server, Dialect::Smb311, Dialect::Smb210);
     let frame = other.frame_as(&home, vec![bind_request()]);
     let r = one(&mut other, &frame);
     assert_eq!(r.status(), status::REQUEST_OUT_OF_SEQUENCE);
@@ -228,8 +230,7 @@ fn a_bind_from_another_signing_algorithm_is_out_of_sequence() {
 #[test]
 fn a_bind_from_a_gmac_connection_to_an_hmac_session_is_not_supported() {
     let server = server();
-    let home = Client::login_with(server.clone(), Dialect::Smb210, "alice", "alice-pw");
-    let mut other = Client::negotiated(server, Dialect::Smb311);
+    let (home, mut other) = two_connections(server, Dialect::Smb210, Dialect::Smb311);
     let frame = other.frame_as(&home, vec![bind_request()]);
     let r = one(&mut other, &frame);
     assert_eq!(r.status(), status::NOT_SUPPORTED);
@@ -239,8 +240,7 @@ fn a_bind_from_a_gmac_connection_to_an_hmac_session_is_not_supported() {
 #[test]
 fn a_badly_signed_bind_is_denied_and_its_reply_not_signed_with_the_key() {
     let server = server();
-    let home = Client::login_with(server.clone(), Dialect::Smb311, "alice", "alice-pw");
-    let mut other = Client::negotiated(server, Dialect::Smb311);
+    let (home, mut other) = two_connections(server, Dialect::Smb311, Dialect::Smb311);
     let mut frame = other.frame_as(&home, vec![bind_request()]);
     frame[48] ^= 1; // the signature
     let r = one(&mut other, &frame);
@@ -251,8 +251,7 @@ fn a_badly_signed_bind_is_denied_and_its_reply_not_signed_with_the_key() {
 #[test]
 fn an_unsigned_bind_is_an_invalid_parameter() {
     let server = server();
-    let home = Client::login_with(server.clone(), Dialect::Smb311, "alice", "alice-pw");
-    let mut other = Client::negotiated(server, Dialect::Smb311);
+    let (home, mut other) = two_connections(server, Dialect::Smb311, Dialect::Smb311);
     let mut frame = other.frame_as(&home, vec![bind_request()]);
     let mut header = Header::parse(&frame).unwrap();
     header.flags &= !FLAG_SIGNED;
@@ -268,8 +267,7 @@ fn an_unsigned_bind_is_an_invalid_parameter() {
 #[test]
 fn a_session_setup_without_binding_for_another_connections_session_is_deleted_and_signed() {
     let server = server();
-    let home = Client::login_with(server.clone(), Dialect::Smb311, "alice", "alice-pw");
-    let mut other = Client::negotiated(server, Dialect::Smb311);
+    let (home, mut other) = two_connections(server, Dialect::Smb311, Dialect::Smb311);
     let mut req = bind_request();
     req.body[2] = 0;
     let frame = other.frame_as(&home, vec![req]);
@@ -281,8 +279,7 @@ fn a_session_setup_without_binding_for_another_connections_session_is_deleted_an
 #[test]
 fn a_signed_request_on_another_connections_session_is_deleted_with_its_signature_echoed() {
     let server = server();
-    let mut home = Client::login_with(server.clone(), Dialect::Smb311, "alice", "alice-pw");
-    let mut other = Client::negotiated(server, Dialect::Smb311);
+    let (mut home, mut other) = two_connections(server, Dialect::Smb311, Dialect::Smb311);
     let frame = other.frame_as(&home, vec![create_request("f", false)]);
     let r = one(&mut other, &frame);
     assert_eq!(r.status(), status::USER_SESSION_DELETED);
