@@ -26,6 +26,8 @@ install_system_packages() {
     local packages=()
     command -v smbclient >/dev/null 2>&1 || packages+=(smbclient)
     command -v smbtorture >/dev/null 2>&1 || packages+=(samba-testsuite)
+    # The throwaway KDC of the Kerberos conformance tests.
+    [ -x /usr/sbin/krb5kdc ] || packages+=(krb5-kdc krb5-admin-server krb5-user)
     command -v python3 >/dev/null 2>&1 || packages+=(python3)
     python3 -m pip --version >/dev/null 2>&1 || packages+=(python3-pip)
     if [ "${COPYLESS_TEST_SERVER:-copyless}" = samba ]; then

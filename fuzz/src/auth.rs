@@ -8,7 +8,15 @@
 //! written there. Either way, only the right password may authenticate a
 //! named user: fuzzed tokens may end anonymous or as a guest, and patched
 //! ones as the client's own user or not at all.
+//!
+//! With [`MODE_KERBEROS`] the acceptor also takes Kerberos, with the keys
+//! of docs/kerberos, at a time when smbtorture's ticket there is valid;
+//! "a real client" is then that captured token, patched by the first
+//! record. Only its user, alice, may come out of it.
 
+use std::sync::Arc;
+
+use copyless_auth::kerberos::KerberosService;
 use copyless_auth::{
     Acceptor, ClientIdentity, Initiator, InitiatorRandom, InitiatorStep, ServerInfo, Step,
 };
@@ -20,6 +28,14 @@ use crate::records;
 pub const MODE_GUEST: u8 = 0x01;
 /// Mode bit: records patch a real client's tokens.
 pub const MODE_FROM_CLIENT: u8 = 0x02;
+/// Mode bit: the acceptor takes Kerberos too.
+pub const MODE_KERBEROS: u8 = 0x04;
+
+const KEYTAB: &[u8] = include_bytes!("../../docs/kerberos/server.keytab");
+/// smbtorture's NegTokenInit with an AP-REQ for alice.
+pub const KERBEROS_TOKEN: &[u8] = include_bytes!("../../docs/kerberos/smbtorture-negtokeninit.bin");
+/// One second after that ticket was issued, as a FILETIME.
+const KERBEROS_NOW: u64 = (1_795_535_616 + 1) * 10_000_000 + 116_444_736_000_000_000;
 
 const USER: &str = "alice";
 const PASSWORD: &str = "fuzz-pass";
@@ -37,10 +53,18 @@ pub fn run(data: &[u8]) {
         dns_domain: String::new(),
         dns_computer: "fuzz".into(),
     };
-    let mut acceptor = Acceptor::new(CHALLENGE, NOW, info, mode & MODE_GUEST != 0);
-    if mode & MODE_FROM_CLIENT != 0 {
-        patched_client(&mut acceptor, rest, &users);
-        return;
+    let kerberos = mode & MODE_KERBEROS != 0;
+    let now = if kerberos { KERBEROS_NOW } else { NOW };
+    let mut acceptor = Acceptor::new(CHALLENGE, now, info, mode & MODE_GUEST != 0);
+    if kerberos {
+        let keytab = copyless_auth::keytab::parse(KEYTAB).expect("the fixture keytab");
+        let service = KerberosService::new(keytab, "COPYLESS.TEST".into(), 5);
+        acceptor = acceptor.with_kerberos(Arc::new(service));
+    }
+    match (kerberos, mode & MODE_FROM_CLIENT != 0) {
+        (true, true) => return patched_ticket(&mut acceptor, rest, &users),
+        (false, true) => return patched_client(&mut acceptor, rest, &users),
+        _ => {}
     }
     for token in records(rest) {
         match acceptor.step(token, &users) {
@@ -92,6 +116,19 @@ fn patched_client(acceptor: &mut Acceptor, patches: &[u8], users: &Users) {
     }
 }
 
+fn patched_ticket(acceptor: &mut Acceptor, patches: &[u8], users: &Users) {
+    let mut token = KERBEROS_TOKEN.to_vec();
+    if let Some(p) = crate::records(patches).next() {
+        patch(&mut token, p);
+    }
+    if let Step::Done(done) = acceptor.step(&token, users) {
+        assert!(
+            done.user == "alice" && !done.anonymous && !done.guest,
+            "{done:?}: someone else than the ticket's client"
+        );
+    }
+}
+
 /// Writes the patch's bytes at its position (modulo the token's length),
 /// growing the token when they run past its end.
 fn patch(token: &mut Vec<u8>, p: &[u8]) {
@@ -104,4 +141,40 @@ fn patch(token: &mut Vec<u8>, p: &[u8]) {
         token.resize(end, 0);
     }
     token[at..end].copy_from_slice(bytes);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn users() -> Users {
+        let users = Users::default();
+        users.add(USER, PASSWORD);
+        users
+    }
+
+    fn kerberos_acceptor() -> Acceptor {
+        let keytab = copyless_auth::keytab::parse(KEYTAB).unwrap();
+        let service = KerberosService::new(keytab, "COPYLESS.TEST".into(), 5);
+        Acceptor::new(CHALLENGE, KERBEROS_NOW, ServerInfo::default(), false)
+            .with_kerberos(Arc::new(service))
+    }
+
+    #[test]
+    fn the_captured_ticket_logs_alice_on_and_a_flipped_byte_in_it_does_not() {
+        let Step::Done(done) = kerberos_acceptor().step(KERBEROS_TOKEN, &users()) else {
+            panic!("the captured token should authenticate");
+        };
+        assert_eq!(done.user, "alice");
+        // A byte of the ticket's ciphertext, near the middle of the token.
+        let mut token = KERBEROS_TOKEN.to_vec();
+        token[400] ^= 1;
+        assert!(matches!(
+            kerberos_acceptor().step(&token, &users()),
+            Step::Failed(_)
+        ));
+        // The harness runs both ways without complaint.
+        run(&[MODE_KERBEROS | MODE_FROM_CLIENT]);
+        run(&[MODE_KERBEROS, 2, 0, 0x60, 0x00]);
+    }
 }

@@ -1,14 +1,20 @@
-//! The server side of SPNEGO + NTLMv2 (MS-SPNG, MS-NLMP 3.2.5): a sans-IO
-//! state machine fed with the security buffers of SESSION_SETUP requests.
+//! The server side of SPNEGO with NTLMv2 (MS-SPNG, MS-NLMP 3.2.5) and
+//! Kerberos (RFC 4121): a sans-IO state machine fed with the security
+//! buffers of SESSION_SETUP requests.
 
 use std::fmt;
+use std::sync::Arc;
 
 use zeroize::Zeroizing;
 
+use crate::kerberos::{KerberosService, KrbError, OID_KRB5, OID_MS_KRB5};
 use crate::ntlm::keys::{self, Direction, Signer};
 use crate::ntlm::{flags, wire};
 use crate::spnego::{self, NegState, OID_NTLMSSP};
 use crate::{text, Credentials};
+
+/// 100 ns intervals from 1601 (FILETIME) to 1970 (Unix time).
+const FILETIME_UNIX_EPOCH: u64 = 116_444_736_000_000_000;
 
 /// Names the server gives itself in the CHALLENGE message.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -25,6 +31,7 @@ pub struct Acceptor {
     now: u64,
     info: ServerInfo,
     allow_guest: bool,
+    kerberos: Option<Arc<KerberosService>>,
     state: State,
 }
 
@@ -66,9 +73,17 @@ pub struct Authenticated {
     pub user: String,
     /// The domain as the client sent it.
     pub domain: String,
-    /// The NTLM ExportedSessionKey: the SMB session key. All zeros for
-    /// anonymous sessions, which neither sign nor encrypt.
+    /// The SMB session key (Session.SessionKey): NTLM's
+    /// ExportedSessionKey, or the first 16 bytes of Kerberos' context key.
+    /// All zeros for anonymous sessions, which neither sign nor encrypt.
     pub session_key: [u8; 16],
+    /// The whole key (Session.FullSessionKey), from which AES-256
+    /// encryption keys are derived: 32 bytes for Kerberos with AES-256,
+    /// else the same as `session_key`.
+    pub full_session_key: Zeroizing<Vec<u8>>,
+    /// When the session's authentication runs out (the Kerberos ticket's
+    /// end), as a FILETIME like the acceptor's `now`; None never.
+    pub expires_at: Option<u64>,
     pub anonymous: bool,
     pub guest: bool,
     pub token_out: Vec<u8>,
@@ -81,6 +96,7 @@ impl fmt::Debug for Authenticated {
             .field("user", &self.user)
             .field("domain", &self.domain)
             .field("session_key", &"<redacted>")
+            .field("expires_at", &self.expires_at)
             .field("anonymous", &self.anonymous)
             .field("guest", &self.guest)
             .field("token_out", &self.token_out.len())
@@ -110,9 +126,12 @@ impl fmt::Display for AuthError {
 
 impl std::error::Error for AuthError {}
 
-/// The SPNEGO NegTokenInit (mechTypes = [NTLMSSP OID 1.3.6.1.4.1.311.2.2.10]) sent in the SMB2 NEGOTIATE response's security buffer; Windows also adds negHints "not_defined_in_RFC4178@please_ignore", optional.
-pub fn negotiate_hint() -> Vec<u8> {
-    spnego::build_hint()
+/// The SPNEGO NegTokenInit sent in the SMB2 NEGOTIATE response's security
+/// buffer: NTLMSSP (1.3.6.1.4.1.311.2.2.10), after Kerberos when the
+/// server has a keytab (`kerberos`); with Windows' negHints
+/// "not_defined_in_RFC4178@please_ignore".
+pub fn negotiate_hint(kerberos: bool) -> Vec<u8> {
+    spnego::build_hint(kerberos)
 }
 
 /// A checked AUTHENTICATE.
@@ -134,15 +153,25 @@ impl Acceptor {
             now,
             info,
             allow_guest,
+            kerberos: None,
             state: State::Initial,
         }
+    }
+
+    /// Accepts Kerberos too, with this service's keys.
+    pub fn with_kerberos(mut self, service: Arc<KerberosService>) -> Acceptor {
+        self.kerberos = Some(service);
+        self
     }
 
     /// Feeds the security buffer of one SESSION_SETUP request.
     pub fn step(&mut self, token: &[u8], creds: &dyn Credentials) -> Step {
         let state = std::mem::replace(&mut self.state, State::Finished);
         let result = match state {
-            State::Initial => self.start(token),
+            State::Initial => match self.kerberos(token, creds) {
+                Some(step) => return step,
+                None => self.start(token),
+            },
             State::AwaitNegotiate { mech_types } => self.negotiate_in_resp(token, mech_types),
             State::AwaitAuthenticate(pending) => {
                 return match self.finish(token, &pending, creds) {
@@ -159,6 +188,56 @@ impl Acceptor {
             }
             Err(err) => Step::Failed(err),
         }
+    }
+
+    /// A NegTokenInit whose first choice is Kerberos, with its AP-REQ,
+    /// is answered in one round: accept-completed, the AP-REP, no
+    /// mechListMIC (RFC 4178: none is needed when the client's first
+    /// choice and optimistic token were taken). None when the token is
+    /// for another mechanism, or names a service this server has no key
+    /// for and NTLMSSP is offered too: NTLMSSP is then chosen instead.
+    fn kerberos(&self, token: &[u8], creds: &dyn Credentials) -> Option<Step> {
+        let service = self.kerberos.as_ref()?;
+        if !spnego::is_init(token) {
+            return None;
+        }
+        let init = spnego::parse_init(token).ok()?;
+        let first = *init.mech_types.first()?;
+        if first != OID_MS_KRB5 && first != OID_KRB5 {
+            return None;
+        }
+        let ap_req = init.mech_token?;
+        let now_unix = self.now.saturating_sub(FILETIME_UNIX_EPOCH) / 10_000_000;
+        let accepted = match service.accept(ap_req, now_unix) {
+            Ok(accepted) => accepted,
+            Err(KrbError::NoKey) if init.mech_types.contains(&OID_NTLMSSP) => return None,
+            Err(KrbError::Malformed) => return Some(Step::Failed(AuthError::Malformed)),
+            Err(_) => return Some(Step::Failed(AuthError::LogonFailure)),
+        };
+        // The principal logs on as the copyless user of its name, who
+        // must exist: Kerberos vouches for the name, the user store for
+        // who may use the server.
+        if creds.nt_hash(&accepted.client).is_none() {
+            return Some(Step::Failed(AuthError::LogonFailure));
+        }
+        let reply = (!accepted.reply.is_empty()).then_some(accepted.reply.as_slice());
+        let token_out = spnego::build_resp(NegState::AcceptCompleted, Some(first), reply, None);
+        let full = accepted.session_key;
+        Some(Step::Done(Authenticated {
+            user: accepted.client,
+            domain: accepted.realm,
+            session_key: session_key16(&full),
+            full_session_key: full,
+            expires_at: Some(
+                accepted
+                    .end_time
+                    .saturating_mul(10_000_000)
+                    .saturating_add(FILETIME_UNIX_EPOCH),
+            ),
+            anonymous: false,
+            guest: false,
+            token_out,
+        }))
     }
 
     fn start(&self, token: &[u8]) -> Result<(Vec<u8>, State)> {
@@ -184,7 +263,7 @@ impl Acceptor {
                 let pending = self.challenge_for(ntlm, Some(mech_types))?;
                 let reply = spnego::build_resp(
                     NegState::AcceptIncomplete,
-                    true,
+                    Some(OID_NTLMSSP),
                     Some(&pending.challenge),
                     None,
                 );
@@ -198,7 +277,7 @@ impl Acceptor {
                 } else {
                     NegState::RequestMic
                 };
-                let reply = spnego::build_resp(state, true, None, None);
+                let reply = spnego::build_resp(state, Some(OID_NTLMSSP), None, None);
                 Ok((reply, State::AwaitNegotiate { mech_types }))
             }
         }
@@ -213,7 +292,7 @@ impl Acceptor {
         let pending = self.challenge_for(ntlm, Some(mech_types))?;
         let reply = spnego::build_resp(
             NegState::AcceptIncomplete,
-            false,
+            None,
             Some(&pending.challenge),
             None,
         );
@@ -318,7 +397,7 @@ impl Acceptor {
         };
         let token_out = spnego::build_resp(
             NegState::AcceptCompleted,
-            false,
+            None,
             None,
             server_mic.as_ref().map(|mic| mic.as_slice()),
         );
@@ -491,6 +570,15 @@ fn challenge_flags(client: u32) -> u32 {
     (client & ECHOED) | charset | flags::NTLM | flags::TARGET_INFO | flags::REQUEST_TARGET
 }
 
+/// Session.SessionKey: the first 16 bytes of the context key, zero-padded
+/// (MS-SMB2 3.3.5.5.3).
+fn session_key16(full: &[u8]) -> [u8; 16] {
+    let mut key = [0u8; 16];
+    let n = full.len().min(16);
+    key[..n].copy_from_slice(&full[..n]);
+    key
+}
+
 fn authenticated(verified: Verified, token_out: Vec<u8>) -> Authenticated {
     let anonymous = verified.exported_key.is_none();
     let session_key = verified.exported_key.as_deref().copied().unwrap_or([0; 16]);
@@ -498,6 +586,8 @@ fn authenticated(verified: Verified, token_out: Vec<u8>) -> Authenticated {
         user: verified.user,
         domain: verified.domain,
         session_key,
+        full_session_key: Zeroizing::new(session_key.to_vec()),
+        expires_at: None,
         anonymous,
         guest: false,
         token_out,

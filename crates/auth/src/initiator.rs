@@ -128,7 +128,7 @@ impl Initiator {
                     .mac(0, &mech_types_der());
                 let token = spnego::build_resp(
                     NegState::AcceptIncomplete,
-                    false,
+                    None,
                     Some(&built.message),
                     Some(&mic),
                 );

@@ -3,8 +3,9 @@
 //! service's key from its keytab, and the AP-REP that proves the server
 //! to the client is made. Sans-IO: the caller gives the time.
 //!
-//! Work in progress (issue 12, docs/KERBEROS.md): not yet reached from
-//! SPNEGO.
+//! [`KerberosService`] adds what a server needs around the exchange: the
+//! realm whose users may log on, and a cache of the authenticators seen,
+//! so that an AP-REQ captured off the wire cannot be played again.
 
 use picky_asn1::wrapper::{
     ExplicitContextTag0, ExplicitContextTag1, ExplicitContextTag2, ExplicitContextTag3,
@@ -16,6 +17,8 @@ use picky_krb::data_types::{
     Authenticator, EncApRepPartInner, EncTicketPart, EncryptedData, KerberosTime, PrincipalName,
 };
 use picky_krb::messages::{ApRep, ApRepInner, ApReq};
+use std::collections::HashMap;
+use std::sync::Mutex;
 use zeroize::Zeroizing;
 
 use crate::der::{self, APPLICATION_0, OID};
@@ -37,6 +40,13 @@ const AES128: i32 = 17;
 const AES256: i32 = 18;
 /// ap-options bit 2, MUTUAL-REQUIRED.
 const MUTUAL_REQUIRED: u8 = 0x20;
+/// The authenticator checksum type of GSS-API (RFC 4121 4.1.1).
+const CKSUM_GSS: u64 = 0x8003;
+/// GSS_C_DCE_STYLE: a three-leg exchange SMB clients do not use.
+const GSS_DCE_STYLE: u32 = 0x1000;
+/// How many authenticators the replay cache holds at most: logons past it,
+/// within one skew of each other, are refused rather than remembered.
+const MAX_REMEMBERED: usize = 1 << 16;
 
 /// A client the service's key vouched for.
 pub struct Accepted {
@@ -52,6 +62,10 @@ pub struct Accepted {
     /// The GSS token for the client: the AP-REP when it asked for mutual
     /// authentication, else empty.
     pub reply: Vec<u8>,
+    /// The authenticator's time, which with the client names it for the
+    /// replay cache.
+    ctime: u64,
+    cusec: u64,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -68,6 +82,69 @@ pub enum KrbError {
     Skew,
     /// The authenticator names another client than the ticket.
     WrongClient,
+    /// The client is of another realm than the service's users, or is a
+    /// service (`host/name`) rather than a user.
+    NotAUser,
+    /// This authenticator was accepted before: a replay.
+    Replay,
+}
+
+/// The service side of Kerberos for one server: its keys, its users'
+/// realm, the clock skew it allows, and the authenticators it has seen.
+pub struct KerberosService {
+    keytab: Vec<KeytabEntry>,
+    realm: String,
+    skew: u64,
+    /// (client, ctime, cusec) → the time after which the authenticator
+    /// would be refused anyway, so it can be forgotten.
+    seen: Mutex<HashMap<(String, u64, u64), u64>>,
+}
+
+impl std::fmt::Debug for KerberosService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The keys stay out of logs.
+        f.debug_struct("KerberosService")
+            .field("realm", &self.realm)
+            .field("keys", &self.keytab.len())
+            .field("skew", &self.skew)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KerberosService {
+    /// `realm`: the realm whose principals log on as the copyless users of
+    /// the same name. `skew`: seconds allowed between the server's clock
+    /// and the client's.
+    pub fn new(keytab: Vec<KeytabEntry>, realm: String, skew: u64) -> KerberosService {
+        KerberosService {
+            keytab,
+            realm,
+            skew,
+            seen: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn realm(&self) -> &str {
+        &self.realm
+    }
+
+    /// [`accept`] with this service's keys, then the checks that need
+    /// its state: the client is a user of its realm, and the
+    /// authenticator is new.
+    pub fn accept(&self, token: &[u8], now: u64) -> Result<Accepted, KrbError> {
+        let accepted = accept(token, &self.keytab, now, self.skew)?;
+        if !accepted.realm.eq_ignore_ascii_case(&self.realm) || accepted.client.contains('/') {
+            return Err(KrbError::NotAUser);
+        }
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.retain(|_, &mut until| until >= now);
+        let id = (accepted.client.clone(), accepted.ctime, accepted.cusec);
+        if seen.contains_key(&id) || seen.len() >= MAX_REMEMBERED {
+            return Err(KrbError::Replay);
+        }
+        seen.insert(id, accepted.ctime + self.skew);
+        Ok(accepted)
+    }
 }
 
 /// Checks a GSS InitialContextToken holding an AP-REQ, at `now` (seconds
@@ -88,13 +165,17 @@ pub fn accept(
     let service = name(&ticket.sname.0);
     let realm = ticket.realm.0.to_string();
     let etype = int(&ticket.enc_part.0.etype.0);
+    let kvno = ticket.enc_part.0.kvno.0.as_ref().map(|k| uint(&k.0));
+    // The key the ticket names by version; a keytab may hold several as
+    // the service's password changes.
     let entry = keytab
         .iter()
-        .find(|e| {
+        .filter(|e| {
             e.enctype == etype
                 && e.principal.eq_ignore_ascii_case(&service)
                 && e.realm.eq_ignore_ascii_case(&realm)
         })
+        .find(|e| kvno.is_none_or(|v| u64::from(e.kvno) == v))
         .ok_or(KrbError::NoKey)?;
     let plain = decrypt(
         etype,
@@ -133,6 +214,7 @@ pub fn accept(
     if ctime.abs_diff(now) > skew {
         return Err(KrbError::Skew);
     }
+    check_gss_checksum(auth.cksum.0.as_ref().map(|c| &c.0))?;
     let session_key = match auth.subkey.0.as_ref() {
         Some(sub) => Zeroizing::new(sub.0.key_value.0 .0.clone()),
         None => key.clone(),
@@ -178,7 +260,27 @@ pub fn accept(
         session_key,
         end_time,
         reply,
+        ctime,
+        cusec: uint(&auth.cusec.0),
     })
+}
+
+/// The authenticator of a GSS-API AP-REQ carries a checksum of type
+/// 0x8003 (RFC 4121 4.1.1): the 16-byte channel binding hash and the
+/// context flags. copyless binds no channel, so the hash is not compared
+/// (as MIT and Windows do without bindings); DCE style asks for an
+/// exchange SMB does not have.
+fn check_gss_checksum(cksum: Option<&picky_krb::data_types::Checksum>) -> Result<(), KrbError> {
+    let cksum = cksum.ok_or(KrbError::Malformed)?;
+    let bytes = &cksum.checksum.0 .0;
+    if uint(&cksum.cksumtype.0) != CKSUM_GSS || bytes.len() < 24 || bytes[..4] != [16, 0, 0, 0] {
+        return Err(KrbError::Malformed);
+    }
+    let flags = u32::from_le_bytes([bytes[20], bytes[21], bytes[22], bytes[23]]);
+    if flags & GSS_DCE_STYLE != 0 {
+        return Err(KrbError::Malformed);
+    }
+    Ok(())
 }
 
 fn suite(etype: i32) -> Result<CipherSuite, KrbError> {
@@ -212,8 +314,13 @@ fn name(p: &PrincipalName) -> String {
 
 /// A small non-negative INTEGER (an encryption type).
 fn int(i: &IntegerAsn1) -> i32 {
-    i.as_unsigned_bytes_be().iter().fold(0i32, |acc, &b| {
-        acc.saturating_mul(256).saturating_add(i32::from(b))
+    i32::try_from(uint(i)).unwrap_or(i32::MAX)
+}
+
+/// A non-negative INTEGER, saturating.
+fn uint(i: &IntegerAsn1) -> u64 {
+    i.as_unsigned_bytes_be().iter().fold(0u64, |acc, &b| {
+        acc.saturating_mul(256).saturating_add(u64::from(b))
     })
 }
 
@@ -291,5 +398,22 @@ mod tests {
         for n in 0..token.len() {
             assert!(accept(&token[..n], &keytab, ISSUED + 1, 5).is_err());
         }
+    }
+
+    #[test]
+    fn the_service_refuses_a_replay_another_realm_and_services() {
+        let keytab = || crate::keytab::parse(KEYTAB).unwrap();
+        let token = krb5_token();
+        let service = KerberosService::new(keytab(), "copyless.test".into(), 5);
+        assert_eq!(service.accept(&token, ISSUED + 1).unwrap().client, "alice");
+        assert_eq!(
+            service.accept(&token, ISSUED + 2).err(),
+            Some(KrbError::Replay)
+        );
+        let other = KerberosService::new(keytab(), "OTHER.TEST".into(), 5);
+        assert_eq!(
+            other.accept(&token, ISSUED + 1).err(),
+            Some(KrbError::NotAUser)
+        );
     }
 }

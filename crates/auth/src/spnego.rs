@@ -4,6 +4,7 @@
 
 use crate::acceptor::AuthError;
 use crate::der::{self, context, Tlv};
+use crate::kerberos::{OID_KRB5, OID_MS_KRB5};
 
 /// 1.3.6.1.5.5.2, the SPNEGO mechanism.
 pub(crate) const OID_SPNEGO: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x02];
@@ -130,11 +131,11 @@ pub(crate) fn parse_resp(token: &[u8]) -> Result<NegTokenResp<'_>, AuthError> {
     Ok(resp)
 }
 
-/// Builds a NegTokenResp. `supported_mech` names NTLMSSP, as the first
-/// reply must.
+/// Builds a NegTokenResp. `supported_mech` is the OID of the chosen
+/// mechanism, which the first reply must name.
 pub(crate) fn build_resp(
     state: NegState,
-    supported_mech: bool,
+    supported_mech: Option<&[u8]>,
     response_token: Option<&[u8]>,
     mech_list_mic: Option<&[u8]>,
 ) -> Vec<u8> {
@@ -144,8 +145,8 @@ pub(crate) fn build_resp(
         context(0),
         &der::tlv(der::ENUMERATED, &[state as u8]),
     );
-    if supported_mech {
-        der::write(&mut fields, context(1), &der::tlv(der::OID, OID_NTLMSSP));
+    if let Some(oid) = supported_mech {
+        der::write(&mut fields, context(1), &der::tlv(der::OID, oid));
     }
     if let Some(token) = response_token {
         der::write(&mut fields, context(2), &der::tlv(der::OCTET_STRING, token));
@@ -156,10 +157,17 @@ pub(crate) fn build_resp(
     der::tlv(context(1), &der::tlv(der::SEQUENCE, &fields))
 }
 
-/// The server's NegTokenInit2 (MS-SPNG 2.2.1) offering NTLMSSP, with
-/// Windows' negHints, wrapped in an InitialContextToken.
-pub(crate) fn build_hint() -> Vec<u8> {
-    let mech_types = der::tlv(der::SEQUENCE, &der::tlv(der::OID, OID_NTLMSSP));
+/// The server's NegTokenInit2 (MS-SPNG 2.2.1) offering NTLMSSP, after
+/// Kerberos (both its OIDs, Microsoft's first, as Windows lists them) when
+/// `kerberos`, with Windows' negHints, wrapped in an InitialContextToken.
+pub(crate) fn build_hint(kerberos: bool) -> Vec<u8> {
+    let mut list = Vec::new();
+    if kerberos {
+        der::write(&mut list, der::OID, OID_MS_KRB5);
+        der::write(&mut list, der::OID, OID_KRB5);
+    }
+    der::write(&mut list, der::OID, OID_NTLMSSP);
+    let mech_types = der::tlv(der::SEQUENCE, &list);
     let hint_name = der::tlv(context(0), &der::tlv(der::GENERAL_STRING, NEG_HINT_NAME));
     let mut fields = der::tlv(context(0), &mech_types);
     der::write(
@@ -205,11 +213,11 @@ pub(crate) fn resp_state(token: &[u8]) -> Option<u8> {
 mod tests {
     use super::*;
 
-    const KRB5: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x12, 0x01, 0x02, 0x02];
+    const KRB5: &[u8] = OID_KRB5;
 
     #[test]
     fn hint_is_a_negtokeninit_offering_ntlm() {
-        let hint = build_hint();
+        let hint = build_hint(false);
         // The InitialContextToken header, the SPNEGO OID and [0] of a
         // 0x3e-byte NegTokenInit2: NTLMSSP alone plus the 36-byte hint.
         assert_eq!(
@@ -222,6 +230,13 @@ mod tests {
         assert!(hint
             .windows(NEG_HINT_NAME.len())
             .any(|w| w == NEG_HINT_NAME));
+    }
+
+    #[test]
+    fn hint_with_kerberos_lists_both_its_oids_first() {
+        let hint = build_hint(true);
+        let init = parse_init(&hint).unwrap();
+        assert_eq!(init.mech_types, vec![OID_MS_KRB5, OID_KRB5, OID_NTLMSSP]);
     }
 
     #[test]
@@ -253,13 +268,18 @@ mod tests {
 
     #[test]
     fn resp_round_trip() {
-        let token = build_resp(NegState::AcceptIncomplete, true, Some(b"tok"), Some(b"mic"));
+        let token = build_resp(
+            NegState::AcceptIncomplete,
+            Some(OID_NTLMSSP),
+            Some(b"tok"),
+            Some(b"mic"),
+        );
         assert_eq!(resp_state(&token), Some(1));
         let resp = parse_resp(&token).unwrap();
         assert_eq!(resp.response_token, Some(&b"tok"[..]));
         assert_eq!(resp.mech_list_mic, Some(&b"mic"[..]));
 
-        let done = build_resp(NegState::AcceptCompleted, false, None, None);
+        let done = build_resp(NegState::AcceptCompleted, None, None, None);
         assert_eq!(done, [0xa1, 0x07, 0x30, 0x05, 0xa0, 0x03, 0x0a, 0x01, 0x00]);
         let resp = parse_resp(&done).unwrap();
         assert_eq!(resp.response_token, None);

@@ -499,7 +499,7 @@ fn run_spnego(
     });
     let resp = spnego::build_resp(
         spnego::NegState::AcceptIncomplete,
-        false,
+        None,
         Some(&auth),
         mic.as_ref().map(|m| m.as_slice()),
     );
@@ -570,7 +570,7 @@ fn spnego_kerberos_first_falls_back_to_ntlm() {
     let negotiate = negotiate_msg(CLIENT_FLAGS);
     let resp = spnego::build_resp(
         spnego::NegState::AcceptIncomplete,
-        false,
+        None,
         Some(&negotiate),
         None,
     );
@@ -588,7 +588,7 @@ fn spnego_kerberos_first_falls_back_to_ntlm() {
     let mic = Signer::new(&exported, neg_flags, Direction::ClientToServer).mac(0, &mech_types);
     let resp = spnego::build_resp(
         spnego::NegState::AcceptIncomplete,
-        false,
+        None,
         Some(&auth),
         Some(&mic),
     );
@@ -634,7 +634,7 @@ fn mismatched_messages_are_malformed() {
     cont(acc.step(&negotiate_msg(CLIENT_FLAGS), &creds));
     let resp = spnego::build_resp(
         spnego::NegState::AcceptIncomplete,
-        false,
+        None,
         Some(b"NTLMSSP\0"),
         None,
     );
@@ -643,7 +643,7 @@ fn mismatched_messages_are_malformed() {
 
 #[test]
 fn negotiate_hint_offers_ntlmssp() {
-    let hint = crate::negotiate_hint();
+    let hint = crate::negotiate_hint(false);
     let init = spnego::parse_init(&hint).unwrap();
     assert_eq!(init.mech_types, [OID_NTLMSSP]);
 }
@@ -683,7 +683,7 @@ fn real_tokens() -> Vec<(Vec<Vec<u8>>, Vec<u8>)> {
     let mic = Signer::new(&exported2, neg_flags2, Direction::ClientToServer).mac(0, &mech_types);
     let final_resp = spnego::build_resp(
         spnego::NegState::AcceptIncomplete,
-        false,
+        None,
         Some(&auth2),
         Some(&mic),
     );
@@ -910,5 +910,95 @@ fn interop_with_samba_ntlm_auth() {
         // Closing its input ends the helper.
         drop(stdin);
         child.wait().unwrap();
+    }
+}
+
+mod kerberos {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::kerberos::{KerberosService, OID_MS_KRB5};
+
+    const KEYTAB: &[u8] = include_bytes!("../../../docs/kerberos/server.keytab");
+    /// smbtorture's NegTokenInit: Kerberos only (both OIDs), with its AP-REQ.
+    const TOKEN: &[u8] = include_bytes!("../../../docs/kerberos/smbtorture-negtokeninit.bin");
+    /// Its ticket was issued at this Unix time and ends 4 s later.
+    const ISSUED: u64 = 1_795_535_616;
+    const FILETIME_1970: u64 = 116_444_736_000_000_000;
+
+    fn filetime(unix: u64) -> u64 {
+        unix * 10_000_000 + FILETIME_1970
+    }
+
+    fn kerberos_acceptor(at: u64) -> Acceptor {
+        let keytab = crate::keytab::parse(KEYTAB).unwrap();
+        let service = KerberosService::new(keytab, "COPYLESS.TEST".into(), 5);
+        Acceptor::new(CHALLENGE, filetime(at), info(), false).with_kerberos(Arc::new(service))
+    }
+
+    #[test]
+    fn one_round_with_the_ap_rep_and_the_tickets_end() {
+        // users() has Alice; user names compare case-insensitively.
+        let auth = done(kerberos_acceptor(ISSUED + 1).step(TOKEN, &users()));
+        assert_eq!(
+            (auth.user.as_str(), auth.domain.as_str()),
+            ("alice", "COPYLESS.TEST")
+        );
+        assert_eq!(auth.expires_at, Some(filetime(ISSUED + 4)));
+        assert!(!auth.anonymous && !auth.guest);
+        // The client's subkey: all of it, and its first 16 bytes for SMB.
+        assert_eq!(auth.full_session_key.len(), 32);
+        assert_eq!(auth.session_key[..], auth.full_session_key[..16]);
+        assert_eq!(auth.session_key[..4], [0x32, 0x73, 0x2d, 0x8c]);
+        // accept-completed, the client's first OID, the AP-REP, no MIC.
+        assert_eq!(spnego::resp_state(&auth.token_out), Some(0));
+        let resp = spnego::parse_resp(&auth.token_out).unwrap();
+        assert_eq!(resp.mech_list_mic, None);
+        let ap_rep = resp.response_token.unwrap();
+        assert_eq!(ap_rep[0], der::APPLICATION_0);
+        let oid = der::tlv(der::OID, OID_MS_KRB5);
+        assert!(auth.token_out.windows(oid.len()).any(|w| w == oid));
+    }
+
+    #[test]
+    fn unknown_users_ended_tickets_and_servers_without_a_keytab_are_refused() {
+        // Kerberos vouches for alice, but she is no user of this server.
+        assert_eq!(
+            failed(kerberos_acceptor(ISSUED + 1).step(TOKEN, &users_without_alice())),
+            AuthError::LogonFailure
+        );
+        let store = users();
+        assert_eq!(
+            failed(kerberos_acceptor(ISSUED + 60).step(TOKEN, &store)),
+            AuthError::LogonFailure
+        );
+        // Without a keytab a Kerberos-only client finds nothing in common.
+        assert_eq!(
+            failed(acceptor(false).step(TOKEN, &store)),
+            AuthError::Unsupported
+        );
+    }
+
+    fn users_without_alice() -> UserStore {
+        let mut store = UserStore::load(Path::new("/nonexistent/copyless-auth-test")).unwrap();
+        store.add("bob", "hunter2").unwrap();
+        store
+    }
+
+    #[test]
+    fn a_ticket_for_another_service_falls_back_to_ntlm_when_offered() {
+        // Keys of another service only: the ticket names none of them.
+        let mut keytab = crate::keytab::parse(KEYTAB).unwrap();
+        for e in &mut keytab {
+            e.principal = "cifs/elsewhere".into();
+        }
+        let service = KerberosService::new(keytab, "COPYLESS.TEST".into(), 5);
+        let init = spnego::parse_init(TOKEN).unwrap();
+        let with_ntlm = spnego::build_init(&[OID_MS_KRB5, OID_NTLMSSP], init.mech_token);
+        let mut acc = Acceptor::new(CHALLENGE, filetime(ISSUED + 1), info(), false)
+            .with_kerberos(Arc::new(service));
+        let reply = cont(acc.step(&with_ntlm, &users()));
+        // NTLMSSP chosen, not the client's first choice: request-mic.
+        assert_eq!(spnego::resp_state(&reply), Some(3));
     }
 }

@@ -12,6 +12,9 @@ use std::net::SocketAddr;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
+use copyless_auth::kerberos::KerberosService;
 use copyless_core::{Principal, ShareAccess};
 use copyless_engine::EngineKind;
 use copyless_vfs::Identity;
@@ -148,6 +151,9 @@ pub struct Config {
     pub metrics_user_labels: bool,
     /// `engine`: which engine serves connections.
     pub engine: EngineKind,
+    /// `[kerberos]`: the service's keys and realm, read when the config
+    /// is; Kerberos logons are refused when None.
+    pub kerberos: Option<Arc<KerberosService>>,
 }
 
 /// What is wrong with the configuration, and where.
@@ -285,6 +291,7 @@ impl Config {
             metrics_listen: None,
             metrics_user_labels: false,
             engine: EngineKind::default(),
+            kerberos: None,
         }
     }
 
@@ -473,6 +480,15 @@ mod raw {
         pub control: Option<Spanned<String>>,
         pub trace: Option<Trace>,
         pub metrics: Option<Metrics>,
+        pub kerberos: Option<Kerberos>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Kerberos {
+        pub keytab: Spanned<String>,
+        pub realm: Option<Spanned<String>>,
+        pub clock_skew: Option<Spanned<i64>>,
     }
 
     #[derive(Deserialize)]
@@ -607,6 +623,10 @@ fn parse(text: &str, base: &Path) -> Result<Config, SpanError> {
             Some(file_path(&path, base, "control")?)
         }
     };
+    let kerberos = match file.kerberos {
+        None => None,
+        Some(k) => Some(Arc::new(parse_kerberos(k, base)?)),
+    };
     let trace_enabled = file.trace.and_then(|t| t.enabled).unwrap_or(true);
     let multichannel = file.multichannel.unwrap_or(true);
     let metrics_user_labels = file
@@ -637,7 +657,67 @@ fn parse(text: &str, base: &Path) -> Result<Config, SpanError> {
         metrics_listen,
         metrics_user_labels,
         engine,
+        kerberos,
     })
+}
+
+/// Seconds a client's clock may differ from the server's, as MIT and
+/// Windows allow by default.
+const DEFAULT_CLOCK_SKEW: u64 = 300;
+
+/// Encryption types the acceptor takes (aes128 and aes256-cts-hmac-sha1-96).
+const AES_ENCTYPES: [i32; 2] = [17, 18];
+
+/// `[kerberos]`: reads the keytab now, so that a missing or unusable one
+/// is a configuration error naming its line, not a failed logon later.
+fn parse_kerberos(k: raw::Kerberos, base: &Path) -> Result<KerberosService, SpanError> {
+    let path = file_path(&k.keytab, base, "keytab")?;
+    let shown = path.display();
+    let data = std::fs::read(&path)
+        .map_err(|e| SpanError::at(&k.keytab, format!("keytab {shown}: cannot read: {e}")))?;
+    let keytab = copyless_auth::keytab::parse(&data)
+        .map_err(|e| SpanError::at(&k.keytab, format!("keytab {shown}: {e}")))?;
+    if !keytab.iter().any(|e| AES_ENCTYPES.contains(&e.enctype)) {
+        return Err(SpanError::at(
+            &k.keytab,
+            format!(
+                "keytab {shown} holds no AES key (aes256-cts-hmac-sha1-96 or \
+                 aes128-cts-hmac-sha1-96), the only kinds copyless accepts"
+            ),
+        ));
+    }
+    let realm = match &k.realm {
+        Some(realm) if realm.get_ref().is_empty() => {
+            return Err(SpanError::at(realm, "realm must not be empty"))
+        }
+        Some(realm) => realm.get_ref().clone(),
+        None => {
+            let mut realms: Vec<&str> = keytab.iter().map(|e| e.realm.as_str()).collect();
+            realms.sort_unstable();
+            realms.dedup();
+            match realms.as_slice() {
+                [one] => one.to_string(),
+                _ => {
+                    return Err(SpanError::at(
+                        &k.keytab,
+                        format!(
+                            "keytab {shown} holds keys of realms {}: say which realm's users \
+                             log on with `realm`",
+                            realms.join(", ")
+                        ),
+                    ))
+                }
+            }
+        }
+    };
+    let skew = match &k.clock_skew {
+        None => DEFAULT_CLOCK_SKEW,
+        Some(skew) => u64::try_from(*skew.get_ref())
+            .ok()
+            .filter(|s| (1..=3600).contains(s))
+            .ok_or_else(|| SpanError::at(skew, "clock_skew must be 1 to 3600 seconds"))?,
+    };
+    Ok(KerberosService::new(keytab, realm, skew))
 }
 
 fn parse_listen_list(list: &Spanned<Vec<Spanned<String>>>) -> Result<Vec<SocketAddr>, SpanError> {
@@ -1220,6 +1300,32 @@ read_only = false
             let (_dir, config) = load_text(&format!("[security]\nencryption = \"{value}\"\n"));
             assert_eq!(config.encryption, want);
         }
+    }
+
+    #[test]
+    fn kerberos_reads_its_keytab_when_the_config_is_read() {
+        let keytab = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../docs/kerberos/server.keytab");
+        let text = format!("[kerberos]\nkeytab = {:?}\n", keytab.display().to_string());
+        let (_dir, config) = load_text(&text);
+        let service = config.kerberos.expect("kerberos configured");
+        // The realm of the keytab's keys, when not given.
+        assert_eq!(service.realm(), "COPYLESS.TEST");
+        let (_dir, config) = load_text(&format!("{text}realm = \"EXAMPLE.COM\"\n"));
+        assert_eq!(config.kerberos.unwrap().realm(), "EXAMPLE.COM");
+        assert!(load_text("").1.kerberos.is_none());
+
+        let missing = error_at("[kerberos]\nkeytab = \"nope.keytab\"\n", 2);
+        assert!(missing.contains("nope.keytab: cannot read"), "{missing}");
+        let dir = TempDir::new();
+        let bogus = dir.write("bogus.keytab", "not a keytab");
+        let bad = error_at(
+            &format!("\n[kerberos]\nkeytab = {:?}\n", bogus.display().to_string()),
+            3,
+        );
+        assert!(bad.contains("not a keytab"), "{bad}");
+        let skew = error_at(&format!("{text}clock_skew = 0\n"), 3);
+        assert!(skew.contains("clock_skew"), "{skew}");
     }
 
     #[test]

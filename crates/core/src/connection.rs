@@ -1124,6 +1124,9 @@ impl Connection {
         if session.encrypt_data && !req.encrypted {
             return Err(status::ACCESS_DENIED);
         }
+        if session.is_expired(env.now()) && !crate::session::runs_when_expired(req) {
+            return Err(status::NETWORK_SESSION_EXPIRED);
+        }
         match c {
             cmd::LOGOFF => return self.logoff(req, w),
             cmd::ECHO => {

@@ -28,14 +28,22 @@ pub struct SessionCiphers {
 }
 
 impl SessionCiphers {
+    /// From Session.SessionKey and Session.FullSessionKey (see
+    /// [`copyless_crypto::session_keys::cipher_keys`]).
     pub fn derive(
         dialect: u16,
         id: CipherId,
         session_key: &[u8; 16],
+        full_key: &[u8],
         preauth: &[u8; 64],
     ) -> Option<SessionCiphers> {
-        let (c2s, s2c) =
-            copyless_crypto::session_keys::cipher_keys(dialect, id, session_key, preauth)?;
+        let (c2s, s2c) = copyless_crypto::session_keys::cipher_keys(
+            dialect,
+            id,
+            session_key,
+            full_key,
+            preauth,
+        )?;
         SessionCiphers::with_keys(id, &s2c, &c2s)
     }
 
@@ -45,10 +53,16 @@ impl SessionCiphers {
         dialect: u16,
         id: CipherId,
         session_key: &[u8; 16],
+        full_key: &[u8],
         preauth: &[u8; 64],
     ) -> Option<SessionCiphers> {
-        let (c2s, s2c) =
-            copyless_crypto::session_keys::cipher_keys(dialect, id, session_key, preauth)?;
+        let (c2s, s2c) = copyless_crypto::session_keys::cipher_keys(
+            dialect,
+            id,
+            session_key,
+            full_key,
+            preauth,
+        )?;
         SessionCiphers::with_keys(id, &c2s, &s2c)
     }
 
@@ -135,7 +149,7 @@ mod tests {
     fn seal_then_open() {
         let key = [7u8; 16];
         for id in PREFERENCE {
-            let mut c = SessionCiphers::derive(DIALECT_311, id, &key, &[1; 64]).unwrap();
+            let mut c = SessionCiphers::derive(DIALECT_311, id, &key, &key, &[1; 64]).unwrap();
             let sealed = c.seal(42, b"hello smb message", [9; 8]);
             let t = Sealed::parse(&sealed).unwrap();
             assert_eq!(t.header.session_id, 42);
@@ -154,7 +168,8 @@ mod tests {
             assert!(client.decrypt(&t.header.nonce[..n], t.aad, &mut body, &t.header.signature));
             assert_eq!(body, b"hello smb message");
             // And the client's own view of the session opens it.
-            let other = SessionCiphers::derive_for_client(DIALECT_311, id, &key, &[1; 64]).unwrap();
+            let other =
+                SessionCiphers::derive_for_client(DIALECT_311, id, &key, &key, &[1; 64]).unwrap();
             assert_eq!(other.open(&t).unwrap(), b"hello smb message");
             let mut bad = sealed.clone();
             bad[60] ^= 1;

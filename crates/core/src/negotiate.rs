@@ -123,7 +123,7 @@ impl Connection {
             self.preauth.update(req.msg);
             reply.preauth_connection = true;
         }
-        let hint = copyless_auth::negotiate_hint();
+        let hint = copyless_auth::negotiate_hint(self.server.config.kerberos.is_some());
         let resp = NegotiateResponse {
             security_mode: self.server_security_mode,
             dialect,
@@ -172,7 +172,7 @@ impl Connection {
         }
         .write(&mut w.buf);
         debug_assert_eq!(w.len(), HEADER_LEN);
-        let hint = copyless_auth::negotiate_hint();
+        let hint = copyless_auth::negotiate_hint(self.server.config.kerberos.is_some());
         NegotiateResponse {
             security_mode: self.server_security_mode,
             dialect,

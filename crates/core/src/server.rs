@@ -29,6 +29,9 @@ pub struct ServerConfig {
     /// Offer SMB 3 multichannel: a client may bind more connections to a
     /// session (channels.rs).
     pub multichannel: bool,
+    /// Accept Kerberos logons with this service's keys (the `[kerberos]`
+    /// config); NTLM only when None.
+    pub kerberos: Option<Arc<copyless_auth::kerberos::KerberosService>>,
     /// Largest READ, WRITE and transaction (SMB 2.1 and later).
     pub max_io_size: u32,
     pub max_credits: u16,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use copyless_auth::{Acceptor, AuthError, Authenticated, ServerInfo, Step};
 use copyless_crypto::session_keys::signing_key;
 use copyless_crypto::{PreauthHash, SigningAlgorithm, SigningKey};
+use copyless_proto::command as cmd;
 use copyless_proto::header::FLAG_SIGNED;
 use copyless_proto::messages::{self, SessionSetupRequest};
 use copyless_proto::negotiate::{DIALECT_300, DIALECT_311};
@@ -50,11 +51,19 @@ pub struct Session {
     /// Other connections bound to the session, with their keys
     /// (Session.ChannelList less this connection, MS-SMB2 3.3.1.8).
     pub channels: HashMap<ConnectionId, Arc<SigningKey>>,
+    /// When the session's Kerberos ticket ends (FILETIME): from then on
+    /// it is expired until the client re-authenticates (MS-SMB2
+    /// 3.3.5.2.9). None for NTLM, which never expires.
+    pub expires_at: Option<u64>,
 }
 
 impl Session {
     pub fn is_valid(&self) -> bool {
         matches!(self.state, AuthState::Valid)
+    }
+
+    pub fn is_expired(&self, now: u64) -> bool {
+        self.expires_at.is_some_and(|end| now >= end)
     }
 
     /// The key that signs on this connection, or on channel `via`.
@@ -63,6 +72,23 @@ impl Session {
             None => self.signing.as_deref(),
             Some(c) => self.channels.get(&c).map(|k| &**k),
         }
+    }
+}
+
+/// What an expired session may still do (MS-SMB2 3.3.5.2.9): log off,
+/// close, and release its locks, so that a client can tidy up before it
+/// re-authenticates; ECHO too, as Windows and Samba answer it (smbtorture's
+/// smb2.session.expire2 checks this). SESSION_SETUP and CANCEL never get
+/// this far.
+pub(crate) fn runs_when_expired(req: &Req<'_>) -> bool {
+    match req.hdr.command {
+        cmd::LOGOFF | cmd::CLOSE | cmd::ECHO => true,
+        cmd::LOCK => messages::LockRequest::parse(req.msg).is_ok_and(|lock| {
+            lock.locks
+                .first()
+                .is_some_and(|l| l.flags & messages::LOCKFLAG_UNLOCK != 0)
+        }),
+        _ => false,
     }
 }
 
@@ -98,7 +124,11 @@ fn new_acceptor(conn: &Connection, env: &mut dyn Env, allow_anonymous: bool) -> 
         dns_domain: name.to_lowercase(),
         dns_computer: name.to_lowercase(),
     };
-    Box::new(Acceptor::new(challenge, env.now(), info, allow_anonymous))
+    let acceptor = Acceptor::new(challenge, env.now(), info, allow_anonymous);
+    Box::new(match &conn.server.config.kerberos {
+        Some(service) => acceptor.with_kerberos(service.clone()),
+        None => acceptor,
+    })
 }
 
 impl Connection {
@@ -142,6 +172,7 @@ impl Connection {
                     next_tree_id: 1,
                     who: Identity::Server,
                     channels: HashMap::new(),
+                    expires_at: None,
                 },
             );
             id
@@ -227,6 +258,7 @@ impl Connection {
                                 dialect,
                                 c,
                                 &auth.session_key,
+                                &auth.full_session_key,
                                 session.preauth.value(),
                             )
                         });
@@ -256,6 +288,7 @@ impl Connection {
                     self.server.sessions.remove(sid);
                 }
                 session.state = AuthState::Valid;
+                session.expires_at = auth.expires_at;
                 let named = !auth.anonymous && !auth.guest;
                 if let Some(key) = session.signing.clone().filter(|_| named) {
                     let facts = SessionFacts {

@@ -5,14 +5,15 @@ use aws_lc_rs::hmac;
 /// SP800-108 counter mode with HMAC-SHA256, r=32, L=128 (MS-SMB2 3.1.4.2).
 /// `label` and `context` are passed exactly as given (the caller includes
 /// trailing NULs, e.g. `b"SMB2AESCMAC\0"`).
-pub fn kdf128(key: &[u8; 16], label: &[u8], context: &[u8]) -> [u8; 16] {
+pub fn kdf128(key: &[u8], label: &[u8], context: &[u8]) -> [u8; 16] {
     let mut out = [0u8; 16];
     derive(key, label, context, &mut out);
     out
 }
 
-/// Same as [`kdf128`] with L=256, for AES-256 encryption keys.
-pub fn kdf256(key: &[u8; 16], label: &[u8], context: &[u8]) -> [u8; 32] {
+/// Same as [`kdf128`] with L=256, for AES-256 encryption keys. The key
+/// may be longer than 16 bytes: a Kerberos session's full key is used.
+pub fn kdf256(key: &[u8], label: &[u8], context: &[u8]) -> [u8; 32] {
     let mut out = [0u8; 32];
     derive(key, label, context, &mut out);
     out
@@ -20,7 +21,7 @@ pub fn kdf256(key: &[u8; 16], label: &[u8], context: &[u8]) -> [u8; 32] {
 
 /// Fills `out` with blocks K(1), K(2), ... where
 /// K(i) = HMAC-SHA256(key, [i]_32 || label || 0x00 || context || [L]_32).
-fn derive(key: &[u8; 16], label: &[u8], context: &[u8], out: &mut [u8]) {
+fn derive(key: &[u8], label: &[u8], context: &[u8], out: &mut [u8]) {
     let key = hmac::Key::new(hmac::HMAC_SHA256, key);
     // `out` is 16 or 32 bytes, so the bit length always fits in 32 bits.
     let bits = u32::try_from(out.len() * 8).unwrap_or(u32::MAX);

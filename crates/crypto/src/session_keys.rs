@@ -28,16 +28,20 @@ pub fn signing_key(
 }
 
 /// Encryption keys as (client to server, server to client); None before
-/// SMB 3.0, which has no encryption.
+/// SMB 3.0, which has no encryption. AES-256 keys come from `full_key`,
+/// the whole key the authentication gave (Session.FullSessionKey, 32
+/// bytes for Kerberos with AES-256), AES-128 keys from `session_key`, its
+/// first 16 bytes (MS-SMB2 3.3.5.5.3). For NTLM the two are the same.
 pub fn cipher_keys(
     dialect: u16,
     cipher: CipherId,
     session_key: &[u8; 16],
+    full_key: &[u8],
     preauth: &[u8; 64],
 ) -> Option<(Vec<u8>, Vec<u8>)> {
     let derive = |label: &[u8], context: &[u8]| {
         if cipher.key_len() == 32 {
-            kdf256(session_key, label, context).to_vec()
+            kdf256(full_key, label, context).to_vec()
         } else {
             kdf128(session_key, label, context).to_vec()
         }
@@ -75,12 +79,24 @@ mod tests {
             signing_key(0x0311, SigningAlgorithm::AesGmac, &sk, &pre).algorithm(),
             SigningAlgorithm::AesGmac
         );
-        assert!(cipher_keys(0x0210, CipherId::Aes128Ccm, &sk, &pre).is_none());
-        let (c2s, s2c) = cipher_keys(0x0311, CipherId::Aes256Gcm, &sk, &pre).unwrap();
+        assert!(cipher_keys(0x0210, CipherId::Aes128Ccm, &sk, &sk, &pre).is_none());
+        let (c2s, s2c) = cipher_keys(0x0311, CipherId::Aes256Gcm, &sk, &sk, &pre).unwrap();
         assert_eq!((c2s.len(), s2c.len()), (32, 32));
         assert_ne!(c2s, s2c);
         assert_eq!(c2s, kdf256(&sk, b"SMBC2SCipherKey\0", &pre).to_vec());
-        let (c2s, _) = cipher_keys(0x0302, CipherId::Aes128Ccm, &sk, &pre).unwrap();
+        let (c2s, _) = cipher_keys(0x0302, CipherId::Aes128Ccm, &sk, &sk, &pre).unwrap();
         assert_eq!(c2s, kdf128(&sk, b"SMB2AESCCM\0", b"ServerIn \0").to_vec());
+    }
+
+    #[test]
+    fn aes256_keys_come_from_the_full_key() {
+        let full: Vec<u8> = (0..32).collect();
+        let short: [u8; 16] = full[..16].try_into().unwrap();
+        let pre = [3u8; 64];
+        let (c2s, _) = cipher_keys(0x0311, CipherId::Aes256Gcm, &short, &full, &pre).unwrap();
+        assert_eq!(c2s, kdf256(&full, b"SMBC2SCipherKey\0", &pre).to_vec());
+        assert_ne!(c2s, kdf256(&short, b"SMBC2SCipherKey\0", &pre).to_vec());
+        let (c2s, _) = cipher_keys(0x0311, CipherId::Aes128Gcm, &short, &full, &pre).unwrap();
+        assert_eq!(c2s, kdf128(&short, b"SMBC2SCipherKey\0", &pre).to_vec());
     }
 }

@@ -139,6 +139,7 @@ pub fn config() -> ServerConfig {
         reject_unencrypted: false,
         allow_guest: false,
         multichannel: true,
+        kerberos: None,
         max_io_size: 8 << 20,
         max_credits: 8192,
         max_sessions: 8,
@@ -497,24 +498,56 @@ impl Client {
                 }
                 status::SUCCESS => {
                     let key = init.session_key().unwrap();
-                    let (dialect, hash) = match self.dialect {
-                        Dialect::Smb210 => (DIALECT_210, &[0; 64]),
-                        Dialect::Smb311 => (DIALECT_311, preauth.value()),
-                    };
-                    self.key = Some(signing_key(dialect, self.signing_algorithm, &key, hash));
-                    if let Some(home) = home {
-                        // A channel: the session's ids; sealing (with the
-                        // session's keys) is not scripted.
-                        self.tree_id = home.tree_id;
-                    } else {
-                        self.crypt = SessionCiphers::derive_for_client(dialect, CIPHER, &key, hash);
-                    }
+                    self.take_keys(&key, &preauth, home);
                     // The reply that ends the exchange is signed.
                     assert!(self.key.as_ref().unwrap().verify(&r.msg));
                     return Ok(());
                 }
                 s => return Err(s),
             }
+        }
+    }
+
+    /// Authenticates a new session in one round with `token` (a Kerberos
+    /// AP-REQ inside SPNEGO, made elsewhere), whose context key is
+    /// `full_key`; Err carries the failing status.
+    pub fn session_setup_token(&mut self, token: &[u8], full_key: &[u8]) -> Result<(), u32> {
+        self.session_id = 0;
+        self.key = None;
+        self.crypt = None;
+        let req = Request::new(command::SESSION_SETUP, 1, |w| {
+            wire::write_session_setup_request(w, 2, 0, 0, token).unwrap()
+        });
+        let frame = self.frame(vec![req]);
+        let mut preauth = self.preauth.clone();
+        preauth.update(&frame);
+        let r = self.handle_frame(&frame).remove(0);
+        self.session_id = r.header.session_id;
+        if r.status() != status::SUCCESS {
+            return Err(r.status());
+        }
+        self.take_keys(full_key, &preauth, None);
+        assert!(self.key.as_ref().unwrap().verify(&r.msg));
+        Ok(())
+    }
+
+    /// Derives the session's keys from the key its authentication gave
+    /// (Session.FullSessionKey); a channel of `home` signs only.
+    fn take_keys(&mut self, full_key: &[u8], preauth: &PreauthHash, home: Option<&Client>) {
+        let mut key = [0u8; 16];
+        let n = full_key.len().min(16);
+        key[..n].copy_from_slice(&full_key[..n]);
+        let (dialect, hash) = match self.dialect {
+            Dialect::Smb210 => (DIALECT_210, &[0; 64]),
+            Dialect::Smb311 => (DIALECT_311, preauth.value()),
+        };
+        self.key = Some(signing_key(dialect, self.signing_algorithm, &key, hash));
+        if let Some(home) = home {
+            // A channel: the session's ids; sealing (with the session's
+            // keys) is not scripted.
+            self.tree_id = home.tree_id;
+        } else {
+            self.crypt = SessionCiphers::derive_for_client(dialect, CIPHER, &key, full_key, hash);
         }
     }
 

@@ -30,9 +30,14 @@ impl Crypt {
         session_id: u64,
         nonce_prefix: [u8; 4],
     ) -> Result<Crypt, Error> {
-        let (c2s, s2c) =
-            copyless_crypto::session_keys::cipher_keys(dialect, cipher, session_key, preauth)
-                .ok_or_else(|| Error::Protocol("encryption needs SMB 3".into()))?;
+        let (c2s, s2c) = copyless_crypto::session_keys::cipher_keys(
+            dialect,
+            cipher,
+            session_key,
+            session_key,
+            preauth,
+        )
+        .ok_or_else(|| Error::Protocol("encryption needs SMB 3".into()))?;
         let bad = || Error::Protocol("bad cipher key".into());
         Ok(Crypt {
             encrypt: Cipher::new(cipher, &c2s).ok_or_else(bad)?,
