@@ -226,7 +226,7 @@ impl Acceptor {
         Some(Step::Done(Authenticated {
             user: accepted.client,
             domain: accepted.realm,
-            session_key: session_key16(&full),
+            session_key: smb_session_key(&full),
             full_session_key: full,
             expires_at: Some(
                 accepted
@@ -570,9 +570,9 @@ fn challenge_flags(client: u32) -> u32 {
     (client & ECHOED) | charset | flags::NTLM | flags::TARGET_INFO | flags::REQUEST_TARGET
 }
 
-/// Session.SessionKey: the first 16 bytes of the context key, zero-padded
-/// (MS-SMB2 3.3.5.5.3).
-fn session_key16(full: &[u8]) -> [u8; 16] {
+/// Session.SessionKey from a GSS context key: its first 16 bytes,
+/// zero-padded (MS-SMB2 3.3.5.5.3).
+pub fn smb_session_key(full: &[u8]) -> [u8; 16] {
     let mut key = [0u8; 16];
     let n = full.len().min(16);
     key[..n].copy_from_slice(&full[..n]);

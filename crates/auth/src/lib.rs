@@ -1,8 +1,7 @@
 //! Authentication for copyless: the NTLMv2 acceptor inside SPNEGO
 //! (MS-SPNG, MS-NLMP), its client-side counterpart (used by the benchmark
-//! client), the user store, and the Unix accounts its users are linked to;
-//! and, not yet reached from SPNEGO, the Kerberos service side (keytab,
-//! AP exchange).
+//! client), the Kerberos service side (keytab, AP exchange), the user
+//! store, and the Unix accounts its users are linked to.
 //!
 //! Everything here is sans-IO except [`UserStore::load`],
 //! [`UserStore::save`], [`LiveUsers`]' loading and refreshing, and the
@@ -24,7 +23,9 @@ pub mod userstore;
 #[cfg(test)]
 mod tests;
 
-pub use acceptor::{negotiate_hint, Acceptor, AuthError, Authenticated, ServerInfo, Step};
+pub use acceptor::{
+    negotiate_hint, smb_session_key, Acceptor, AuthError, Authenticated, ServerInfo, Step,
+};
 pub use initiator::{ClientIdentity, Initiator, InitiatorRandom, InitiatorStep};
 pub use live::{LiveUsers, Refreshed};
 pub use unix::{UnixAccount, UnixError};

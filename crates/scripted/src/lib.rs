@@ -534,9 +534,7 @@ impl Client {
     /// Derives the session's keys from the key its authentication gave
     /// (Session.FullSessionKey); a channel of `home` signs only.
     fn take_keys(&mut self, full_key: &[u8], preauth: &PreauthHash, home: Option<&Client>) {
-        let mut key = [0u8; 16];
-        let n = full_key.len().min(16);
-        key[..n].copy_from_slice(&full_key[..n]);
+        let key = copyless_auth::smb_session_key(full_key);
         let (dialect, hash) = match self.dialect {
             Dialect::Smb210 => (DIALECT_210, &[0; 64]),
             Dialect::Smb311 => (DIALECT_311, preauth.value()),
