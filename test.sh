@@ -26,6 +26,8 @@ install_system_packages() {
     local packages=()
     command -v smbclient >/dev/null 2>&1 || packages+=(smbclient)
     command -v smbtorture >/dev/null 2>&1 || packages+=(samba-testsuite)
+    # systemd-analyze checks the unit file (tests/test_systemd.py).
+    command -v systemd-analyze >/dev/null 2>&1 || packages+=(systemd)
     # The throwaway KDC of the Kerberos conformance tests.
     [ -x /usr/sbin/krb5kdc ] || packages+=(krb5-kdc krb5-admin-server krb5-user)
     command -v python3 >/dev/null 2>&1 || packages+=(python3)

@@ -8,6 +8,7 @@ mod machine_sid;
 mod metrics;
 mod privileges;
 mod serve;
+mod systemd;
 mod top;
 mod user_cmd;
 mod users_watch;

@@ -150,6 +150,9 @@ pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, 
     }
     let stop = engine::StopSignal::install()
         .map_err(|e| (format!("cannot catch SIGTERM and SIGINT: {e}"), 1))?;
+    let notifier = crate::systemd::Notifier::from_env();
+    watch_signals(notifier.clone())
+        .map_err(|e| (format!("cannot catch SIGTERM, SIGINT and SIGHUP: {e}"), 1))?;
     let mut listeners = Vec::new();
     for addr in &config.listen {
         let l =
@@ -160,6 +163,26 @@ pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, 
     }
     use std::io::Write;
     let _ = std::io::stdout().flush();
+    if let Some(notifier) = &notifier {
+        let addrs: Vec<String> = listeners
+            .iter()
+            .filter_map(|l| l.local_addr().ok())
+            .map(|a| a.to_string())
+            .collect();
+        notifier.ready(&format!(
+            "serving {} share(s) on {}",
+            config.shares.len(),
+            addrs.join(", ")
+        ));
+        let first = listeners.first().and_then(|l| l.local_addr().ok());
+        if let (Some(interval), Some(addr)) = (crate::systemd::watchdog_interval(), first) {
+            crate::systemd::start_watchdog(
+                notifier.clone(),
+                interval,
+                crate::systemd::local_probe_address(addr),
+            );
+        }
+    }
     let limits = EngineLimits {
         max_message_size: config.limits.max_message_size as usize,
         max_preauth_message_size: config.limits.max_preauth_message_size as usize,
@@ -174,6 +197,32 @@ pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, 
     contain_panic_messages();
     engine::run(server, listeners, limits, tracer, config.engine, stop)
         .map_err(|e| (e.to_string(), 1))
+}
+
+/// Says STOPPING to systemd as soon as a stop is asked for (the engine
+/// then takes a while to finish its connections), and keeps SIGHUP from
+/// ending the server: it is the reload signal of the unit's ExecReload.
+fn watch_signals(notifier: Option<Arc<crate::systemd::Notifier>>) -> std::io::Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            for signal in signals.forever() {
+                match signal {
+                    SIGHUP => eprintln!(
+                        "copyless: SIGHUP: reloading the configuration is not built yet; \
+                         restart the server to apply changes"
+                    ),
+                    _ => {
+                        if let Some(n) = &notifier {
+                            n.stopping();
+                        }
+                    }
+                }
+            }
+        })?;
+    Ok(())
 }
 
 fn display_path(p: &Path) -> String {
