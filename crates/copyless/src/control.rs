@@ -1,8 +1,10 @@
 //! The control socket: a Unix socket, readable only by root and the
-//! server's own user, through which `copyless top` fetches snapshots.
+//! server's own user, through which `copyless top` fetches snapshots and
+//! `copyless status` the server's sessions and open files.
 //!
 //! The protocol is one line in, one JSON document out: the client sends
-//! `snapshot\n` and reads the server's [`Snapshot`] until end of stream.
+//! `snapshot\n` (or `status\n`) and reads the server's [`Snapshot`] (or
+//! its status) until end of stream.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
@@ -31,9 +33,12 @@ impl Drop for ControlSocket {
     }
 }
 
+/// Makes the `status` document when asked.
+pub type StatusSource = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
+
 /// Binds the socket (replacing a stale one) and serves it on a thread of
 /// its own.
-pub fn start(path: &Path, tracer: Arc<Tracer>) -> io::Result<ControlSocket> {
+pub fn start(path: &Path, tracer: Arc<Tracer>, status: StatusSource) -> io::Result<ControlSocket> {
     if let Some(dir) = path.parent() {
         if !dir.as_os_str().is_empty() && !dir.exists() {
             std::fs::DirBuilder::new()
@@ -67,7 +72,7 @@ pub fn start(path: &Path, tracer: Arc<Tracer>) -> io::Result<ControlSocket> {
         .name("control".into())
         .spawn(move || {
             for stream in listener.incoming().flatten() {
-                let _ = serve(stream, &tracer);
+                let _ = serve(stream, &tracer, &status);
             }
         })?;
     Ok(ControlSocket {
@@ -83,7 +88,7 @@ fn peer_allowed(stream: &UnixStream) -> bool {
     }
 }
 
-fn serve(stream: UnixStream, tracer: &Tracer) -> io::Result<()> {
+fn serve(stream: UnixStream, tracer: &Tracer, status: &StatusSource) -> io::Result<()> {
     if !peer_allowed(&stream) {
         return Ok(());
     }
@@ -98,6 +103,10 @@ fn serve(stream: UnixStream, tracer: &Tracer) -> io::Result<()> {
             out.write_all(&json)?;
             out.write_all(b"\n")
         }
+        "status" => {
+            out.write_all(status().to_string().as_bytes())?;
+            out.write_all(b"\n")
+        }
         other => {
             let msg = serde_json::json!({ "error": format!("unknown request {other:?}") });
             out.write_all(msg.to_string().as_bytes())?;
@@ -106,11 +115,33 @@ fn serve(stream: UnixStream, tracer: &Tracer) -> io::Result<()> {
     }
 }
 
+/// The control socket a command talks to: `control` when given, else
+/// the one `config` names, else the default one.
+pub fn socket_path(control: Option<&Path>, config: Option<&Path>) -> Result<PathBuf, String> {
+    if let Some(path) = control {
+        return Ok(path.to_path_buf());
+    }
+    match config {
+        Some(file) => crate::config::Config::load(file)
+            .map(|c| c.control_path())
+            .map_err(|e| e.to_string()),
+        None => Ok(crate::config::default_control_path(
+            rustix::process::geteuid().is_root(),
+            &crate::config::default_state_dir(),
+        )),
+    }
+}
+
 /// Asks the server at `path` for a snapshot.
 pub fn fetch(path: &Path) -> io::Result<Snapshot> {
+    ask(path, "snapshot")
+}
+
+/// Sends `request` to the server at `path` and reads its JSON answer.
+pub fn ask<T: serde::de::DeserializeOwned>(path: &Path, request: &str) -> io::Result<T> {
     let mut stream = UnixStream::connect(path)?;
     stream.set_read_timeout(Some(IO_TIMEOUT * 2))?;
-    stream.write_all(b"snapshot\n")?;
+    stream.write_all(format!("{request}\n").as_bytes())?;
     let mut text = Vec::new();
     (&stream).take(MAX_RESPONSE).read_to_end(&mut text)?;
     if text.is_empty() {
@@ -143,7 +174,8 @@ mod tests {
     fn serves_snapshots_to_its_own_user() {
         let path = temp_path("serve");
         let tracer = Tracer::new(vec!["s".into()], true);
-        let socket = start(&path, tracer.clone()).unwrap();
+        let status: StatusSource = Arc::new(|| serde_json::json!({ "sessions": [] }));
+        let socket = start(&path, tracer.clone(), status.clone()).unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
 
@@ -174,9 +206,14 @@ mod tests {
 
         // A second server must not steal a live socket.
         assert_eq!(
-            start(&path, tracer.clone()).err().map(|e| e.kind()),
+            start(&path, tracer.clone(), status.clone())
+                .err()
+                .map(|e| e.kind()),
             Some(io::ErrorKind::AddrInUse)
         );
+
+        let answer: serde_json::Value = ask(&path, "status").unwrap();
+        assert_eq!(answer, serde_json::json!({ "sessions": [] }));
 
         // Unknown requests are answered with an error, not a snapshot.
         let mut stream = UnixStream::connect(&path).unwrap();
@@ -197,12 +234,13 @@ mod tests {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         drop(UnixListener::bind(&path).unwrap());
         let tracer = Tracer::new(vec![], true);
-        let socket = start(&path, tracer.clone()).unwrap();
+        let status: StatusSource = Arc::new(|| serde_json::json!({}));
+        let socket = start(&path, tracer.clone(), status.clone()).unwrap();
         assert!(fetch(&path).is_ok());
         drop(socket);
 
         std::fs::write(&path, b"not a socket").unwrap();
-        assert!(start(&path, tracer).is_err());
+        assert!(start(&path, tracer, status).is_err());
         assert_eq!(std::fs::read(&path).unwrap(), b"not a socket");
         let _ = std::fs::remove_dir_all(path.parent().unwrap().parent().unwrap());
     }

@@ -8,6 +8,7 @@ mod machine_sid;
 mod metrics;
 mod privileges;
 mod serve;
+mod status;
 mod systemd;
 mod top;
 mod user_cmd;
@@ -36,6 +37,8 @@ enum Command {
     CheckConfig { file: PathBuf },
     /// Show where the running server's time goes, per phase and command.
     Top(top::TopArgs),
+    /// Show the running server's sessions and open files.
+    Status(status::StatusArgs),
     /// Load an SMB server and measure it (see `copyless bench --help`).
     Bench(copyless_bench::BenchArgs),
 }
@@ -63,6 +66,7 @@ fn main() -> ExitCode {
         },
         Command::User(cmd) => user_cmd::run(cmd),
         Command::Top(args) => top::run(args),
+        Command::Status(args) => status::run(args),
         Command::Bench(args) => copyless_bench::run(args),
         Command::CheckConfig { file } => match config::Config::load(&file) {
             Ok(_) => {

@@ -124,7 +124,11 @@ pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, 
     // Both are served before the SMB listeners are announced, so that a
     // script that waits for those finds them ready.
     let control_path = config.control_path();
-    let _control = match crate::control::start(&control_path, tracer.clone()) {
+    let status: crate::control::StatusSource = {
+        let server = server.clone();
+        Arc::new(move || crate::status::to_json(&server.status()))
+    };
+    let _control = match crate::control::start(&control_path, tracer.clone(), status) {
         Ok(socket) => Some(socket),
         Err(e) => {
             // Statistics are not worth refusing to serve files over.

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use copyless_trace::{command, histogram, Report, Snapshot};
 
-use crate::config::{self, Config};
 use crate::control;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -39,18 +38,7 @@ pub struct TopArgs {
 }
 
 fn control_path(args: &TopArgs) -> Result<PathBuf, String> {
-    if let Some(path) = &args.control {
-        return Ok(path.clone());
-    }
-    match &args.config {
-        Some(file) => Config::load(file)
-            .map(|c| c.control_path())
-            .map_err(|e| e.to_string()),
-        None => Ok(config::default_control_path(
-            rustix::process::geteuid().is_root(),
-            &config::default_state_dir(),
-        )),
-    }
+    control::socket_path(args.control.as_deref(), args.config.as_deref())
 }
 
 fn fetch(path: &Path) -> Result<Snapshot, String> {

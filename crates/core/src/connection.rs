@@ -816,6 +816,8 @@ impl Connection {
         for id in ids {
             self.remove_session(id, true);
         }
+        // Last: removing the sessions published the connection again.
+        self.withdraw_status();
         self.answers.clear();
         std::mem::take(&mut self.outbox)
     }
@@ -916,6 +918,16 @@ impl Connection {
                 self.run(&req, &mut reply, compound, &mut w, env)
             }
         };
+        if matches!(
+            hdr.command,
+            cmd::NEGOTIATE
+                | cmd::SESSION_SETUP
+                | cmd::LOGOFF
+                | cmd::TREE_CONNECT
+                | cmd::TREE_DISCONNECT
+        ) {
+            self.publish_status();
+        }
         chain.granted += u64::from(granted);
         if reply.suppress {
             return Step::Silent;

@@ -526,7 +526,7 @@ impl Connection {
         let f = open.file().ok_or(status::INTERNAL_ERROR)?;
         let key = f.key;
         let stat = f.vfs.stat(&f.handle);
-        server.files().unpark(&key, id, self.id());
+        server.files().unpark(&key, id, self.id(), req.session_id);
         server.durable.attach(id, key, self.id());
         let (level, lease) = server.files().caching_of(&key, id);
         let stat = match stat {

@@ -56,6 +56,8 @@ pub struct OpenRef {
     pub share_access: u32,
     /// The lease it shares, if it named one.
     pub lease: Option<LeaseId>,
+    /// The session that holds it, for `copyless status`.
+    pub session: u64,
 }
 
 /// Everything known about an open file across all its opens.
@@ -134,6 +136,8 @@ pub struct OplockRequest {
     /// The level asked for (SMB2_OPLOCK_LEVEL_*).
     pub level: u8,
     pub connection: ConnectionId,
+    /// The session opening the file.
+    pub session: u64,
     /// Woken when the open must wait for breaks.
     pub token: Token,
     /// The open overwrites or supersedes the file...
@@ -757,7 +761,7 @@ impl FileTable {
     }
 
     /// The parked open is back, on `connection`: its breaks go there.
-    pub fn unpark(&mut self, key: &FileKey, id: u64, connection: ConnectionId) {
+    pub fn unpark(&mut self, key: &FileKey, id: u64, connection: ConnectionId, session: u64) {
         self.parked.remove(&id);
         for o in self.app_instances.values_mut().flatten() {
             if o.open == id {
@@ -767,6 +771,9 @@ impl FileTable {
         let Some(state) = self.files.get_mut(key) else {
             return;
         };
+        if let Some(open) = state.opens.get_mut(&id) {
+            open.session = session;
+        }
         for o in state.oplocks.iter_mut().filter(|o| o.open == id) {
             o.holder = connection;
         }
@@ -776,6 +783,28 @@ impl FileTable {
                 *c = connection;
             }
         }
+    }
+
+    /// Every open, with the index of its share (`copyless status`).
+    pub fn open_files(&self) -> Vec<(usize, crate::status::OpenStatus)> {
+        self.files
+            .iter()
+            .flat_map(|(key, state)| {
+                state.opens.values().map(move |o| {
+                    let open = crate::status::OpenStatus {
+                        share: String::new(),
+                        path: state.path.clone(),
+                        is_dir: state.is_dir,
+                        session: o.session,
+                        access: o.access,
+                        share_access: o.share_access,
+                        delete_pending: state.delete_pending,
+                        disconnected: self.parked.contains(&o.id),
+                    };
+                    (key.0, open)
+                })
+            })
+            .collect()
     }
 
     /// What the open caches now: its oplock level, or its lease.
@@ -1384,12 +1413,14 @@ mod tests {
                                 access: a1,
                                 share_access: s1,
                                 lease: None,
+                                session: 0,
                             },
                             OpenRef {
                                 id: 2,
                                 access: a2,
                                 share_access: s2,
                                 lease: None,
+                                session: 0,
                             },
                         ];
                         let mut counts = ShareCounts::default();
@@ -1415,6 +1446,7 @@ mod tests {
         OplockRequest {
             level: 0,
             connection: 1,
+            session: 0,
             token: 0,
             truncating: false,
             created: false,
@@ -1437,6 +1469,7 @@ mod tests {
             access,
             share_access,
             lease: None,
+            session: 0,
         }
     }
 

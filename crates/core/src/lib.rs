@@ -29,6 +29,7 @@ pub mod security;
 pub mod server;
 mod session;
 pub mod shortname;
+pub mod status;
 pub mod tree;
 mod waiting;
 pub mod wildcard;

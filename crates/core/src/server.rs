@@ -135,6 +135,8 @@ pub struct Server {
     pub clients: ClientTable,
     /// Durable opens whose connection went.
     pub durable: DurableTable,
+    /// What `copyless status` shows of each connection.
+    pub(crate) status_board: crate::status::StatusBoard,
     files: Mutex<FileTable>,
     /// The table says here whether any file has a byte-range lock...
     any_byte_locks: Arc<AtomicBool>,
@@ -164,6 +166,7 @@ impl Server {
             sessions: SessionTable::default(),
             clients: ClientTable::default(),
             durable: DurableTable::default(),
+            status_board: crate::status::StatusBoard::default(),
             any_byte_locks: files.any_locks_flag(),
             any_oplocks: files.any_oplocks_flag(),
             any_watchers: files.any_watchers_flag(),

@@ -517,5 +517,6 @@ impl Connection {
         } else {
             self.release_all(sid, opens);
         }
+        self.publish_status();
     }
 }

@@ -191,6 +191,7 @@ impl Connection {
                 cr.oplock_level
             },
             connection: self.id(),
+            session: req.session_id,
             token: self.next_hold_token(),
             truncating: matches!(cr.create_disposition, SUPERSEDE | OVERWRITE | OVERWRITE_IF),
             created: false,
@@ -710,6 +711,7 @@ fn register(
             access,
             share_access,
             lease: None,
+            session: oplock.session,
         },
         oplock,
     )
