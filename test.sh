@@ -83,10 +83,18 @@ install_cargo_fuzz() {
     fi
 }
 
+install_cargo_deb() {
+    if ! cargo deb --version >/dev/null 2>&1; then
+        log "installing cargo-deb"
+        cargo install cargo-deb --version 3.8.0 --locked
+    fi
+}
+
 install_system_packages
 install_rust
 install_python_packages
 install_cargo_fuzz
+install_cargo_deb
 
 log "cargo fmt --check"
 cargo fmt --all -- --check
