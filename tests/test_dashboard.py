@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -300,38 +301,47 @@ def test_the_dashboard_moves_while_a_client_writes(server, browser):
     tools.call("Page.enable")
     tools.call("Page.addScriptToEvaluateOnNewDocument", source=WATCH_CSP)
 
+    def read():
+        return tools.evaluate(READ_PAGE)
+
+    shot = artifact_path("dashboard.png")
     with Writer(server) as writer:
         tools.call("Page.navigate", url=url)
-        read = lambda: tools.evaluate(READ_PAGE)  # noqa: E731
-        first = wait_for(
-            read,
-            lambda p: p is not None
-            and p["status"] == "live"
-            and p["totalRequests"]["value"] > 0
-            and any(c["key"] == "WRITE" for c in p["commands"]),
-            PAGE_DEADLINE,
-            "the page did not show the server's WRITEs",
-        )
-        # Numbers that only grow while the client writes: they must move on
-        # the page without reloading it.
-        second = wait_for(
-            read,
-            lambda p: p["totalRequests"]["value"] > first["totalRequests"]["value"]
-            and p["totalBytesIn"]["value"] > first["totalBytesIn"]["value"]
-            and p["updated"]["value"] > first["updated"]["value"],
-            MOVE_DEADLINE,
-            "the numbers did not move",
-        )
-        # A few seconds of history, for lines worth a look in the charts.
-        wait_for(read, lambda p: p["points"] >= 5, MOVE_DEADLINE, "no history for the charts")
-        shot = artifact_path("dashboard.png")
-        screenshot(tools, shot)
+        try:
+            first = wait_for(
+                read,
+                lambda p: p is not None
+                and p["status"] == "live"
+                and p["totalRequests"]["value"] > 0
+                and any(c["key"] == "WRITE" for c in p["commands"]),
+                PAGE_DEADLINE,
+                "the page did not show the server's WRITEs",
+            )
+            # Numbers that only grow while the client writes: they must
+            # move on the page without reloading it.
+            second = wait_for(
+                read,
+                lambda p: p["totalRequests"]["value"] > first["totalRequests"]["value"]
+                and p["totalBytesIn"]["value"] > first["totalBytesIn"]["value"]
+                and p["updated"]["value"] > first["updated"]["value"],
+                MOVE_DEADLINE,
+                "the numbers did not move",
+            )
+            # A few seconds of history, for lines worth a look in the charts.
+            wait_for(read, lambda p: p["points"] >= 5, MOVE_DEADLINE, "no history for the charts")
+        finally:
+            # Kept whether or not the numbers moved: it shows what the page did.
+            screenshot(tools, shot)
         page = read()
     assert writer.error is None, f"the writing client failed: {writer.error!r}"
     assert writer.files > 0
 
+    # The text a person sees moved too, not only the values behind it.
     assert second["totalRequests"]["text"] != first["totalRequests"]["text"]
     assert second["totalBytesIn"]["text"] != first["totalBytesIn"]["text"]
+    # A second with WRITEs in it shows them in the tiles too.
+    assert first["writeRate"]["value"] > 0 and first["writeRate"]["text"].endswith("/s")
+    assert first["requestRate"]["value"] > 0
     assert not page["tracingOff"]
     assert page["charts"] == 2, page
 
@@ -342,12 +352,14 @@ def test_the_dashboard_moves_while_a_client_writes(server, browser):
     for p in page["phases"]:
         assert p["share_percent"]["text"].endswith("%"), p
         assert p["what_if_bytes_per_s"]["text"] == "-" or p["what_if_bytes_per_s"]["text"].endswith("/s"), p
+    assert first["whatIf"].startswith("If "), first["whatIf"]
     # ...the commands with their percentiles (from the first read, which
     # waited for a second with WRITEs: a quiet second may come between)...
     write = next(c for c in first["commands"] if c["key"] == "WRITE")
     assert write["count"]["value"] > 0, write
     assert 0 < write["p50_ns"]["value"] <= write["p99_ns"]["value"], write
-    assert write["p99_ns"]["text"][-2:] in ("ns", "us", "ms") or write["p99_ns"]["text"].endswith("s")
+    for field in ("p50_ns", "p99_ns"):
+        assert re.fullmatch(r"\d+(\.\d+)?(ns|us|ms|s)", write[field]["text"]), write
     # ...shares and clients, the client without its user name (the
     # endpoint keeps user names unless `[metrics] user_labels = true`).
     assert [s["key"] for s in first["shares"]] == [server.share], first["shares"]
