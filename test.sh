@@ -31,6 +31,8 @@ install_system_packages() {
     # The throwaway KDC of the Kerberos conformance tests.
     [ -x /usr/sbin/krb5kdc ] || packages+=(krb5-kdc krb5-admin-server krb5-user)
     command -v python3 >/dev/null 2>&1 || packages+=(python3)
+    # The dashboard test's headless browser.
+    command -v chromium >/dev/null 2>&1 || packages+=(chromium)
     python3 -m pip --version >/dev/null 2>&1 || packages+=(python3-pip)
     if [ "${COPYLESS_TEST_SERVER:-copyless}" = samba ]; then
         command -v smbd >/dev/null 2>&1 || [ -x /usr/sbin/smbd ] || packages+=(samba)
@@ -67,13 +69,13 @@ install_rust() {
 }
 
 install_python_packages() {
-    if python3 -c 'import smbprotocol, smbclient, pytest, prometheus_client, fuse' >/dev/null 2>&1; then
+    if python3 -c 'import smbprotocol, smbclient, pytest, prometheus_client, fuse, websocket' >/dev/null 2>&1; then
         return
     fi
-    log "installing smbprotocol, pytest, prometheus-client and fusepy"
+    log "installing smbprotocol, pytest, prometheus-client, fusepy and websocket-client"
     # Debian marks its system Python as externally managed (PEP 668).
-    python3 -m pip install -q smbprotocol pytest prometheus-client fusepy ||
-        python3 -m pip install -q --break-system-packages smbprotocol pytest prometheus-client fusepy
+    python3 -m pip install -q smbprotocol pytest prometheus-client fusepy websocket-client ||
+        python3 -m pip install -q --break-system-packages smbprotocol pytest prometheus-client fusepy websocket-client
 }
 
 install_cargo_fuzz() {

@@ -2,6 +2,7 @@
 
 mod config;
 mod control;
+mod dashboard;
 mod descriptors;
 mod first_user;
 mod machine_sid;

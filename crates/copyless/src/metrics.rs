@@ -1,5 +1,7 @@
 //! The Prometheus endpoint: a small HTTP/1.1 listener of our own that
-//! answers `GET /metrics` with the tracer's counters and histograms.
+//! answers `GET /metrics` with the tracer's counters and histograms, and
+//! serves the live dashboard (`/`, `/report.json`, `/static/...`, see
+//! `dashboard`) beside it.
 //!
 //! Anyone who can reach the port can connect, so one scraper must not hold
 //! up another: each connection is served on a thread of its own, with a cap
@@ -7,6 +9,7 @@
 //! (a per-read timeout would let a client that trickles a byte at a time
 //! keep its thread for ever).
 
+use std::borrow::Cow;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,6 +18,8 @@ use std::time::{Duration, Instant};
 
 use copyless_trace::prometheus::{self, ClientLabels};
 use copyless_trace::Tracer;
+
+use crate::dashboard::{self, Dashboard};
 
 /// The most of a request we read: the request line and headers.
 const MAX_HEAD: u64 = 8192;
@@ -30,6 +35,7 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 struct Endpoint {
     tracer: Arc<Tracer>,
     labels: ClientLabels,
+    dashboard: Arc<Dashboard>,
     deadline: Duration,
     max_scrapes: usize,
     busy: Arc<AtomicUsize>,
@@ -42,11 +48,13 @@ pub fn start(
     tracer: Arc<Tracer>,
     labels: ClientLabels,
 ) -> io::Result<SocketAddr> {
+    let dashboard = Dashboard::start(Arc::clone(&tracer), labels)?;
     start_endpoint(
         addr,
         Endpoint {
             tracer,
             labels,
+            dashboard,
             deadline: DEADLINE,
             max_scrapes: MAX_SCRAPES,
             busy: Arc::new(AtomicUsize::new(0)),
@@ -144,33 +152,129 @@ fn wants_openmetrics(head: &str) -> bool {
     })
 }
 
-/// Status line, content type and body for a request head.
-fn respond(
-    head: &str,
-    tracer: &Tracer,
-    labels: ClientLabels,
-) -> (&'static str, &'static str, String) {
-    let line = head.lines().next().unwrap_or("");
-    let mut parts = line.split(' ');
-    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let path = target.split('?').next().unwrap_or("");
-    match (method, path) {
-        ("GET", "/metrics") if wants_openmetrics(head) => (
-            "200 OK",
+/// The request line's method and path (without a query), and the head.
+struct Request<'a> {
+    method: &'a str,
+    path: &'a str,
+    head: &'a str,
+}
+
+impl<'a> Request<'a> {
+    fn parse(head: &'a str) -> Request<'a> {
+        let line = head.lines().next().unwrap_or("");
+        let mut parts = line.split(' ');
+        let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        let path = target.split('?').next().unwrap_or("");
+        Request { method, path, head }
+    }
+
+    /// The value of header `name`, if sent.
+    fn header(&self, name: &str) -> Option<&'a str> {
+        self.head.lines().skip(1).find_map(|h| {
+            let (n, value) = h.split_once(':')?;
+            n.trim().eq_ignore_ascii_case(name).then(|| value.trim())
+        })
+    }
+}
+
+/// Sent with every answer. The page may run only its own scripts and
+/// styles and talk only to this endpoint; nothing may frame it, and no
+/// answer is taken for another type than it says it is.
+const SECURITY_HEADERS: &str = "X-Content-Type-Options: nosniff\r\n\
+    Content-Security-Policy: default-src 'none'; script-src 'self'; style-src 'self'; \
+    img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; \
+    frame-ancestors 'none'\r\n\
+    Referrer-Policy: no-referrer\r\n";
+
+const NOT_MODIFIED: &str = "304 Not Modified";
+
+/// What to answer a request.
+struct Response {
+    status: &'static str,
+    content_type: &'static str,
+    cache_control: &'static str,
+    /// Header lines beyond the ones every answer has, each ending in CRLF.
+    extra: String,
+    body: Cow<'static, [u8]>,
+}
+
+impl Response {
+    fn new(
+        status: &'static str,
+        content_type: &'static str,
+        cache_control: &'static str,
+        body: impl Into<Cow<'static, [u8]>>,
+    ) -> Response {
+        Response {
+            status,
+            content_type,
+            cache_control,
+            extra: String::new(),
+            body: body.into(),
+        }
+    }
+
+    /// A fresh answer each time, never to be kept.
+    fn live(content_type: &'static str, body: impl Into<Cow<'static, [u8]>>) -> Response {
+        Response::new("200 OK", content_type, "no-store", body)
+    }
+
+    fn text(status: &'static str, body: &'static str) -> Response {
+        Response::new(status, "text/plain", "no-store", body.as_bytes())
+    }
+
+    /// One of the page's files. The same bytes until the binary changes:
+    /// a browser may keep them but asks each time whether they still hold
+    /// (no-cache with an entity tag), so an upgrade shows at once.
+    fn asset(request: &Request, content_type: &'static str, body: &'static [u8]) -> Response {
+        let tag = dashboard::etag(body);
+        let status = if request.header("if-none-match") == Some(tag.as_str()) {
+            NOT_MODIFIED
+        } else {
+            "200 OK"
+        };
+        let mut response = Response::new(status, content_type, "no-cache", body);
+        response.extra = format!("ETag: {tag}\r\n");
+        response
+    }
+
+    /// The head, with the length of the body (sent or not).
+    fn head(&self) -> String {
+        format!(
+            "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n\
+             Cache-Control: {}\r\n{}{SECURITY_HEADERS}Connection: close\r\n\r\n",
+            self.status,
+            self.content_type,
+            self.body.len(),
+            self.cache_control,
+            self.extra,
+        )
+    }
+}
+
+/// The answer to a request (HEAD is answered as GET; the body is left out
+/// when sending).
+fn respond(request: &Request, endpoint: &Endpoint) -> Response {
+    if !matches!(request.method, "GET" | "HEAD") {
+        let mut response = Response::text("405 Method Not Allowed", "only GET is served\n");
+        response.extra = "Allow: GET, HEAD\r\n".into();
+        return response;
+    }
+    let (tracer, labels) = (&endpoint.tracer, endpoint.labels);
+    match request.path {
+        "/metrics" if wants_openmetrics(request.head) => Response::live(
             prometheus::CONTENT_TYPE,
-            prometheus::encode(&tracer.snapshot(), labels),
+            prometheus::encode(&tracer.snapshot(), labels).into_bytes(),
         ),
-        ("GET", "/metrics") => (
-            "200 OK",
+        "/metrics" => Response::live(
             prometheus::CLASSIC_CONTENT_TYPE,
-            prometheus::encode_classic(&tracer.snapshot(), labels),
+            prometheus::encode_classic(&tracer.snapshot(), labels).into_bytes(),
         ),
-        ("GET", _) => ("404 Not Found", "text/plain", "try /metrics\n".into()),
-        _ => (
-            "405 Method Not Allowed",
-            "text/plain",
-            "only GET is served\n".into(),
-        ),
+        "/report.json" => Response::live("application/json", endpoint.dashboard.document()),
+        path => match dashboard::asset(path) {
+            Some((content_type, body)) => Response::asset(request, content_type, body),
+            None => Response::text("404 Not Found", "try /metrics or /\n"),
+        },
     }
 }
 
@@ -199,14 +303,14 @@ fn serve(mut stream: TcpStream, endpoint: &Endpoint, deadline: Instant) -> io::R
         }
         head.extend_from_slice(chunk.get(..n).unwrap_or(&[]));
     };
-    let (status, content_type, body) = respond(&text, &endpoint.tracer, endpoint.labels);
-    let reply = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
-         Connection: close\r\n\r\n",
-        body.len()
-    );
-    write_by(&mut stream, reply.as_bytes(), deadline)?;
-    write_by(&mut stream, body.as_bytes(), deadline)
+    let request = Request::parse(&text);
+    let response = respond(&request, endpoint);
+    write_by(&mut stream, response.head().as_bytes(), deadline)?;
+    // HEAD is answered as GET without the body, and so is a 304.
+    if request.method != "HEAD" && response.status != NOT_MODIFIED {
+        write_by(&mut stream, &response.body, deadline)?;
+    }
+    Ok(())
 }
 
 /// `write_all` that gives up at `deadline`, however slowly the client
@@ -229,16 +333,26 @@ mod tests {
     use super::*;
     use std::net::IpAddr;
 
+    fn endpoint_with(
+        tracer: Arc<Tracer>,
+        labels: ClientLabels,
+        deadline: Duration,
+        max_scrapes: usize,
+    ) -> Endpoint {
+        Endpoint {
+            dashboard: Dashboard::start(Arc::clone(&tracer), labels).unwrap(),
+            tracer,
+            labels,
+            deadline,
+            max_scrapes,
+            busy: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
     fn endpoint(tracer: Arc<Tracer>, deadline: Duration, max_scrapes: usize) -> SocketAddr {
         start_endpoint(
             "127.0.0.1:0".parse().unwrap(),
-            Endpoint {
-                tracer,
-                labels: ClientLabels::Address,
-                deadline,
-                max_scrapes,
-                busy: Arc::new(AtomicUsize::new(0)),
-            },
+            endpoint_with(tracer, ClientLabels::Address, deadline, max_scrapes),
         )
         .unwrap()
     }
@@ -280,13 +394,111 @@ mod tests {
         assert!(answer.contains("# TYPE copyless_requests_total counter"));
         assert!(!answer.contains("# EOF"));
 
-        let answer = get(addr, "GET / HTTP/1.0\r\n\r\n");
+        let answer = get(addr, "GET /nothing HTTP/1.0\r\n\r\n");
         assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
         let answer = get(addr, "POST /metrics HTTP/1.1\r\n\r\n");
         assert!(answer.starts_with("HTTP/1.1 405"), "{answer}");
         // A head that never ends is cut off without an answer.
         let junk = "x".repeat(9000);
         assert_eq!(get(addr, &junk), "");
+    }
+
+    /// The head of an answer, as (status line, headers by lower-case name).
+    fn head_of(answer: &str) -> (String, std::collections::HashMap<String, String>) {
+        let head = answer.split("\r\n\r\n").next().unwrap();
+        let mut lines = head.lines();
+        let status = lines.next().unwrap().to_string();
+        let headers = lines
+            .filter_map(|l| l.split_once(": "))
+            .map(|(n, v)| (n.to_ascii_lowercase(), v.to_string()))
+            .collect();
+        (status, headers)
+    }
+
+    #[test]
+    fn serves_the_dashboard() {
+        let addr = endpoint(Tracer::new(vec![], true), DEADLINE, MAX_SCRAPES);
+        let csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+                   connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+        for (path, content_type) in [
+            ("/", "text/html; charset=utf-8"),
+            ("/?refresh=1", "text/html; charset=utf-8"),
+            ("/static/dashboard.js", "text/javascript; charset=utf-8"),
+            ("/static/dashboard.css", "text/css; charset=utf-8"),
+            (
+                "/static/uPlot.iife.min.js",
+                "text/javascript; charset=utf-8",
+            ),
+            ("/static/uPlot.min.css", "text/css; charset=utf-8"),
+            ("/static/favicon.svg", "image/svg+xml"),
+        ] {
+            let answer = get(addr, &format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n"));
+            let (status, headers) = head_of(&answer);
+            assert_eq!(status, "HTTP/1.1 200 OK", "{path}");
+            assert_eq!(headers["content-type"], content_type, "{path}");
+            assert_eq!(headers["cache-control"], "no-cache", "{path}");
+            assert_eq!(headers["x-content-type-options"], "nosniff", "{path}");
+            assert_eq!(headers["content-security-policy"], csp, "{path}");
+            let body = answer.split_once("\r\n\r\n").unwrap().1;
+            assert_eq!(headers["content-length"], body.len().to_string(), "{path}");
+            let bare = path.split('?').next().unwrap();
+            assert_eq!(body.as_bytes(), dashboard::asset(bare).unwrap().1, "{path}");
+
+            // Asked again with its tag: not modified, no body.
+            let tag = &headers["etag"];
+            let again = get(
+                addr,
+                &format!("GET {path} HTTP/1.1\r\nIf-None-Match: {tag}\r\n\r\n"),
+            );
+            assert!(
+                again.starts_with("HTTP/1.1 304 Not Modified\r\n"),
+                "{again}"
+            );
+            assert!(again.ends_with("\r\n\r\n"), "{again}");
+            let stale = get(
+                addr,
+                &format!("GET {path} HTTP/1.1\r\nIf-None-Match: \"0\"\r\n\r\n"),
+            );
+            assert!(stale.starts_with("HTTP/1.1 200 OK\r\n"), "{path}");
+        }
+
+        let answer = get(addr, "GET /report.json HTTP/1.1\r\n\r\n");
+        let (status, headers) = head_of(&answer);
+        assert_eq!(status, "HTTP/1.1 200 OK");
+        assert_eq!(headers["content-type"], "application/json");
+        assert_eq!(headers["cache-control"], "no-store");
+        let body = answer.split_once("\r\n\r\n").unwrap().1;
+        let doc: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(doc["report"]["enabled"], true);
+
+        // HEAD: the same head, no body.
+        let answer = get(addr, "HEAD / HTTP/1.1\r\n\r\n");
+        let (status, headers) = head_of(&answer);
+        assert_eq!(status, "HTTP/1.1 200 OK");
+        let page = dashboard::asset("/").unwrap().1;
+        assert_eq!(headers["content-length"], page.len().to_string());
+        assert!(answer.ends_with("\r\n\r\n"), "{answer}");
+        let answer = get(addr, "HEAD /metrics HTTP/1.1\r\n\r\n");
+        assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+        assert!(answer.ends_with("\r\n\r\n"), "{answer}");
+
+        for path in [
+            "/static/",
+            "/static/../dashboard.rs",
+            "/index.html",
+            "/favicon.ico",
+        ] {
+            let answer = get(addr, &format!("GET {path} HTTP/1.1\r\n\r\n"));
+            let (status, headers) = head_of(&answer);
+            assert_eq!(status, "HTTP/1.1 404 Not Found", "{path}");
+            assert_eq!(headers["x-content-type-options"], "nosniff", "{path}");
+        }
+        for method in ["POST", "PUT", "DELETE", "OPTIONS", "get"] {
+            let answer = get(addr, &format!("{method} / HTTP/1.1\r\n\r\n"));
+            let (status, headers) = head_of(&answer);
+            assert_eq!(status, "HTTP/1.1 405 Method Not Allowed", "{method}");
+            assert_eq!(headers["allow"], "GET, HEAD", "{method}");
+        }
     }
 
     #[test]
@@ -387,14 +599,18 @@ mod tests {
             };
             recorder.frame(&copyless_trace::FrameTimes::default(), [request]);
         }
-        let head = "GET /metrics HTTP/1.1\r\nAccept: */*";
-        let (_, _, body) = respond(head, &tracer, ClientLabels::Address);
+        let request = Request::parse("GET /metrics HTTP/1.1\r\nAccept: */*");
+        let body_of = |labels| {
+            let endpoint = endpoint_with(Arc::clone(&tracer), labels, DEADLINE, MAX_SCRAPES);
+            String::from_utf8(respond(&request, &endpoint).body.into_owned()).unwrap()
+        };
+        let body = body_of(ClientLabels::Address);
         assert!(!body.contains("alice"), "{body}");
         assert!(
             body.contains("copyless_client_requests_total{address=\"10.0.0.7\"}"),
             "{body}"
         );
-        let (_, _, body) = respond(head, &tracer, ClientLabels::AddressAndUser);
+        let body = body_of(ClientLabels::AddressAndUser);
         assert!(
             body.contains("{address=\"10.0.0.7\",user=\"alice\"}"),
             "{body}"

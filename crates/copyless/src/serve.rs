@@ -151,6 +151,7 @@ pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, 
             eprintln!("copyless: warning: {warning}");
         }
         println!("copyless metrics on http://{local}/metrics");
+        println!("copyless dashboard on http://{local}/");
     }
     let stop = engine::StopSignal::install()
         .map_err(|e| (format!("cannot catch SIGTERM and SIGINT: {e}"), 1))?;

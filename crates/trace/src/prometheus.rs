@@ -28,38 +28,52 @@ pub enum ClientLabels {
     AddressAndUser,
 }
 
+impl ClientLabels {
+    /// The clients as these labels tell them apart. With `Address`, the
+    /// figures of all users of one address add up and the user names are
+    /// left out, for every view that shows clients to whoever can reach
+    /// the endpoint (these series, the dashboard).
+    pub fn clients(self, clients: &[ClientSnapshot]) -> Vec<ClientSnapshot> {
+        match self {
+            ClientLabels::AddressAndUser => clients.to_vec(),
+            ClientLabels::Address => {
+                let mut by_address: BTreeMap<&str, ClientSnapshot> = BTreeMap::new();
+                for c in clients {
+                    let sum = by_address.entry(&c.address).or_default();
+                    sum.connections = sum.connections.saturating_add(c.connections);
+                    sum.requests = sum.requests.saturating_add(c.requests);
+                    sum.bytes_in = sum.bytes_in.saturating_add(c.bytes_in);
+                    sum.bytes_out = sum.bytes_out.saturating_add(c.bytes_out);
+                    sum.busy_ns = sum.busy_ns.saturating_add(c.busy_ns);
+                }
+                by_address
+                    .into_iter()
+                    .map(|(address, sum)| ClientSnapshot {
+                        address: address.to_string(),
+                        ..sum
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
 /// The per-client rows to export, with their labels.
 fn client_series(
     clients: &[ClientSnapshot],
     labels: ClientLabels,
 ) -> Vec<(Labels, ClientSnapshot)> {
-    match labels {
-        ClientLabels::AddressAndUser => clients
-            .iter()
-            .map(|c| {
-                let labels = vec![("address", c.address.clone()), ("user", c.user.clone())];
-                (labels, c.clone())
-            })
-            .collect(),
-        ClientLabels::Address => {
-            let mut by_address: BTreeMap<&str, ClientSnapshot> = BTreeMap::new();
-            for c in clients {
-                let sum = by_address.entry(&c.address).or_default();
-                sum.connections = sum.connections.saturating_add(c.connections);
-                sum.requests = sum.requests.saturating_add(c.requests);
-                sum.bytes_in = sum.bytes_in.saturating_add(c.bytes_in);
-                sum.bytes_out = sum.bytes_out.saturating_add(c.bytes_out);
-                sum.busy_ns = sum.busy_ns.saturating_add(c.busy_ns);
+    labels
+        .clients(clients)
+        .into_iter()
+        .map(|c| {
+            let mut l = vec![("address", c.address.clone())];
+            if labels == ClientLabels::AddressAndUser {
+                l.push(("user", c.user.clone()));
             }
-            by_address
-                .into_iter()
-                .map(|(address, mut sum)| {
-                    sum.address = address.to_string();
-                    (vec![("address", sum.address.clone())], sum)
-                })
-                .collect()
-        }
-    }
+            (l, c)
+        })
+        .collect()
 }
 
 /// Bucket bounds in seconds: 1 us to about 67 s in powers of two.
