@@ -1,20 +1,32 @@
 """copyless as a systemd service: the unit file in dist/ passes
 `systemd-analyze verify`, and the real binary tells a socket named by
 NOTIFY_SOCKET, as systemd would read it, that it is ready, that it still
-answers (watchdog) and that it is stopping."""
+answers (watchdog), that it reloads its configuration on SIGHUP (the
+unit's ExecReload), and that it is stopping."""
 
 from __future__ import annotations
 
+import json
 import os
+import pwd
 import shutil
 import signal
 import socket
 import subprocess
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 import smbclient
+from smbprotocol.connection import Connection, Dialects
+from smbprotocol.exceptions import SMBResponseException
+from smbprotocol.header import NtStatus
+from smbprotocol.open import (CreateDisposition, CreateOptions, FileAttributes,
+                              FilePipePrinterAccessMask, ImpersonationLevel, Open,
+                              ShareAccess)
+from smbprotocol.session import Session
+from smbprotocol.tree import TreeConnect
 
 from conftest import (REPO_ROOT, SERVER_KIND, _start_copyless, _stop_copyless,
                       copyless_binary, make_temp_dir)
@@ -38,7 +50,7 @@ def test_the_unit_file_passes_systemd_analyze_verify(tmp_path):
     complaints = [line for line in (r.stdout + r.stderr).splitlines()
                   if line.strip() and "sysinit.target" not in line]
     assert not complaints, "\n".join(complaints)
-    for option in ("Type=notify", "WatchdogSec=", "LimitNOFILE=",
+    for option in ("Type=notify", "WatchdogSec=", "ExecReload=", "LimitNOFILE=",
                    "CapabilityBoundingSet=", "ProtectSystem=", "ProtectHome=", "PrivateTmp=yes"):
         assert option in text, f"the unit lacks {option}"
 
@@ -76,10 +88,6 @@ def test_ready_watchdog_and_stopping_reach_notify_socket(monkeypatch):
         receive(sock, "WATCHDOG=1", time.monotonic() + 10)
         receive(sock, "WATCHDOG=1", time.monotonic() + 10)
 
-        # SIGHUP, the unit's reload signal, does not end the server.
-        running.proc.send_signal(signal.SIGHUP)
-        time.sleep(0.5)
-        assert running.proc.poll() is None, running.logs()
         server = running.info
         smbclient.reset_connection_cache()
         smbclient.register_session(server.host, username=server.user, password=server.password,
@@ -93,4 +101,95 @@ def test_ready_watchdog_and_stopping_reach_notify_socket(monkeypatch):
     finally:
         _stop_copyless(running)
         sock.close()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def create_file(tree, name: str):
+    f = Open(tree, name)
+    f.create(
+        ImpersonationLevel.Impersonation,
+        FilePipePrinterAccessMask.GENERIC_READ | FilePipePrinterAccessMask.GENERIC_WRITE,
+        FileAttributes.FILE_ATTRIBUTE_NORMAL,
+        ShareAccess.FILE_SHARE_READ,
+        CreateDisposition.FILE_OVERWRITE_IF,
+        CreateOptions.FILE_NON_DIRECTORY_FILE,
+    )
+    return f
+
+
+def share_table(name: str, path: Path) -> str:
+    return f"\n[[share]]\nname = {json.dumps(name)}\npath = {json.dumps(str(path))}\n"
+
+
+def test_sighup_adds_a_share_a_connected_client_can_use_and_ends_a_removed_one(monkeypatch):
+    base = make_temp_dir("reload")
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.bind(str(base / "notify.sock"))
+    monkeypatch.setenv("NOTIFY_SOCKET", str(base / "notify.sock"))
+    monkeypatch.delenv("WATCHDOG_USEC", raising=False)
+    # The shares come from the file alone, so that a reload applies them.
+    running = _start_copyless(base, extra_config=share_table("share", base / "share"),
+                              share_flag=False)
+    server = running.info
+    config = base / "copyless.toml"
+    second = base / "second"
+    second.mkdir()
+    if os.geteuid() == 0:
+        owner = pwd.getpwnam(server.user)
+        os.chown(second, owner.pw_uid, owner.pw_gid)
+    connection = Connection(uuid.uuid4(), server.host, server.port, require_signing=True)
+    connection.connect(Dialects.SMB_3_1_1, timeout=30)
+    try:
+        receive(notify, "READY=1", time.monotonic() + 10)
+        session = Session(connection, server.user, server.password,
+                          require_encryption=False, auth_protocol="ntlm")
+        session.connect()
+        first = TreeConnect(session, f"\\\\{server.host}\\share")
+        first.connect()
+        create_file(first, "before.txt").close()
+        with pytest.raises(SMBResponseException) as refused:
+            TreeConnect(session, f"\\\\{server.host}\\second").connect()
+        assert refused.value.status == NtStatus.STATUS_BAD_NETWORK_NAME
+
+        config.write_text(config.read_text() + share_table("second", second))
+        running.proc.send_signal(signal.SIGHUP)
+        seen = receive(notify, "READY=1", time.monotonic() + 10)
+        assert any("RELOADING=1" in m.splitlines() for m in seen), seen
+        assert "share second added" in seen[-1], seen
+
+        # The same session, without reconnecting: the new share is there,
+        # and the old tree connect still works.
+        added = TreeConnect(session, f"\\\\{server.host}\\second")
+        added.connect()
+        f = create_file(added, "after.txt")
+        f.write(b"through the new share", 0)
+        f.close()
+        assert (second / "after.txt").read_bytes() == b"through the new share"
+        create_file(first, "still.txt").close()
+
+        # Removing a share ends its tree connects.
+        config.write_text(config.read_text().replace(share_table("share", base / "share"), ""))
+        running.proc.send_signal(signal.SIGHUP)
+        seen = receive(notify, "READY=1", time.monotonic() + 10)
+        assert "share share removed" in seen[-1], seen
+        with pytest.raises(SMBResponseException) as ended:
+            create_file(first, "too-late.txt")
+        assert ended.value.status == NtStatus.STATUS_NETWORK_NAME_DELETED
+        assert not (server.share_path / "too-late.txt").exists()
+        create_file(added, "fine.txt").close()
+
+        # A file that does not load changes nothing.
+        config.write_text(config.read_text() + "\nbogus = 1\n")
+        running.proc.send_signal(signal.SIGHUP)
+        seen = receive(notify, "READY=1", time.monotonic() + 10)
+        assert "reload failed" in seen[-1], seen
+        create_file(added, "after-bad-reload.txt").close()
+        assert running.proc.poll() is None
+    finally:
+        try:
+            connection.disconnect()
+        except Exception:
+            pass
+        _stop_copyless(running)
+        notify.close()
         shutil.rmtree(base, ignore_errors=True)

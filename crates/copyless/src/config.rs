@@ -56,7 +56,7 @@ pub enum Encryption {
 
 // Read by the engine, which is still being written.
 #[allow(dead_code)]
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ShareConfig {
     pub name: String,
     pub path: PathBuf,
@@ -66,7 +66,7 @@ pub struct ShareConfig {
     pub access: ShareAccess,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Limits {
     /// The largest SMB2 message, header included, accepted from a client.
     pub max_message_size: u32,

@@ -8,6 +8,7 @@ mod first_user;
 mod machine_sid;
 mod metrics;
 mod privileges;
+mod reload;
 mod serve;
 mod status;
 mod systemd;
@@ -52,7 +53,7 @@ fn main() -> ExitCode {
                 // Only the built-in default share is created on demand: a
                 // configured path that is missing is more likely a typo.
                 let builtin = args.config.is_none() && args.share.is_empty();
-                match serve::serve(config, builtin) {
+                match serve::serve(config, args, builtin) {
                     Ok(()) => ExitCode::SUCCESS,
                     Err((msg, code)) => {
                         eprintln!("copyless: {msg}");

@@ -12,12 +12,17 @@ use copyless_trace::{TimedVfs, Tracer};
 use copyless_vfs::posix::PosixVfs;
 use copyless_vfs::{Identity, Vfs};
 
-use crate::config::{Config, Encryption, Signing};
+use crate::config::{Config, Encryption, ServeArgs, ShareConfig, Signing};
 use copyless_engine::log_limit::RateLimit;
 use copyless_engine::{self as engine, AdmissionLimits, EngineLimits};
 
 /// Runs the server; Err carries a message for the user and the exit code.
-pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, u8)> {
+/// `args` are kept to read the configuration again on SIGHUP.
+pub fn serve(
+    config: Config,
+    args: ServeArgs,
+    create_missing_share: bool,
+) -> Result<(), (String, u8)> {
     let on_terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
     if let Some(said) = crate::first_user::create_on_first_start(
         &config.state_dir,
@@ -51,20 +56,7 @@ pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, 
                 .map_err(|e| (format!("cannot create {}: {e}", s.path.display()), 1))?;
             give_to_first_user(&s.path, &users)?;
         }
-        let vfs = PosixVfs::new(&s.path)
-            .map_err(|e| (format!("share {}: {}: {e}", s.name, s.path.display()), 1))?;
-        let vfs: Arc<dyn Vfs> = if tracer.enabled() {
-            Arc::new(TimedVfs::new(Arc::new(vfs), tracer.clone(), index))
-        } else {
-            Arc::new(vfs)
-        };
-        shares.push(Share {
-            name: s.name.clone(),
-            vfs,
-            read_only: s.read_only,
-            path: display_path(&s.path),
-            access: s.access.clone(),
-        });
+        shares.push(make_share(s, index, &tracer).map_err(|e| (e, 1))?);
     }
     let descriptors = crate::descriptors::raise_limit()
         .map_err(|e| (format!("cannot read the descriptor limit: {e}"), 1))?;
@@ -156,7 +148,14 @@ pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, 
     let stop = engine::StopSignal::install()
         .map_err(|e| (format!("cannot catch SIGTERM and SIGINT: {e}"), 1))?;
     let notifier = crate::systemd::Notifier::from_env();
-    watch_signals(notifier.clone())
+    let reloader = crate::reload::Reloader {
+        args,
+        current: config.clone(),
+        server: server.clone(),
+        tracer: tracer.clone(),
+        notifier: notifier.clone(),
+    };
+    watch_signals(notifier.clone(), reloader)
         .map_err(|e| (format!("cannot catch SIGTERM, SIGINT and SIGHUP: {e}"), 1))?;
     let mut listeners = Vec::new();
     for addr in &config.listen {
@@ -205,9 +204,12 @@ pub fn serve(config: Config, create_missing_share: bool) -> Result<(), (String, 
 }
 
 /// Says STOPPING to systemd as soon as a stop is asked for (the engine
-/// then takes a while to finish its connections), and keeps SIGHUP from
-/// ending the server: it is the reload signal of the unit's ExecReload.
-fn watch_signals(notifier: Option<Arc<crate::systemd::Notifier>>) -> std::io::Result<()> {
+/// then takes a while to finish its connections), and reloads the
+/// configuration on SIGHUP (the unit's ExecReload).
+fn watch_signals(
+    notifier: Option<Arc<crate::systemd::Notifier>>,
+    mut reloader: crate::reload::Reloader,
+) -> std::io::Result<()> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])?;
     std::thread::Builder::new()
@@ -215,10 +217,7 @@ fn watch_signals(notifier: Option<Arc<crate::systemd::Notifier>>) -> std::io::Re
         .spawn(move || {
             for signal in signals.forever() {
                 match signal {
-                    SIGHUP => eprintln!(
-                        "copyless: SIGHUP: reloading the configuration is not built yet; \
-                         restart the server to apply changes"
-                    ),
+                    SIGHUP => reloader.reload(),
                     _ => {
                         if let Some(n) = &notifier {
                             n.stopping();
@@ -228,6 +227,24 @@ fn watch_signals(notifier: Option<Arc<crate::systemd::Notifier>>) -> std::io::Re
             }
         })?;
     Ok(())
+}
+
+/// A configured share, served at `index` (its figures go there).
+pub fn make_share(s: &ShareConfig, index: usize, tracer: &Arc<Tracer>) -> Result<Share, String> {
+    let vfs = PosixVfs::new(&s.path)
+        .map_err(|e| format!("share {}: {}: {e}", s.name, s.path.display()))?;
+    let vfs: Arc<dyn Vfs> = if tracer.enabled() {
+        Arc::new(TimedVfs::new(Arc::new(vfs), tracer.clone(), index))
+    } else {
+        Arc::new(vfs)
+    };
+    Ok(Share {
+        name: s.name.clone(),
+        vfs,
+        read_only: s.read_only,
+        path: display_path(&s.path),
+        access: s.access.clone(),
+    })
 }
 
 fn display_path(p: &Path) -> String {

@@ -1,6 +1,7 @@
 //! Telling systemd how the service is doing (sd_notify(3)): READY when
-//! the listeners are up, STOPPING when a stop begins, and WATCHDOG while
-//! the server still answers. Nothing is sent unless systemd asked for it by setting
+//! the listeners are up, RELOADING and READY again around a reload of the
+//! configuration, STOPPING when a stop begins, and WATCHDOG while the
+//! server still answers. Nothing is sent unless systemd asked for it by setting
 //! NOTIFY_SOCKET (Type=notify in the unit).
 
 use std::io::{self, Read, Write};
@@ -56,6 +57,14 @@ impl Notifier {
 
     pub fn ready(&self, status: &str) {
         self.notify(&format!("READY=1\nSTATUS={status}"));
+    }
+
+    pub fn reloading(&self) {
+        // systemd wants the reload's start on CLOCK_MONOTONIC, to tell
+        // this reload's READY=1 from an older one's.
+        let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+        let usec = now.tv_sec as u64 * 1_000_000 + now.tv_nsec as u64 / 1000;
+        self.notify(&format!("RELOADING=1\nMONOTONIC_USEC={usec}"));
     }
 
     pub fn stopping(&self) {
@@ -160,11 +169,15 @@ mod tests {
         };
         n.ready("serving");
         n.stopping();
+        n.reloading();
         let mut buf = [0u8; 256];
         let got = systemd.recv(&mut buf).unwrap();
         assert_eq!(&buf[..got], b"READY=1\nSTATUS=serving");
         let got = systemd.recv(&mut buf).unwrap();
         assert_eq!(&buf[..got], b"STOPPING=1\nSTATUS=stopping");
+        let got = systemd.recv(&mut buf).unwrap();
+        let text = std::str::from_utf8(&buf[..got]).unwrap();
+        assert!(text.starts_with("RELOADING=1\nMONOTONIC_USEC="), "{text}");
     }
 
     #[test]

@@ -1149,8 +1149,12 @@ impl Connection {
             cmd::TREE_CONNECT => return self.tree_connect(req, reply, w),
             _ => {}
         }
-        if !session.trees.contains_key(&req.tree_id) {
-            return Err(status::NETWORK_NAME_DELETED);
+        match session.trees.get(&req.tree_id) {
+            None => return Err(status::NETWORK_NAME_DELETED),
+            Some(tree) if tree.generation != self.server.shares.generation() => {
+                self.recheck_tree(req.session_id, req.tree_id)?;
+            }
+            Some(_) => {}
         }
         match c {
             cmd::TREE_DISCONNECT => self.tree_disconnect(req, w),

@@ -63,6 +63,9 @@ pub trait LocalWatch: Send + Sync {
     /// The set of watched directories changed: read it again with
     /// [`Server::watched_dirs`] and watch accordingly.
     fn watched_changed(&self, server: &Server);
+
+    /// The share at `index` is now at `path`, or gone (a reload).
+    fn share_changed(&self, index: usize, path: Option<&str>);
 }
 
 /// A directory some open watches.

@@ -2,7 +2,7 @@
 //! table of open files that share modes and delete-on-close act on.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 
 use copyless_auth::Credentials;
 use copyless_vfs::{Identity, Vfs};
@@ -81,7 +81,7 @@ pub enum Principal {
 }
 
 /// Who may use a share, and how.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ShareAccess {
     /// Only these may connect; None lets every authenticated user in.
     pub valid_users: Option<Vec<Principal>>,
@@ -124,9 +124,84 @@ pub fn includes(list: &[Principal], user: &str, groups: &[u32]) -> bool {
     })
 }
 
+/// The shares, each at a fixed index (the file table, the tracer and the
+/// local watch know shares by it). A reload puts a changed share at its
+/// index and empties a removed one's; tree connects made before notice
+/// by the generation, which every change raises.
+pub struct Shares {
+    slots: RwLock<Vec<Option<Arc<Share>>>>,
+    generation: AtomicU64,
+}
+
+impl Shares {
+    fn new(shares: Vec<Share>) -> Shares {
+        Shares {
+            slots: RwLock::new(shares.into_iter().map(|s| Some(Arc::new(s))).collect()),
+            generation: AtomicU64::new(0),
+        }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Option<Arc<Share>>>> {
+        self.slots.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn get(&self, index: usize) -> Option<Arc<Share>> {
+        self.read().get(index).cloned().flatten()
+    }
+
+    /// The share of this name (case-insensitive, as on Windows).
+    pub fn find(&self, name: &str) -> Option<(usize, Arc<Share>)> {
+        self.read().iter().enumerate().find_map(|(i, s)| {
+            s.as_ref()
+                .filter(|s| s.name.eq_ignore_ascii_case(name))
+                .map(|s| (i, s.clone()))
+        })
+    }
+
+    /// Every share, with its index.
+    pub fn all(&self) -> Vec<(usize, Arc<Share>)> {
+        self.read()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.clone().map(|s| (i, s)))
+            .collect()
+    }
+
+    /// The index a share added now gets.
+    pub fn next_index(&self) -> usize {
+        self.read().len()
+    }
+
+    /// Puts `share` at `index` (at most [`Shares::next_index`]), or
+    /// empties it: tree connects to what was there end at their next
+    /// request.
+    pub fn put(&self, index: usize, share: Option<Share>) {
+        let mut slots = self.slots.write().unwrap_or_else(|e| e.into_inner());
+        let share = share.map(Arc::new);
+        if index < slots.len() {
+            slots[index] = share;
+        } else {
+            slots.push(share);
+        }
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Whether `share` is still the one at `index`.
+    pub fn holds(&self, index: usize, share: &Arc<Share>) -> bool {
+        self.read()
+            .get(index)
+            .and_then(Option::as_ref)
+            .is_some_and(|s| Arc::ptr_eq(s, share))
+    }
+}
+
 pub struct Server {
     pub config: ServerConfig,
-    pub shares: Vec<Arc<Share>>,
+    pub shares: Shares,
     pub credentials: Arc<dyn Credentials>,
     pub open_quota: Arc<OpenQuota>,
     /// Authenticated sessions and the connections that hold them.
@@ -161,7 +236,7 @@ impl Server {
         Arc::new(Server {
             open_quota: OpenQuota::new(config.max_open_files_total, config.max_open_files_per_user),
             config,
-            shares: shares.into_iter().map(Arc::new).collect(),
+            shares: Shares::new(shares),
             credentials,
             sessions: SessionTable::default(),
             clients: ClientTable::default(),
@@ -175,6 +250,14 @@ impl Server {
             own: OwnChanges::default(),
             next_id: AtomicU64::new(1),
         })
+    }
+
+    /// A reload put the share at `index` at `path`, or removed it: the
+    /// engine's watch of local changes follows.
+    pub fn share_changed(&self, index: usize, path: Option<&str>) {
+        if let Some(watch) = self.local_watch.get() {
+            watch.share_changed(index, path);
+        }
     }
 
     /// A process-wide unique id for sessions, file ids and the like.
@@ -213,11 +296,5 @@ impl Server {
             to: self.clients.oldest(&b.client).unwrap_or(b.connection),
             letter: Letter(Kind::LeaseBreak(b)),
         }
-    }
-
-    pub fn share_index(&self, name: &str) -> Option<usize> {
-        self.shares
-            .iter()
-            .position(|s| s.name.eq_ignore_ascii_case(name))
     }
 }

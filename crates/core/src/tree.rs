@@ -20,6 +20,8 @@ pub enum TreeKind {
 pub struct Tree {
     pub id: u32,
     pub kind: TreeKind,
+    /// The shares' generation its share was last found current in.
+    pub generation: u64,
     pub read_only: bool,
     pub maximal_access: u32,
     /// Who file work through this tree is done as: the session's
@@ -140,14 +142,17 @@ impl Connection {
             .sessions
             .get(&req.session_id)
             .ok_or(status::USER_SESSION_DELETED)?;
+        // Read before the share is looked up: a reload in between makes
+        // the tree look stale, and it is checked again, never the reverse.
+        let generation = self.server.shares.generation();
         let (kind, read_only, who) = if name.eq_ignore_ascii_case("IPC$") {
             (TreeKind::Ipc, false, session.who.clone())
         } else {
-            let index = self
+            let (index, share) = self
                 .server
-                .share_index(name)
+                .shares
+                .find(name)
                 .ok_or(status::BAD_NETWORK_NAME)?;
-            let share = self.server.shares[index].clone();
             let (read_only, who) = share_access(&self.server, &share, session)?;
             (TreeKind::Disk { index, share }, read_only, who)
         };
@@ -170,6 +175,7 @@ impl Connection {
             Tree {
                 id,
                 kind,
+                generation,
                 read_only,
                 maximal_access,
                 who,
@@ -187,26 +193,59 @@ impl Connection {
         w: &mut Writer,
     ) -> Result<NtStatus, NtStatus> {
         messages::parse_empty(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
+        self.end_tree(req.session_id, req.tree_id)?;
+        messages::write_empty_response(w);
+        Ok(status::SUCCESS)
+    }
+
+    /// Removes a tree connect and closes the opens made through it.
+    fn end_tree(&mut self, session_id: u64, tree_id: u32) -> Result<(), NtStatus> {
         let session = self
             .sessions
-            .get_mut(&req.session_id)
+            .get_mut(&session_id)
             .ok_or(status::USER_SESSION_DELETED)?;
         session
             .trees
-            .remove(&req.tree_id)
+            .remove(&tree_id)
             .ok_or(status::NETWORK_NAME_DELETED)?;
         let ids: Vec<u64> = session
             .opens
             .iter()
-            .filter(|(_, o)| o.tree_id == req.tree_id)
+            .filter(|(_, o)| o.tree_id == tree_id)
             .map(|(id, _)| *id)
             .collect();
         let opens = ids
             .iter()
             .filter_map(|id| session.opens.remove(id))
             .collect();
-        self.release_all(req.session_id, opens);
-        messages::write_empty_response(w);
-        Ok(status::SUCCESS)
+        self.release_all(session_id, opens);
+        Ok(())
+    }
+
+    /// The shares changed since the tree was last checked (a reload): a
+    /// tree connect whose share was removed or changed ends, with its
+    /// opens, and the request gets STATUS_NETWORK_NAME_DELETED, as on
+    /// Windows when a share is deleted; the client connects again and
+    /// gets the new settings.
+    pub(crate) fn recheck_tree(&mut self, session_id: u64, tree_id: u32) -> Result<(), NtStatus> {
+        let generation = self.server.shares.generation();
+        let Some(tree) = self
+            .sessions
+            .get_mut(&session_id)
+            .and_then(|s| s.trees.get_mut(&tree_id))
+        else {
+            return Err(status::NETWORK_NAME_DELETED);
+        };
+        let current = match &tree.kind {
+            TreeKind::Ipc => true,
+            TreeKind::Disk { index, share } => self.server.shares.holds(*index, share),
+        };
+        if current {
+            tree.generation = generation;
+            return Ok(());
+        }
+        self.end_tree(session_id, tree_id)?;
+        self.publish_status();
+        Err(status::NETWORK_NAME_DELETED)
     }
 }

@@ -176,6 +176,8 @@ struct NoLocalChanges;
 
 impl copyless_core::local::LocalWatch for NoLocalChanges {
     fn watched_changed(&self, _server: &copyless_core::Server) {}
+
+    fn share_changed(&self, _index: usize, _path: Option<&str>) {}
 }
 
 #[test]

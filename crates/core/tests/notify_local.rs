@@ -119,6 +119,8 @@ impl LocalWatch for Recorder {
     fn watched_changed(&self, server: &Server) {
         self.seen.lock().unwrap().push(server.watched_dirs());
     }
+
+    fn share_changed(&self, _index: usize, _path: Option<&str>) {}
 }
 
 #[test]

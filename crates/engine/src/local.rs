@@ -25,7 +25,7 @@ use std::collections::{HashMap, HashSet};
 use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -88,24 +88,14 @@ pub(crate) fn start(server: &Arc<Server>, post: Arc<PostOffice>, limit: usize) -
     let started = (|| -> io::Result<Local> {
         let fd = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)?;
         let stop = Arc::new(eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?);
-        let shares = server
-            .shares
-            .iter()
-            .map(|s| {
-                let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-                openat2(
-                    CWD,
-                    s.path.as_str(),
-                    flags,
-                    Mode::empty(),
-                    ResolveFlags::empty(),
-                )
-                .ok()
-            })
-            .collect();
+        let mut shares = Vec::new();
+        for (index, share) in server.shares.all() {
+            shares.resize_with(index + 1, || None);
+            shares[index] = open_root(&share.path);
+        }
         let inner = Arc::new(Inner {
             fd,
-            shares,
+            shares: RwLock::new(shares),
             limit,
             state: Mutex::default(),
         });
@@ -145,7 +135,7 @@ pub(crate) struct Inner {
     fd: OwnedFd,
     /// Each share's root, by index; None for one that is no local
     /// directory.
-    shares: Vec<Option<OwnedFd>>,
+    shares: RwLock<Vec<Option<OwnedFd>>>,
     limit: usize,
     state: Mutex<State>,
 }
@@ -175,7 +165,21 @@ struct Watched {
     holders: usize,
 }
 
+/// A share's root directory, to open what is watched beneath it.
+fn open_root(path: &str) -> Option<OwnedFd> {
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    openat2(CWD, path, flags, Mode::empty(), ResolveFlags::empty()).ok()
+}
+
 impl LocalWatch for Inner {
+    fn share_changed(&self, index: usize, path: Option<&str>) {
+        let mut shares = self.shares.write().unwrap_or_else(|e| e.into_inner());
+        if shares.len() <= index {
+            shares.resize_with(index + 1, || None);
+        }
+        shares[index] = path.and_then(open_root);
+    }
+
     fn watched_changed(&self, server: &Server) {
         // The set is read under the lock, so that of two connections that
         // change it at once, the later reading is applied last.
@@ -257,7 +261,8 @@ impl Inner {
         if !st.roots.contains_key(&key) {
             return None;
         }
-        let root = self.shares.get(share)?.as_ref()?;
+        let shares = self.shares.read().unwrap_or_else(|e| e.into_inner());
+        let root = shares.get(share)?.as_ref()?;
         let rel = if path.is_empty() { "." } else { path };
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
         // No symbolic link is followed: a local `loop -> .` would make
@@ -735,7 +740,7 @@ mod tests {
         .unwrap();
         let inner = Inner {
             fd: inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK).unwrap(),
-            shares: vec![Some(share)],
+            shares: RwLock::new(vec![Some(share)]),
             limit: 2,
             state: Mutex::default(),
         };

@@ -4,7 +4,7 @@
 use std::cell::{Cell, RefCell};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use crate::clock;
 use crate::phase::Phase;
@@ -86,7 +86,8 @@ struct Registry {
 pub struct Tracer {
     enabled: bool,
     started: u64,
-    share_names: Vec<String>,
+    /// By the server's share index; a reload may add names.
+    share_names: RwLock<Vec<String>>,
     registry: Mutex<Registry>,
     /// For VFS calls made on a thread that serves no connection.
     other: Slot,
@@ -101,7 +102,7 @@ impl Tracer {
         Arc::new(Tracer {
             enabled,
             started: clock::now(),
-            share_names,
+            share_names: RwLock::new(share_names),
             registry: Mutex::new(Registry {
                 live: Vec::new(),
                 retired: Stats::new(shares),
@@ -114,6 +115,20 @@ impl Tracer {
         self.enabled
     }
 
+    fn share_names(&self) -> std::sync::RwLockReadGuard<'_, Vec<String>> {
+        self.share_names.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Names the share at `index` (a reload added or renamed it); its
+    /// figures so far stay with the index.
+    pub fn name_share(&self, index: usize, name: &str) {
+        let mut names = self.share_names.write().unwrap_or_else(|e| e.into_inner());
+        if names.len() <= index {
+            names.resize(index + 1, String::new());
+        }
+        names[index] = name.to_string();
+    }
+
     fn registry(&self) -> MutexGuard<'_, Registry> {
         self.registry.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -124,7 +139,7 @@ impl Tracer {
         if !self.enabled {
             return None;
         }
-        let slot = Arc::new(Slot::new(self.share_names.len()));
+        let slot = Arc::new(Slot::new(self.share_names().len()));
         let key = ClientKey {
             address: Some(peer),
             user: String::new(),
@@ -165,7 +180,7 @@ impl Tracer {
             (total, registry.live.len())
         };
         total.merge(&self.other.copy());
-        let mut snapshot = total.snapshot(&self.share_names);
+        let mut snapshot = total.snapshot(&self.share_names());
         snapshot.enabled = self.enabled;
         snapshot.elapsed_ns = clock::nanos(self.started, clock::now());
         snapshot.live_connections = live as u64;

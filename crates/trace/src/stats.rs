@@ -222,7 +222,12 @@ impl Stats {
         self.commands[slot].get_or_insert_with(Box::default)
     }
 
+    /// The figures of the share at `index`, made when a reload added it
+    /// after these stats were.
     pub fn share(&mut self, index: usize) -> Option<&mut ShareStats> {
+        if self.shares.len() <= index {
+            self.shares.resize(index + 1, ShareStats::default());
+        }
         self.shares.get_mut(index)
     }
 

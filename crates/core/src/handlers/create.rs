@@ -493,8 +493,9 @@ impl Connection {
 fn share_list(server: &Server) -> Vec<copyless_rpc::ShareInfo> {
     let mut v: Vec<copyless_rpc::ShareInfo> = server
         .shares
-        .iter()
-        .map(|s| copyless_rpc::ShareInfo {
+        .all()
+        .into_iter()
+        .map(|(_, s)| copyless_rpc::ShareInfo {
             browseable: s.access.browseable,
             name: s.name.clone(),
             kind: copyless_rpc::ShareKind::Disk,
