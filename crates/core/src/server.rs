@@ -172,17 +172,14 @@ impl Shares {
         self.read().len()
     }
 
-    /// Puts `share` at `index` (at most [`Shares::next_index`]), or
-    /// empties it: tree connects to what was there end at their next
-    /// request.
+    /// Puts `share` at `index`, or empties it: tree connects to what was
+    /// there end at their next request.
     pub fn put(&self, index: usize, share: Option<Share>) {
         let mut slots = self.slots.write().unwrap_or_else(|e| e.into_inner());
-        let share = share.map(Arc::new);
-        if index < slots.len() {
-            slots[index] = share;
-        } else {
-            slots.push(share);
+        if slots.len() <= index {
+            slots.resize(index + 1, None);
         }
+        slots[index] = share.map(Arc::new);
         self.generation.fetch_add(1, Ordering::Release);
     }
 
