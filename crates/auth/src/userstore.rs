@@ -209,7 +209,9 @@ fn validate_account(account: &str) -> Result<(), UserError> {
     }
 }
 
-fn parse_hex_hash(hex: &str) -> Option<[u8; 16]> {
+/// An NT hash written as 32 hex digits (either case), as this store and
+/// Samba's smbpasswd format write it.
+pub fn parse_hex_hash(hex: &str) -> Option<[u8; 16]> {
     if hex.len() != 32 || !hex.is_ascii() {
         return None;
     }
@@ -343,7 +345,7 @@ impl UserStore {
 
     /// Adds a user linked to the Unix account of its own name.
     pub fn add(&mut self, name: &str, password: &str) -> Result<(), UserError> {
-        self.insert(name, password, None)
+        self.insert(name, crate::nt_hash(password), None)
     }
 
     /// Adds a user linked to the Unix account `account`.
@@ -354,22 +356,39 @@ impl UserStore {
         account: &str,
     ) -> Result<(), UserError> {
         validate_account(account)?;
-        self.insert(name, password, Some(account.to_string()))
+        self.insert(name, crate::nt_hash(password), Some(account.to_string()))
+    }
+
+    /// Adds a user by its NT hash, as another server's password database
+    /// (Samba's passdb) keeps it, so that nobody has to type the password
+    /// again; linked to `account`, or to the account of its own name when
+    /// None.
+    pub fn add_nt_hash(
+        &mut self,
+        name: &str,
+        hash: [u8; 16],
+        account: Option<&str>,
+    ) -> Result<(), UserError> {
+        if let Some(account) = account {
+            validate_account(account)?;
+        }
+        self.insert(name, hash, account.map(str::to_string))
     }
 
     fn insert(
         &mut self,
         name: &str,
-        password: &str,
+        hash: [u8; 16],
         account: Option<String>,
     ) -> Result<(), UserError> {
+        let hash = Zeroizing::new(hash);
         validate_name(name)?;
         if self.find(name).is_some() {
             return Err(UserError::Exists(name.to_string()));
         }
         self.users.push(User {
             name: name.to_string(),
-            hash: Zeroizing::new(crate::nt_hash(password)),
+            hash,
             account,
         });
         Ok(())
@@ -668,6 +687,37 @@ mod tests {
             err.starts_with("invalid Unix account name \"a:b\""),
             "{err}"
         );
+    }
+
+    #[test]
+    fn users_added_by_nt_hash_log_on_with_the_old_password() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = UserStore::load(tmp.path()).unwrap();
+        // As `pdbedit -L -w` shows a user whose password is "Password".
+        let hash = parse_hex_hash("A4F49C406510BDCAB6824EE7C30FD852").unwrap();
+        store.add_nt_hash("bob", hash, None).unwrap();
+        store.add_nt_hash("Alice", hash, Some("alice")).unwrap();
+        assert!(matches!(
+            store.add_nt_hash("BOB", hash, None),
+            Err(UserError::Exists(_))
+        ));
+        assert!(matches!(
+            store.add_nt_hash("carol", hash, Some("a b")),
+            Err(UserError::InvalidAccount(_))
+        ));
+        assert!(matches!(
+            store.add_nt_hash("a@b", hash, None),
+            Err(UserError::InvalidName(_))
+        ));
+        store.save().unwrap();
+
+        let loaded = UserStore::load(tmp.path()).unwrap();
+        assert_eq!(loaded.names(), ["bob", "Alice"]);
+        assert_eq!(loaded.nt_hash("bob"), Some(crate::nt_hash("Password")));
+        assert_eq!(loaded.unix_account("bob"), Some("bob"));
+        assert_eq!(loaded.unix_account("alice"), Some("alice"));
+        let contents = fs::read_to_string(loaded.path()).unwrap();
+        assert!(contents.contains("\nbob:a4f49c406510bdcab6824ee7c30fd852\n"));
     }
 
     #[test]
