@@ -174,6 +174,13 @@ impl ConfigError {
     }
 }
 
+impl ConfigError {
+    /// What is wrong, without the file and line.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (&self.file, self.line) {
@@ -255,6 +262,11 @@ fn netbios_name(hostname: &str) -> String {
     }
 }
 
+/// Whether `name` may be the `server_name`.
+pub(crate) fn is_server_name(name: &str) -> bool {
+    (1..=MAX_SERVER_NAME).contains(&name.chars().count()) && name.chars().all(is_server_name_char)
+}
+
 fn is_server_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '-' || c == '_'
 }
@@ -314,13 +326,19 @@ impl Config {
             line: None,
             message: format!("cannot read: {e}"),
         })?;
+        Config::from_text(&text, path)
+    }
+
+    /// Parses `text` as [`Config::load`] parses the file `path` holding
+    /// it: a config made in memory can be checked before it is written.
+    pub fn from_text(text: &str, path: &Path) -> Result<Config, ConfigError> {
         let base = absolute(path)
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("/"));
-        parse(&text, &base).map_err(|e| ConfigError {
+        parse(text, &base).map_err(|e| ConfigError {
             file: Some(path.to_path_buf()),
-            line: e.span.map(|span| line_of(&text, span.start)),
+            line: e.span.map(|span| line_of(text, span.start)),
             message: e.message,
         })
     }
@@ -419,7 +437,7 @@ fn parse_listen(text: &str) -> Result<SocketAddr, String> {
 /// Share names follow the rules Windows applies to NetShareAdd
 /// (MS-SRVS 3.1.4.7): 1 to 80 characters, none of `"/\[]:|<>+=;,*?` and no
 /// control characters.
-fn check_share_name(name: &str) -> Result<(), String> {
+pub(crate) fn check_share_name(name: &str) -> Result<(), String> {
     if name.is_empty() {
         return Err("share name must not be empty".to_string());
     }

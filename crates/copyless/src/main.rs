@@ -9,6 +9,7 @@ mod machine_sid;
 mod metrics;
 mod privileges;
 mod reload;
+mod samba_import;
 mod serve;
 mod status;
 mod systemd;
@@ -37,6 +38,9 @@ enum Command {
     User(user_cmd::UserCommand),
     /// Check a configuration file and report the first error.
     CheckConfig { file: PathBuf },
+    /// Convert another server's configuration (Samba's smb.conf).
+    #[command(subcommand)]
+    Import(samba_import::ImportCommand),
     /// Show where the running server's time goes, per phase and command.
     Top(top::TopArgs),
     /// Show the running server's sessions and open files.
@@ -70,6 +74,7 @@ fn main() -> ExitCode {
         Command::Top(args) => top::run(args),
         Command::Status(args) => status::run(args),
         Command::Bench(args) => copyless_bench::run(args),
+        Command::Import(cmd) => samba_import::run(cmd),
         Command::CheckConfig { file } => match config::Config::load(&file) {
             Ok(_) => {
                 println!("{}: ok", file.display());

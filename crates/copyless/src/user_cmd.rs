@@ -71,6 +71,8 @@ pub enum UserCommand {
         #[arg(long, value_name = "DIR")]
         state_dir: Option<PathBuf>,
     },
+    /// Import Samba's users with their password hashes (`pdbedit -L -w`).
+    Import(crate::samba_import::passdb::ImportArgs),
 }
 
 /// Runs a `user` subcommand; messages go to stdout, errors to stderr.
@@ -90,20 +92,20 @@ pub fn run(cmd: UserCommand) -> ExitCode {
 
 /// Why a `user` command failed; the kind picks the exit status.
 #[derive(Debug)]
-struct CmdError {
+pub(crate) struct CmdError {
     usage: bool,
     message: String,
 }
 
 impl CmdError {
-    fn usage(message: impl Into<String>) -> CmdError {
+    pub(crate) fn usage(message: impl Into<String>) -> CmdError {
         CmdError {
             usage: true,
             message: message.into(),
         }
     }
 
-    fn runtime(message: impl Into<String>) -> CmdError {
+    pub(crate) fn runtime(message: impl Into<String>) -> CmdError {
         CmdError {
             usage: false,
             message: message.into(),
@@ -111,7 +113,7 @@ impl CmdError {
     }
 
     /// INTERFACE.md: 1 for a runtime failure, 2 for a usage error.
-    fn exit_code(&self) -> u8 {
+    pub(crate) fn exit_code(&self) -> u8 {
         if self.usage {
             2
         } else {
@@ -253,6 +255,9 @@ fn execute(
             }
             Ok(())
         }
+        UserCommand::Import(args) => {
+            crate::samba_import::passdb::import(args, input, out, &mut io::stderr().lock())
+        }
         UserCommand::Show { name, state_dir } => {
             let dir = state_dir.unwrap_or_else(default_state_dir);
             let store = UserStore::load(&dir)?;
@@ -281,7 +286,7 @@ fn execute(
 }
 
 /// An existing account to link a user to.
-fn existing_account(account: &str) -> Result<UnixAccount, CmdError> {
+pub(crate) fn existing_account(account: &str) -> Result<UnixAccount, CmdError> {
     if !unix::valid_account_name(account) {
         return Err(UserError::InvalidAccount(account.to_string()).into());
     }
@@ -289,7 +294,7 @@ fn existing_account(account: &str) -> Result<UnixAccount, CmdError> {
 }
 
 /// The account `name`, created as a system account if missing.
-fn create_account(name: &str, out: &mut dyn Write) -> Result<UnixAccount, CmdError> {
+pub(crate) fn create_account(name: &str, out: &mut dyn Write) -> Result<UnixAccount, CmdError> {
     match unix::lookup(name) {
         Ok(account) => {
             say(
@@ -308,7 +313,7 @@ fn create_account(name: &str, out: &mut dyn Write) -> Result<UnixAccount, CmdErr
     }
 }
 
-fn describe(account: &UnixAccount) -> String {
+pub(crate) fn describe(account: &UnixAccount) -> String {
     format!("Unix account {} (uid {})", account.name, account.uid)
 }
 
@@ -320,7 +325,7 @@ fn group(gid: u32) -> String {
     }
 }
 
-fn say(out: &mut dyn Write, line: &str) -> Result<(), CmdError> {
+pub(crate) fn say(out: &mut dyn Write, line: &str) -> Result<(), CmdError> {
     writeln!(out, "{line}")
         .and_then(|()| out.flush())
         .map_err(|e| CmdError::runtime(format!("cannot write to standard output: {e}")))
@@ -336,7 +341,7 @@ fn load_with(state_dir: Option<PathBuf>, name: &str) -> Result<UserStore, CmdErr
     Ok(store)
 }
 
-fn has_user(store: &UserStore, name: &str) -> bool {
+pub(crate) fn has_user(store: &UserStore, name: &str) -> bool {
     store
         .names()
         .iter()
@@ -345,7 +350,7 @@ fn has_user(store: &UserStore, name: &str) -> bool {
 
 /// The store holds password equivalents (NT hashes), so its directory is
 /// private to the owner when we create it.
-fn create_state_dir(dir: &Path) -> Result<(), CmdError> {
+pub(crate) fn create_state_dir(dir: &Path) -> Result<(), CmdError> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)

@@ -1,0 +1,896 @@
+//! From a parsed smb.conf to the copyless config that does the same, and
+//! the list of what could not be carried over, and why.
+//!
+//! Only what `copyless check-config` accepts on this machine is written:
+//! groups, accounts and keytabs are looked up as it looks them up, and
+//! whatever is missing here is left out and said so. Where copyless's
+//! defaults differ from Samba's (a share is writable unless it says
+//! otherwise), the key is written out.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::rc::Rc;
+
+use toml::Value;
+
+use super::host::{Host, LocalAddress};
+use super::options::{self, Verdict};
+use super::smbconf::{normalize, split_list, Origin, Param, ParseError, Section, SmbConf};
+use crate::config::{check_share_name, is_server_name};
+
+/// One line of the report: where, and what became of it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Note {
+    pub at: Origin,
+    pub text: String,
+}
+
+impl fmt::Display for Note {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.at, self.text)
+    }
+}
+
+pub struct Conversion {
+    /// The copyless config, as TOML.
+    pub toml: String,
+    /// What was not carried over (or only in part), in file order.
+    pub notes: Vec<Note>,
+    /// How many shares the config holds.
+    pub shares: usize,
+}
+
+/// Options of `[global]` that become copyless keys.
+const GLOBAL_KEYS: &[&str] = &[
+    "netbiosname",
+    "interfaces",
+    "bindinterfacesonly",
+    "smbports",
+    "serversigning",
+    "smbencrypt",
+    "serversmbencrypt",
+    "maptoguest",
+    "guestaccount",
+    "servermultichannelsupport",
+    "realm",
+    "dedicatedkeytabfile",
+    "kerberosmethod",
+];
+
+/// Options of a share that become copyless keys; in `[global]` they are
+/// every share's default, as in Samba.
+const SHARE_KEYS: &[&str] = &[
+    "path",
+    "directory",
+    "readonly",
+    "writeable",
+    "writable",
+    "writeok",
+    "validusers",
+    "readlist",
+    "writelist",
+    "guestok",
+    "public",
+    "browseable",
+    "browsable",
+    "hideunreadable",
+    "forceuser",
+    "forcegroup",
+    "group",
+    "vfsobjects",
+    "vfsobject",
+    "printable",
+    "printok",
+    "available",
+];
+
+/// Reads the options of `conf` and writes the copyless config; `source`
+/// names the smb.conf in the config's heading. Fails only where Samba
+/// would refuse the file too (a value that is not a boolean, say).
+pub fn convert(conf: &SmbConf, source: &str, host: &dyn Host) -> Result<Conversion, ParseError> {
+    let mut c = Converter {
+        host,
+        notes: Vec::new(),
+        seen: HashSet::new(),
+    };
+    for (at, text) in &conf.stray {
+        c.note(
+            at,
+            format!("line `{text}` ignored: not `name = value` (Samba ignores it too)"),
+        );
+    }
+    let global: Vec<&Param> = conf.global.params.iter().collect();
+    for p in &global {
+        if !GLOBAL_KEYS.contains(&p.key.as_str()) && !SHARE_KEYS.contains(&p.key.as_str()) {
+            c.unmapped(p);
+        }
+    }
+    let mut doc = Doc::default();
+    c.globals(&global, &mut doc)?;
+    let defaults: Vec<&Param> = global
+        .iter()
+        .copied()
+        .filter(|p| SHARE_KEYS.contains(&p.key.as_str()))
+        .collect();
+    for share in &conf.shares {
+        if let Some(entries) = c.share(conf, share, &defaults)? {
+            doc.shares.push(entries);
+        }
+    }
+    c.guests(&global, &mut doc)?;
+    Ok(Conversion {
+        toml: doc.render(source),
+        notes: in_file_order(c.notes),
+        shares: doc.shares.len(),
+    })
+}
+
+/// Notes sorted by line, each file's together (in the order the files
+/// first come up); notes on one line keep their order.
+fn in_file_order(mut notes: Vec<Note>) -> Vec<Note> {
+    let mut files: Vec<Rc<str>> = Vec::new();
+    for note in &notes {
+        if !files.contains(&note.at.file) {
+            files.push(note.at.file.clone());
+        }
+    }
+    notes.sort_by_key(|n| (files.iter().position(|f| *f == n.at.file), n.at.line));
+    notes
+}
+
+struct Converter<'h> {
+    host: &'h dyn Host,
+    notes: Vec<Note>,
+    /// Notes already made: an option of `[global]` is read once per share.
+    seen: HashSet<Note>,
+}
+
+impl Converter<'_> {
+    fn note(&mut self, at: &Origin, text: String) {
+        let note = Note {
+            at: at.clone(),
+            text,
+        };
+        if self.seen.insert(note.clone()) {
+            self.notes.push(note);
+        }
+    }
+
+    fn lacking(&mut self, p: &Param, why: impl fmt::Display) {
+        self.note(
+            &p.at,
+            format!("option `{}` not carried over: {why}", p.name),
+        );
+    }
+
+    fn in_part(&mut self, p: &Param, why: impl fmt::Display) {
+        self.note(
+            &p.at,
+            format!("option `{}` carried over in part: {why}", p.name),
+        );
+    }
+
+    /// An option no copyless key stands for.
+    fn unmapped(&mut self, p: &Param) {
+        match options::verdict(&p.key, &p.value) {
+            Verdict::Same => {}
+            Verdict::Lacking(why) => self.lacking(p, why),
+        }
+    }
+
+    fn globals(&mut self, g: &[&Param], doc: &mut Doc) -> Result<(), ParseError> {
+        if let Some(p) = last(g, &["netbiosname"]) {
+            if is_server_name(&p.value) {
+                doc.top
+                    .push(Entry::new("server_name", p.value.to_uppercase(), &[p]));
+            } else {
+                self.lacking(
+                    p,
+                    "copyless takes 1 to 15 ASCII letters, digits, '-' and '_' as server_name",
+                );
+            }
+        }
+        if let Some(entry) = self.listen(g)? {
+            doc.top.push(entry);
+        }
+        if let Some(p) = last(g, &["servermultichannelsupport"]) {
+            doc.top.push(Entry::new("multichannel", boolean(p)?, &[p]));
+        }
+        if let Some(p) = last(g, &["serversigning"]) {
+            let value = match normalize(&p.value).as_str() {
+                "mandatory" | "required" | "force" | "forced" | "enforced" => "required",
+                "default" | "auto" | "ifrequired" | "yes" | "true" | "1" | "on" | "enabled"
+                | "desired" => "enabled",
+                "no" | "false" | "0" | "off" | "disabled" => {
+                    self.in_part(
+                        p,
+                        "copyless cannot switch signing off: it signs for the clients that ask",
+                    );
+                    "enabled"
+                }
+                _ => return Err(bad_value(p, "auto, mandatory, desired or disabled")),
+            };
+            doc.security.push(Entry::new("signing", value, &[p]));
+        }
+        if let Some(p) = last(g, &["serversmbencrypt", "smbencrypt"]) {
+            let value = match normalize(&p.value).as_str() {
+                "required" | "mandatory" | "force" | "forced" | "enforced" => "required",
+                "desired" => "desired",
+                // copyless's "off" is Samba's if_required: offered to the
+                // clients that ask, never demanded.
+                "default" | "auto" | "ifrequired" | "yes" | "true" | "1" | "on" | "enabled" => {
+                    "off"
+                }
+                "no" | "false" | "0" | "off" | "disabled" => {
+                    self.in_part(p, "copyless still encrypts for the clients that ask");
+                    "off"
+                }
+                _ => {
+                    return Err(bad_value(
+                        p,
+                        "default, if_required, desired, required or off",
+                    ))
+                }
+            };
+            doc.security.push(Entry::new("encryption", value, &[p]));
+        }
+        if let Some(p) = last(g, &["guestaccount"]) {
+            match self.host.account_uid(&p.value) {
+                Some(0) => self.lacking(p, "guests may not act as root in copyless"),
+                Some(_) => doc
+                    .security
+                    .push(Entry::new("guest_account", p.value.as_str(), &[p])),
+                None => self.lacking(
+                    p,
+                    format!(
+                        "no Unix account {:?} on this machine; guests act as nobody until \
+                         you make it and set guest_account",
+                        p.value
+                    ),
+                ),
+            }
+        }
+        self.kerberos(g, doc);
+        Ok(())
+    }
+
+    /// `listen`, from the ports and, when smbd binds only to them, the
+    /// interfaces; None for copyless's default, 0.0.0.0:445.
+    fn listen(&mut self, g: &[&Param]) -> Result<Option<Entry>, ParseError> {
+        let mut from = Vec::new();
+        let mut ports = Vec::new();
+        if let Some(p) = last(g, &["smbports"]) {
+            from.push(p);
+            for item in split_list(&p.value) {
+                match item.parse::<u16>() {
+                    Ok(139) => self.in_part(
+                        p,
+                        "port 139 left out: it is NetBIOS's session service, and copyless \
+                         speaks SMB over TCP only",
+                    ),
+                    Ok(port) if port != 0 => {
+                        if !ports.contains(&port) {
+                            ports.push(port);
+                        }
+                    }
+                    _ => self.in_part(p, format!("`{item}` left out: not a port")),
+                }
+            }
+        }
+        if ports.is_empty() {
+            ports.push(445);
+        }
+        let bind_only = match last(g, &["bindinterfacesonly"]) {
+            Some(p) => {
+                from.push(p);
+                boolean(p)?
+            }
+            None => false,
+        };
+        let mut addresses = Vec::new();
+        match last(g, &["interfaces"]) {
+            Some(p) if bind_only => {
+                from.push(p);
+                addresses = self.interface_addresses(p);
+            }
+            Some(p) => self.lacking(
+                p,
+                "without `bind interfaces only = yes` it steers only NetBIOS, which copyless \
+                 does not do; copyless listens on every address, as smbd does",
+            ),
+            None => {}
+        }
+        if addresses.is_empty() {
+            addresses.push(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+        }
+        let listen: Vec<String> = addresses
+            .iter()
+            .flat_map(|&ip| ports.iter().map(move |&port| SocketAddr::new(ip, port)))
+            .map(|addr| addr.to_string())
+            .collect();
+        if listen == ["0.0.0.0:445"] {
+            return Ok(None);
+        }
+        Ok(Some(Entry::new("listen", listen, &from)))
+    }
+
+    /// The addresses of the interfaces `interfaces` names, found as Samba
+    /// finds them: by address, by network (ADDR/MASK) or by name (with
+    /// `*` and `?` wildcards).
+    fn interface_addresses(&mut self, p: &Param) -> Vec<IpAddr> {
+        let local = self.host.addresses();
+        let mut found = Vec::new();
+        for item in split_list(&p.value) {
+            // Samba's multichannel hints ("eth0;speed=...") are not needed.
+            let name = item.split(';').next().unwrap_or_default();
+            let matches = match_interface(name, &local);
+            if matches.is_empty() {
+                self.in_part(
+                    p,
+                    format!(
+                        "`{name}` left out: no interface or address of this machine matches it"
+                    ),
+                );
+            }
+            for ip in matches {
+                if is_link_local(ip) {
+                    self.in_part(
+                        p,
+                        format!(
+                            "{ip} of `{name}` left out: a link-local address, which copyless \
+                             is not given"
+                        ),
+                    );
+                } else if !found.contains(&ip) {
+                    found.push(ip);
+                }
+            }
+        }
+        if found.is_empty() {
+            self.lacking(
+                p,
+                "none of its interfaces is on this machine: copyless listens on every \
+                 address (0.0.0.0) until you set `listen`",
+            );
+        }
+        found
+    }
+
+    /// `[kerberos]`, when Samba had its service keys in a keytab that
+    /// copyless can read here.
+    fn kerberos(&mut self, g: &[&Param], doc: &mut Doc) {
+        const SYSTEM_KEYTAB: &str = "/etc/krb5.keytab";
+        let method = last(g, &["kerberosmethod"]);
+        let dedicated = last(g, &["dedicatedkeytabfile"]);
+        let realm = last(g, &["realm"]);
+        let in_secrets = "Samba keeps its Kerberos keys in secrets.tdb, which copyless cannot \
+                          read: write them to a keytab (`net ads keytab create`) and name it \
+                          in [kerberos] keytab";
+        let keytab = match method.map(|p| normalize(&p.value)).as_deref() {
+            Some("dedicatedkeytab") => match dedicated {
+                Some(file) => {
+                    let path = file.value.trim_start_matches("FILE:");
+                    Some((path.to_string(), vec![method, Some(file)]))
+                }
+                None => {
+                    if let Some(m) = method {
+                        self.lacking(m, "no `dedicated keytab file` says which keytab");
+                    }
+                    None
+                }
+            },
+            Some("systemkeytab" | "secretsandkeytab") => {
+                Some((SYSTEM_KEYTAB.to_string(), vec![method]))
+            }
+            _ => {
+                if let Some(m) = method {
+                    self.lacking(m, in_secrets);
+                }
+                None
+            }
+        };
+        let Some((path, from)) = keytab else {
+            if let Some(file) = dedicated {
+                self.lacking(
+                    file,
+                    "Samba reads it only with `kerberos method = dedicated keytab`",
+                );
+            }
+            if let Some(r) = realm {
+                self.lacking(
+                    r,
+                    format!("copyless takes Kerberos logons only with a keytab; {in_secrets}"),
+                );
+            }
+            return;
+        };
+        let from: Vec<&Param> = from.into_iter().flatten().collect();
+        if let Some(problem) = self.host.keytab_problem(&path) {
+            for p in &from {
+                self.lacking(p, &problem);
+            }
+            if let Some(r) = realm {
+                self.lacking(r, format!("no usable keytab: {problem}"));
+            }
+            return;
+        }
+        doc.kerberos.push(Entry::new("keytab", path, &from));
+        if let Some(r) = realm {
+            // Samba takes the realm in upper case, whatever was written.
+            doc.kerberos
+                .push(Entry::new("realm", r.value.to_uppercase(), &[r]));
+        }
+    }
+
+    /// `[security] guest`: on when Samba made guests of failed logons, or
+    /// when a share carried over lets guests in (Samba serves anonymous
+    /// sessions on such shares whatever `map to guest` says).
+    fn guests(&mut self, g: &[&Param], doc: &mut Doc) -> Result<(), ParseError> {
+        let mut from: Vec<&Param> = Vec::new();
+        if let Some(p) = last(g, &["maptoguest"]) {
+            match normalize(&p.value).as_str() {
+                "never" => {}
+                "baduser" => {
+                    from.push(p);
+                    self.in_part(
+                        p,
+                        "copyless makes no guest of a logon with an unknown user name: guests \
+                         log on anonymously (no user name)",
+                    );
+                }
+                "badpassword" => {
+                    from.push(p);
+                    self.in_part(
+                        p,
+                        "copyless never makes a guest of a logon with a wrong password: guests \
+                         log on anonymously (no user name)",
+                    );
+                }
+                "baduid" => self.lacking(p, "it concerns domain members only"),
+                _ => return Err(bad_value(p, "never, bad user, bad password or bad uid")),
+            }
+        }
+        let guest_share = doc.shares.iter().any(|s| s.guest_ok);
+        if !from.is_empty() || guest_share {
+            let mut entry = Entry::new("guest", true, &from);
+            if guest_share {
+                entry.why.push("shares with guest ok".to_string());
+            }
+            doc.security.push(entry);
+        }
+        Ok(())
+    }
+
+    /// A `[[share]]` table, or None when the share is not carried over.
+    fn share(
+        &mut self,
+        conf: &SmbConf,
+        share: &Section,
+        defaults: &[&Param],
+    ) -> Result<Option<ShareTable>, ParseError> {
+        let skip = |c: &mut Self, why: &str| {
+            c.note(
+                &share.at,
+                format!("share [{}] not carried over: {why}", share.name),
+            );
+            Ok(None)
+        };
+        match share.name.to_lowercase().as_str() {
+            "homes" => {
+                return skip(
+                    self,
+                    "copyless has no per-user home shares; a share of /home with each \
+                     folder private to its user comes close",
+                )
+            }
+            "printers" => return skip(self, "copyless serves no printers"),
+            "print$" => return skip(self, "printer drivers: copyless serves no printers"),
+            "ipc$" => return skip(self, "copyless provides IPC$ itself"),
+            _ => {}
+        }
+        let params = self.with_copies(conf, share, defaults);
+        if let Some(p) = last(&params, &["available"]) {
+            if !boolean(p)? {
+                return skip(self, "switched off in smb.conf (`available = no`)");
+            }
+        }
+        if let Some(p) = last(&params, &["printable", "printok"]) {
+            if boolean(p)? {
+                return skip(self, "a printer: copyless serves no printers");
+            }
+        }
+        if let Err(why) = check_share_name(&share.name) {
+            return skip(self, &why);
+        }
+        let Some(path) = last(&params, &["path", "directory"]) else {
+            return skip(self, "it has no path");
+        };
+        if path.value.contains('%') {
+            return skip(
+                self,
+                "its path depends on the client (a `%` substitution); a copyless share has one path",
+            );
+        }
+        if !path.value.starts_with('/') {
+            return skip(self, "its path is not absolute");
+        }
+
+        let own: Vec<&Param> = share.params.iter().filter(|p| p.key != "copy").collect();
+        for p in own {
+            if GLOBAL_KEYS.contains(&p.key.as_str()) && p.key != "smbencrypt" {
+                self.lacking(p, "a global option, which Samba ignores in a share too");
+            } else if !SHARE_KEYS.contains(&p.key.as_str()) {
+                self.unmapped(p);
+            }
+        }
+
+        let mut table = ShareTable::default();
+        let e = &mut table.entries;
+        e.push(Entry::new("name", share.name.as_str(), &[]));
+        e.push(Entry::new("path", path.value.as_str(), &[path]));
+        // Samba's shares are read only unless they say otherwise.
+        let read_only = match last(&params, &["readonly", "writeable", "writable", "writeok"]) {
+            Some(p) if p.key == "readonly" => Entry::new("read_only", boolean(p)?, &[p]),
+            Some(p) => Entry::new("read_only", !boolean(p)?, &[p]),
+            None => {
+                let mut entry = Entry::new("read_only", true, &[]);
+                entry.why.push("Samba's default".to_string());
+                entry
+            }
+        };
+        e.push(read_only);
+        if let Some(p) = last(&params, &["validusers"]) {
+            let users = self.principals(p);
+            if users.is_empty() {
+                self.in_part(p, "none of its names is left: nobody may use the share");
+            }
+            e.push(Entry::new("valid_users", users, &[p]));
+        }
+        for (keys, key) in [
+            (["readlist"], "read_only_users"),
+            (["writelist"], "write_users"),
+        ] {
+            if let Some(p) = last(&params, &keys) {
+                let users = self.principals(p);
+                if !users.is_empty() {
+                    e.push(Entry::new(key, users, &[p]));
+                }
+            }
+        }
+        if let Some(p) = last(&params, &["guestok", "public"]) {
+            table.guest_ok = boolean(p)?;
+            e.push(Entry::new("guest_ok", table.guest_ok, &[p]));
+        }
+        if let Some(p) = last(&params, &["browseable", "browsable"]) {
+            e.push(Entry::new("browseable", boolean(p)?, &[p]));
+        }
+        if let Some(p) = last(&params, &["hideunreadable"]) {
+            e.push(Entry::new("access_based_enumeration", boolean(p)?, &[p]));
+        }
+        if let Some(p) = last(&params, &["forceuser"]) {
+            if let Some(user) = self.force_user(p) {
+                e.push(Entry::new("force_user", user, &[p]));
+            }
+        }
+        if let Some(p) = last(&params, &["forcegroup", "group"]) {
+            if let Some(group) = self.force_group(p) {
+                e.push(Entry::new("force_group", group, &[p]));
+            }
+        }
+        if let Some(p) = last(&params, &["vfsobjects", "vfsobject"]) {
+            self.vfs_objects(p);
+        }
+        Ok(Some(table))
+    }
+
+    /// The share's options, `[global]`'s first, with `copy = SHARE`
+    /// replaced by the options of that share, as Samba does.
+    fn with_copies<'a>(
+        &mut self,
+        conf: &'a SmbConf,
+        share: &'a Section,
+        defaults: &[&'a Param],
+    ) -> Vec<&'a Param> {
+        let mut params = defaults.to_vec();
+        for p in &share.params {
+            if p.key != "copy" {
+                params.push(p);
+                continue;
+            }
+            let source = conf.shares.iter().find(|s| {
+                s.name.to_lowercase() == p.value.to_lowercase() && !std::ptr::eq(*s, share)
+            });
+            match source {
+                Some(source) => params.extend(source.params.iter().filter(|q| q.key != "copy")),
+                None => self.lacking(p, format!("there is no share [{}]", p.value)),
+            }
+        }
+        params
+    }
+
+    /// Users and `@group`s of a Samba user list; what copyless cannot
+    /// take is left out and said so.
+    fn principals(&mut self, p: &Param) -> Vec<String> {
+        let mut names = Vec::new();
+        for item in split_list(&p.value) {
+            match self.principal(&item) {
+                Ok(name) => {
+                    if !names.contains(&name) {
+                        names.push(name);
+                    }
+                }
+                Err(why) => self.in_part(p, format!("`{item}` left out: {why}")),
+            }
+        }
+        names
+    }
+
+    fn principal(&self, item: &str) -> Result<String, String> {
+        if item.contains('%') {
+            return Err("a `%` substitution, which copyless does not make".to_string());
+        }
+        if item.contains('\\') {
+            return Err("a domain account; copyless has only its own users".to_string());
+        }
+        // `@group` (netgroup or Unix group), `+group` (Unix group) and
+        // `&group` (netgroup): copyless knows Unix groups.
+        let group = item.trim_start_matches(['@', '+', '&']);
+        if group.len() == item.len() {
+            return Ok(item.to_string());
+        }
+        if group.is_empty() {
+            return Err("no group name".to_string());
+        }
+        if !self.host.group_exists(group) {
+            return Err(format!("no Unix group {group:?} on this machine"));
+        }
+        Ok(format!("@{group}"))
+    }
+
+    fn force_user(&mut self, p: &Param) -> Option<String> {
+        let name = p.value.as_str();
+        if name.is_empty() {
+            return None;
+        }
+        if name.contains('%') {
+            self.lacking(p, "a `%` substitution, which copyless does not make");
+            return None;
+        }
+        if self.host.account_uid(name).is_none() {
+            self.lacking(p, format!("no Unix account {name:?} on this machine"));
+            return None;
+        }
+        Some(name.to_string())
+    }
+
+    fn force_group(&mut self, p: &Param) -> Option<String> {
+        // `+group`: Samba forces it only on the users who are members.
+        let name = match p.value.strip_prefix('+') {
+            Some(name) => {
+                self.in_part(
+                    p,
+                    "copyless forces the group on every user, not only on its members",
+                );
+                name
+            }
+            None => p.value.as_str(),
+        };
+        if name.is_empty() {
+            return None;
+        }
+        if name.contains('%') {
+            self.lacking(p, "a `%` substitution, which copyless does not make");
+            return None;
+        }
+        if !self.host.group_exists(name) {
+            self.lacking(p, format!("no Unix group {name:?} on this machine"));
+            return None;
+        }
+        Some(name.to_string())
+    }
+
+    fn vfs_objects(&mut self, p: &Param) {
+        for module in split_list(&p.value) {
+            match options::vfs_object(&module.to_lowercase()) {
+                Ok(native) => self.note(
+                    &p.at,
+                    format!("option `{}` (`{module}`) needs nothing: {native}", p.name),
+                ),
+                Err(why) => self.note(
+                    &p.at,
+                    format!("option `{}` (`{module}`) not carried over: {why}", p.name),
+                ),
+            }
+        }
+    }
+}
+
+/// The last of `params` named one of `keys`: a later option overrides an
+/// earlier one, as in Samba.
+fn last<'a>(params: &[&'a Param], keys: &[&str]) -> Option<&'a Param> {
+    params
+        .iter()
+        .rev()
+        .find(|p| keys.contains(&p.key.as_str()))
+        .copied()
+}
+
+/// A Samba boolean; anything else makes Samba refuse the file.
+fn boolean(p: &Param) -> Result<bool, ParseError> {
+    match normalize(&p.value).as_str() {
+        "yes" | "true" | "1" | "on" => Ok(true),
+        "no" | "false" | "0" | "off" => Ok(false),
+        _ => Err(bad_value(p, "yes or no")),
+    }
+}
+
+fn bad_value(p: &Param, expected: &str) -> ParseError {
+    ParseError::at(
+        &p.at,
+        format!("`{} = {}`: expected {expected}", p.name, p.value),
+    )
+}
+
+fn match_interface(entry: &str, local: &[LocalAddress]) -> Vec<IpAddr> {
+    let pick = |keep: &dyn Fn(&LocalAddress) -> bool| -> Vec<IpAddr> {
+        local.iter().filter(|l| keep(l)).map(|l| l.ip).collect()
+    };
+    if let Some((addr, mask)) = entry.split_once('/') {
+        let Ok(ip) = addr.parse::<IpAddr>() else {
+            return Vec::new();
+        };
+        // An address of this machine with its netmask, or a network.
+        let exact = pick(&|l| l.ip == ip);
+        if !exact.is_empty() {
+            return exact;
+        }
+        let prefix = match mask.parse::<u8>() {
+            Ok(bits) => bits,
+            Err(_) => match mask.parse::<Ipv4Addr>() {
+                Ok(m) => u32::from(m).count_ones() as u8,
+                Err(_) => return Vec::new(),
+            },
+        };
+        return pick(&|l| same_network(l.ip, ip, prefix));
+    }
+    if let Ok(ip) = entry.parse::<IpAddr>() {
+        return pick(&|l| l.ip == ip);
+    }
+    pick(&|l| wildcard_match(entry, &l.interface))
+}
+
+fn same_network(a: IpAddr, b: IpAddr, prefix: u8) -> bool {
+    match (a, b) {
+        (IpAddr::V4(a), IpAddr::V4(b)) => {
+            let mask = u32::MAX
+                .checked_shl(32 - u32::from(prefix.min(32)))
+                .unwrap_or(0);
+            u32::from(a) & mask == u32::from(b) & mask
+        }
+        (IpAddr::V6(a), IpAddr::V6(b)) => {
+            let mask = u128::MAX
+                .checked_shl(128 - u32::from(prefix.min(128)))
+                .unwrap_or(0);
+            u128::from(a) & mask == u128::from(b) & mask
+        }
+        _ => false,
+    }
+}
+
+fn is_link_local(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(_) => false,
+        IpAddr::V6(v6) => v6.segments()[0] & 0xffc0 == 0xfe80,
+    }
+}
+
+/// `*` (any run) and `?` (any one character), as in `interfaces = eth*`.
+fn wildcard_match(pattern: &str, name: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let n: Vec<char> = name.chars().collect();
+    let (mut pi, mut ni) = (0, 0);
+    // Where the last `*` was, and where in the name it matched up to.
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
+            pi += 1;
+            ni += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ni));
+            pi += 1;
+        } else if let Some((sp, sn)) = star {
+            pi = sp + 1;
+            ni = sn + 1;
+            star = Some((sp, sn + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+/// One `key = value` of the config, with the smb.conf options it comes from.
+struct Entry {
+    key: &'static str,
+    value: Value,
+    /// Where it comes from, for the comment beside it.
+    why: Vec<String>,
+}
+
+impl Entry {
+    fn new(key: &'static str, value: impl Into<Value>, from: &[&Param]) -> Entry {
+        Entry {
+            key,
+            value: value.into(),
+            why: from
+                .iter()
+                .map(|p| format!("{} ({})", p.name, p.at))
+                .collect(),
+        }
+    }
+
+    fn render(&self, out: &mut String) {
+        out.push_str(&format!("{} = {}", self.key, self.value));
+        if !self.why.is_empty() {
+            let why = self.why.join(", ");
+            // A comment ends at the line's end and may hold no control
+            // characters; names and file names could.
+            let why: String = why
+                .chars()
+                .map(|c| if c.is_control() { '?' } else { c })
+                .collect();
+            out.push_str(&format!("  # from {why}"));
+        }
+        out.push('\n');
+    }
+}
+
+#[derive(Default)]
+struct ShareTable {
+    entries: Vec<Entry>,
+    guest_ok: bool,
+}
+
+#[derive(Default)]
+struct Doc {
+    top: Vec<Entry>,
+    security: Vec<Entry>,
+    kerberos: Vec<Entry>,
+    shares: Vec<ShareTable>,
+}
+
+impl Doc {
+    fn render(&self, source: &str) -> String {
+        let source: String = source
+            .chars()
+            .map(|c| if c.is_control() { '?' } else { c })
+            .collect();
+        let mut out = format!(
+            "# copyless config converted from {source} by `copyless import smb.conf`,\n\
+             # which listed what it could not carry over. Check it with\n\
+             # `copyless check-config FILE`.\n"
+        );
+        for entry in &self.top {
+            entry.render(&mut out);
+        }
+        for (header, entries) in [
+            ("[security]", &self.security),
+            ("[kerberos]", &self.kerberos),
+        ] {
+            if !entries.is_empty() {
+                out.push_str(&format!("\n{header}\n"));
+                for entry in entries {
+                    entry.render(&mut out);
+                }
+            }
+        }
+        for share in &self.shares {
+            out.push_str("\n[[share]]\n");
+            for entry in &share.entries {
+                entry.render(&mut out);
+            }
+        }
+        out
+    }
+}
