@@ -34,6 +34,8 @@ install_system_packages() {
     # The dashboard test's headless browser.
     command -v chromium >/dev/null 2>&1 || packages+=(chromium)
     python3 -m pip --version >/dev/null 2>&1 || packages+=(python3-pip)
+    # A real Samba's users to import (tests/test_samba_import.py).
+    command -v pdbedit >/dev/null 2>&1 || packages+=(samba)
     if [ "${COPYLESS_TEST_SERVER:-copyless}" = samba ]; then
         command -v smbd >/dev/null 2>&1 || [ -x /usr/sbin/smbd ] || packages+=(samba)
     fi

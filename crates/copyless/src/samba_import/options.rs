@@ -118,6 +118,10 @@ fn reason(key: &str, value: &str) -> &'static str {
         }
         "adminusers" => "copyless gives no user root's rights on a share",
         "comment" => "copyless shares have no comment (clients see none)",
+        "accessbasedshareenum" => {
+            "copyless lists every browseable share to everyone (its access_based_enumeration \
+             hides files and folders the reader may not read, as Samba's `hide unreadable` does)"
+        }
         "guestonly" | "onlyguest" => {
             "copyless has no guest-only shares: users who log on keep their own identity"
         }
@@ -232,6 +236,7 @@ mod tests {
         assert!(why("serverminprotocol", "NT1").contains("SMB1"));
         assert!(why("serverminprotocol", "SMB3").contains("no minimum protocol"));
         assert!(why("widelinks", "yes").contains("inside the share"));
+        assert!(why("accessbasedshareenum", "yes").contains("hide unreadable"));
         assert!(why("hostsallow", "192.168.1.").contains("firewall"));
         assert!(why("clientsigning", "required").contains("client tools"));
         assert!(why("idmapconfig*:backend", "tdb").contains("domain"));

@@ -184,7 +184,7 @@ pub(crate) fn import(
         );
         if let Some(uid) = account.uid.filter(|&uid| uid != linked.uid) {
             line.push_str(&format!(
-                " (uid {uid} under Samba: files it owned there belong to uid {uid})"
+                " (uid {uid} under Samba: files it owned there need a chown)"
             ));
         }
         say(out, &line)?;
@@ -192,10 +192,7 @@ pub(crate) fn import(
     if imported > 0 {
         store.save()?;
     }
-    say(
-        out,
-        &format!("{imported} imported, {skipped} not imported (see above)"),
-    )
+    say(out, &format!("{imported} imported, {skipped} not imported"))
 }
 
 /// The account's NT hash, when it is a user to import.
@@ -361,7 +358,7 @@ mod tests {
             out,
             format!(
                 "user alice imported, linked to Unix account {0} (uid {1}) (uid {2} under \
-                 Samba: files it owned there belong to uid {2})\n1 imported, 4 not imported (see above)\n",
+                 Samba: files it owned there need a chown)\n1 imported, 4 not imported\n",
                 me.name,
                 me.uid,
                 me.uid + 1
@@ -391,10 +388,7 @@ mod tests {
         let other = "0123456789abcdef0123456789abcdef";
         let again = format!("alice:1:X:{other}:[U]:LCT-1:\n");
         let (out, report) = run(&dir, &again, Some(&me.name), false).unwrap();
-        assert!(
-            out.ends_with("0 imported, 1 not imported (see above)\n"),
-            "{out}"
-        );
+        assert!(out.ends_with("0 imported, 1 not imported\n"), "{out}");
         assert!(
             report.contains("user alice not imported: exists already"),
             "{report}"
