@@ -371,6 +371,7 @@ impl Converter<'_> {
             Some("dedicatedkeytab") => match dedicated {
                 Some(file) => {
                     let path = file.value.trim_start_matches("FILE:");
+                    let path = path.trim_start_matches("WRFILE:");
                     Some((path.to_string(), vec![method, Some(file)]))
                 }
                 None => {

@@ -8,7 +8,7 @@ pub mod passdb;
 mod smbconf;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::config::Config;
@@ -69,7 +69,7 @@ pub fn run(cmd: ImportCommand) -> ExitCode {
                 out.display(),
                 converted.shares,
                 if converted.shares == 1 { "" } else { "s" },
-                Path::new(out).display()
+                out.display()
             );
         }
         None => {

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 use copyless_auth::unix::{self, UnixAccount, UnixError};
 use copyless_auth::userstore::{parse_hex_hash, UserStore};
+use zeroize::Zeroizing;
 
 use crate::config::default_state_dir;
 use crate::user_cmd::{
@@ -124,7 +125,8 @@ pub(crate) fn import(
     } else {
         args.pdbedit.display().to_string()
     };
-    let mut text = String::new();
+    // The hashes are as good as the passwords: zeroed when dropped.
+    let mut text = Zeroizing::new(String::new());
     let read = if from_stdin {
         input.read_to_string(&mut text)
     } else {
