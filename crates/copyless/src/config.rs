@@ -172,9 +172,7 @@ impl ConfigError {
             message: message.into(),
         }
     }
-}
 
-impl ConfigError {
     /// What is wrong, without the file and line.
     pub fn message(&self) -> &str {
         &self.message
