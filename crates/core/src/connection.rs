@@ -475,7 +475,7 @@ impl Connection {
             Kind::OplockBreak { open, to } => self.notices.push(Notice::Oplock { open, to }),
             Kind::LeaseBreak(b) => self.notices.push(Notice::Lease(b)),
             Kind::BreakResolved { token } => self.retries.push(token),
-            Kind::Changed(seen) => self.seen.extend(seen),
+            Kind::Changed(seen) => self.changed_here(seen),
             Kind::CloseOpen { open } => self.close_open_here(open),
             Kind::ChangesLost => self.changes_lost(),
             Kind::Relay {

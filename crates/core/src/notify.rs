@@ -236,8 +236,19 @@ impl Connection {
         for batch in theirs.chunk_by(|a, b| a.connection == b.connection) {
             self.post(batch[0].connection, Kind::Changed(batch.to_vec()));
         }
+        self.changed_here(mine);
+    }
+
+    /// Changes that one request made (here or on another connection, whose
+    /// letter brought them) reach their watches on this connection, and
+    /// each watch with news answers its oldest waiting request. One
+    /// request's changes at a time: two requests' changes that arrive
+    /// together still answer two waiting requests, one each, as Windows
+    /// completes a pending CHANGE_NOTIFY per change (smb2.notify.mask-
+    /// change waits with two).
+    pub(crate) fn changed_here(&mut self, seen: Vec<Seen>) {
         let mut touched = Vec::new();
-        for s in mine {
+        for s in seen {
             if s.action == DIRECTORY_DELETED {
                 self.end_notifies(s.open, status::DELETE_PENDING);
                 continue;
