@@ -323,5 +323,8 @@ mod tests {
         let xml = probe_matches(EPR, XADDRS, "urn:uuid:m", evil, SEQ);
         assert!(xml.contains("<wsa:RelatesTo>x&lt;/wsa:RelatesTo&gt;&lt;evil/&gt;&amp;<"));
         assert!(!outline(&xml).iter().any(|(_, local)| local == "evil"));
+        // A carriage return comes back as one, not as a line feed.
+        let xml = probe_matches(EPR, XADDRS, "a\rb", "urn:uuid:q", SEQ);
+        assert_eq!(parse(xml.as_bytes()).unwrap().message_id, "a\rb");
     }
 }

@@ -14,7 +14,7 @@ mod build;
 mod parse;
 
 pub use build::{bye, get_response, hello, probe_matches, resolve_matches, Metadata, Sequence};
-pub use parse::{parse, Error, Message, Probe, Request, TypeName};
+pub use parse::{parse, Error, Message, Probe, Request, TypeName, MAX_DEPTH, MAX_FIELD, MAX_TYPES};
 
 use std::fmt;
 use std::net::Ipv4Addr;

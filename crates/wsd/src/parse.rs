@@ -229,7 +229,7 @@ pub fn parse(data: &[u8]) -> Result<Message, Error> {
                 }
             }
             Event::Text(e) => keep(&stack, &mut value, &e.xml10_content())?,
-            Event::CData(e) => keep(&stack, &mut value, &e.into_inner())?,
+            Event::CData(e) => keep(&stack, &mut value, &e.xml10_content())?,
             Event::GeneralRef(r) => keep(&stack, &mut value, &reference(&r)?)?,
             Event::DocType(_) => return Err(Error::DocType),
             Event::Decl(_) | Event::PI(_) | Event::Comment(_) => {}
@@ -487,6 +487,12 @@ mod tests {
         let m = parse(envelope(header, "<d:Hello/>").as_bytes()).unwrap();
         assert_eq!(m.request, Request::Other);
         assert_eq!(m.message_id, "a&bA<c>");
+        // Line ends read as \n, in CDATA too; a character reference
+        // keeps a carriage return.
+        let header = "<a:Action>x</a:Action>\
+             <a:MessageID>a\r\nb<![CDATA[c\rd]]>e&#13;f</a:MessageID>";
+        let m = parse(envelope(header, "").as_bytes()).unwrap();
+        assert_eq!(m.message_id, "a\nbc\nde\rf");
     }
 
     #[test]

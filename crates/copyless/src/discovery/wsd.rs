@@ -402,6 +402,17 @@ impl Udp {
     }
 
     fn answer(&mut self, link: &Link, from: SocketAddrV4, message: wsd::Message) {
+        let build = match &message.request {
+            Request::Probe(probe) if probe.matches_computer() => wsd::probe_matches,
+            Request::Resolve { endpoint }
+                if endpoint.eq_ignore_ascii_case(&self.device.endpoint) =>
+            {
+                wsd::resolve_matches
+            }
+            _ => return,
+        };
+        // Only what would be answered is remembered, so that other
+        // traffic on the group cannot push those ids out.
         if self.stopping || self.recent.contains(&message.message_id) {
             return;
         }
@@ -409,30 +420,19 @@ impl Udp {
             self.recent.pop_front();
         }
         self.recent.push_back(message.message_id.clone());
-        let device = &self.device;
-        let reply = match &message.request {
-            Request::Probe(probe) if probe.matches_computer() => wsd::probe_matches(
-                &device.endpoint,
-                &device.xaddrs(link.addr),
-                &device.ids.next(),
-                &message.message_id,
-                device.sequence(),
-            ),
-            Request::Resolve { endpoint } if endpoint.eq_ignore_ascii_case(&device.endpoint) => {
-                wsd::resolve_matches(
-                    &device.endpoint,
-                    &device.xaddrs(link.addr),
-                    &device.ids.next(),
-                    &message.message_id,
-                    device.sequence(),
-                )
-            }
-            _ => return,
-        };
         let now = Instant::now();
-        if self.replies.take(now) {
-            self.queue(now, link.addr, from, reply, UNICAST_REPEAT);
+        if !self.replies.take(now) {
+            return;
         }
+        let device = &self.device;
+        let reply = build(
+            &device.endpoint,
+            &device.xaddrs(link.addr),
+            &device.ids.next(),
+            &message.message_id,
+            device.sequence(),
+        );
+        self.queue(now, link.addr, from, reply, UNICAST_REPEAT);
     }
 
     fn say_hello(&mut self, link: &Link) {
