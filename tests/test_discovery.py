@@ -144,11 +144,14 @@ class Server:
         config.write_text(f'server_name = "{SERVER_NAME}"\n'
                           f"control = {json.dumps(str(base / 'control.sock'))}\n" + extra_config)
         self.stderr_path = base / "copyless.stderr"
+        argv = ["ip", "netns", "exec", netns.server, str(copyless_binary()), "serve",
+                "--config", str(config), "--listen", listen, "--state-dir", str(state),
+                "--share", f"share={share}"]
+        if os.environ.get("COPYLESS_ENGINE"):
+            argv += ["--engine", os.environ["COPYLESS_ENGINE"]]
         with open(self.stderr_path, "w") as stderr:
             self.proc = subprocess.Popen(
-                ["ip", "netns", "exec", netns.server, str(copyless_binary()), "serve",
-                 "--config", str(config), "--listen", listen, "--state-dir", str(state),
-                 "--share", f"share={share}"],
+                argv,
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, text=True)
         lines: queue.Queue = queue.Queue()
         threading.Thread(target=lambda: [lines.put(l) for l in self.proc.stdout],
