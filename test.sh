@@ -33,6 +33,8 @@ install_system_packages() {
     command -v python3 >/dev/null 2>&1 || packages+=(python3)
     # The dashboard test's headless browser.
     command -v chromium >/dev/null 2>&1 || packages+=(chromium)
+    # The network namespaces of the discovery tests (ip, and ss).
+    command -v ip >/dev/null 2>&1 && command -v ss >/dev/null 2>&1 || packages+=(iproute2)
     python3 -m pip --version >/dev/null 2>&1 || packages+=(python3-pip)
     # A real Samba's users to import (tests/test_samba_import.py).
     command -v pdbedit >/dev/null 2>&1 || packages+=(samba)
@@ -71,13 +73,14 @@ install_rust() {
 }
 
 install_python_packages() {
-    if python3 -c 'import smbprotocol, smbclient, pytest, prometheus_client, fuse, websocket' >/dev/null 2>&1; then
+    if python3 -c 'import smbprotocol, smbclient, pytest, prometheus_client, fuse, websocket, zeroconf' >/dev/null 2>&1; then
         return
     fi
-    log "installing smbprotocol, pytest, prometheus-client, fusepy and websocket-client"
+    # zeroconf: the DNS-SD resolver of the discovery tests.
+    log "installing smbprotocol, pytest, prometheus-client, fusepy, websocket-client and zeroconf"
     # Debian marks its system Python as externally managed (PEP 668).
-    python3 -m pip install -q smbprotocol pytest prometheus-client fusepy websocket-client ||
-        python3 -m pip install -q --break-system-packages smbprotocol pytest prometheus-client fusepy websocket-client
+    python3 -m pip install -q smbprotocol pytest prometheus-client fusepy websocket-client zeroconf ||
+        python3 -m pip install -q --break-system-packages smbprotocol pytest prometheus-client fusepy websocket-client zeroconf
 }
 
 install_cargo_fuzz() {

@@ -7,6 +7,7 @@ pub mod auth;
 pub mod connection;
 pub mod parsers;
 pub mod rpc;
+pub mod wsd;
 
 /// Splits an input into records, each a little-endian u16 length and that
 /// many bytes. A record cut short by the end of the input keeps what is

@@ -154,7 +154,40 @@ pub struct Config {
     /// `[kerberos]`: the service's keys and realm, read when the config
     /// is; Kerberos logons are refused when None.
     pub kerberos: Option<Arc<KerberosService>>,
+    /// `[discovery]`: how clients on the local network find the server.
+    pub discovery: Discovery,
 }
+
+/// `[discovery]`: the announcements that make the server show up in
+/// Finder (mDNS/DNS-SD) and in Explorer's Network (WS-Discovery).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Discovery {
+    /// `mdns`: announce `_smb._tcp` and `_device-info._tcp`.
+    pub mdns: bool,
+    /// `wsd`: answer WS-Discovery and its metadata exchange.
+    pub wsd: bool,
+    /// `model`: the `_device-info._tcp` model, which picks Finder's icon.
+    pub model: String,
+    /// `workgroup`: the workgroup Explorer files the computer under.
+    pub workgroup: String,
+}
+
+impl Default for Discovery {
+    fn default() -> Discovery {
+        Discovery {
+            mdns: true,
+            wsd: true,
+            model: DEFAULT_MODEL.to_string(),
+            workgroup: DEFAULT_WORKGROUP.to_string(),
+        }
+    }
+}
+
+/// Finder draws a rack server for it, as for an Xserve.
+const DEFAULT_MODEL: &str = "RackMac";
+const DEFAULT_WORKGROUP: &str = "WORKGROUP";
+/// A TXT string holds 255 bytes, `model=` included; names are short.
+const MAX_MODEL: usize = 64;
 
 /// What is wrong with the configuration, and where.
 #[derive(Debug)]
@@ -302,6 +335,7 @@ impl Config {
             metrics_user_labels: false,
             engine: EngineKind::default(),
             kerberos: None,
+            discovery: Discovery::default(),
         }
     }
 
@@ -497,6 +531,16 @@ mod raw {
         pub trace: Option<Trace>,
         pub metrics: Option<Metrics>,
         pub kerberos: Option<Kerberos>,
+        pub discovery: Option<Discovery>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Discovery {
+        pub mdns: Option<bool>,
+        pub wsd: Option<bool>,
+        pub model: Option<Spanned<String>>,
+        pub workgroup: Option<Spanned<String>>,
     }
 
     #[derive(Deserialize)]
@@ -643,6 +687,7 @@ fn parse(text: &str, base: &Path) -> Result<Config, SpanError> {
         None => None,
         Some(k) => Some(Arc::new(parse_kerberos(k, base)?)),
     };
+    let discovery = parse_discovery(file.discovery)?;
     let trace_enabled = file.trace.and_then(|t| t.enabled).unwrap_or(true);
     let multichannel = file.multichannel.unwrap_or(true);
     let metrics_user_labels = file
@@ -674,7 +719,49 @@ fn parse(text: &str, base: &Path) -> Result<Config, SpanError> {
         metrics_user_labels,
         engine,
         kerberos,
+        discovery,
     })
+}
+
+fn parse_discovery(raw: Option<raw::Discovery>) -> Result<Discovery, SpanError> {
+    let mut discovery = Discovery::default();
+    let Some(raw) = raw else {
+        return Ok(discovery);
+    };
+    discovery.mdns = raw.mdns.unwrap_or(true);
+    discovery.wsd = raw.wsd.unwrap_or(true);
+    if let Some(model) = &raw.model {
+        let text = model.get_ref();
+        // A TXT value may hold any bytes, but Finder matches known
+        // model names: printable ASCII keeps typos visible.
+        if text.is_empty()
+            || text.len() > MAX_MODEL
+            || !text.chars().all(|c| c.is_ascii_graphic() || c == ' ')
+        {
+            return Err(SpanError::at(
+                model,
+                format!("model {text:?} must be 1 to {MAX_MODEL} printable ASCII characters"),
+            ));
+        }
+        discovery.model = text.clone();
+    }
+    if let Some(workgroup) = &raw.workgroup {
+        let text = workgroup.get_ref();
+        if text.is_empty()
+            || text.chars().count() > MAX_SERVER_NAME
+            || !text.chars().all(is_server_name_char)
+        {
+            return Err(SpanError::at(
+                workgroup,
+                format!(
+                    "workgroup {text:?} must be 1 to {MAX_SERVER_NAME} ASCII letters, digits, \
+                     '-' or '_'"
+                ),
+            ));
+        }
+        discovery.workgroup = text.to_ascii_uppercase();
+    }
+    Ok(discovery)
 }
 
 /// Seconds a client's clock may differ from the server's, as MIT and
@@ -1548,6 +1635,33 @@ read_only = false
         a.engine = Some("uring".into());
         let e = Config::from_serve_args(&a).unwrap_err().to_string();
         assert!(e.starts_with("--engine: "), "{e}");
+    }
+
+    #[test]
+    fn discovery() {
+        let (_dir, config) = load_text("");
+        assert_eq!(config.discovery, Discovery::default());
+        assert!(config.discovery.mdns && config.discovery.wsd);
+        let (_dir, config) = load_text(
+            "[discovery]\nmdns = false\nwsd = false\nmodel = \"Xserve\"\nworkgroup = \"home\"\n",
+        );
+        assert_eq!(
+            config.discovery,
+            Discovery {
+                mdns: false,
+                wsd: false,
+                model: "Xserve".into(),
+                workgroup: "HOME".into(),
+            }
+        );
+        let m = error_at("[discovery]\nwsd = true\nmodel = \"\"\n", 3);
+        assert!(m.contains("model"), "{m}");
+        let m = error_at("[discovery]\n\nworkgroup = \"a.b\"\n", 3);
+        assert!(m.contains("workgroup"), "{m}");
+        error_at("[discovery]\nworkgroup = \"sixteen-chars-xx\"\n", 2);
+        error_at("[discovery]\nmodel = \"tab\\there\"\n", 2);
+        error_at("[discovery]\nbonjour = true\n", 2);
+        error_at("[discovery]\nmdns = \"yes\"\n", 2);
     }
 
     #[test]

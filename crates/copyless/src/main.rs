@@ -4,6 +4,7 @@ mod config;
 mod control;
 mod dashboard;
 mod descriptors;
+mod discovery;
 mod first_user;
 mod machine_sid;
 mod metrics;

@@ -129,6 +129,7 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
                 || old.metrics_user_labels != new.metrics_user_labels
         }),
         ("[kerberos]", kerberos(old) != kerberos(new)),
+        ("[discovery]", old.discovery != new.discovery),
     ]
     .into_iter()
     .filter_map(|(key, changed)| changed.then_some(key))

@@ -187,6 +187,11 @@ pub fn serve(
             );
         }
     }
+    let listening: Vec<_> = listeners
+        .iter()
+        .filter_map(|l| l.local_addr().ok())
+        .collect();
+    let discovery = crate::discovery::start(&config, &listening, machine_sid);
     let limits = EngineLimits {
         max_message_size: config.limits.max_message_size as usize,
         max_preauth_message_size: config.limits.max_preauth_message_size as usize,
@@ -199,8 +204,9 @@ pub fn serve(
         max_local_watches: config.limits.max_local_watches as usize,
     };
     contain_panic_messages();
-    engine::run(server, listeners, limits, tracer, config.engine, stop)
-        .map_err(|e| (e.to_string(), 1))
+    let served = engine::run(server, listeners, limits, tracer, config.engine, stop);
+    discovery.stop();
+    served.map_err(|e| (e.to_string(), 1))
 }
 
 /// Says STOPPING to systemd as soon as a stop is asked for (the engine
