@@ -3,6 +3,7 @@
 mod config;
 mod control;
 mod dashboard;
+mod deadline;
 mod descriptors;
 mod discovery;
 mod first_user;

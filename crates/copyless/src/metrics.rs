@@ -20,6 +20,7 @@ use copyless_trace::prometheus::{self, ClientLabels};
 use copyless_trace::Tracer;
 
 use crate::dashboard::{self, Dashboard};
+use crate::deadline::{time_left, write_by};
 
 /// The most of a request we read: the request line and headers.
 const MAX_HEAD: u64 = 8192;
@@ -280,15 +281,6 @@ fn respond(request: &Request, endpoint: &Endpoint) -> Response {
 
 /// Time left until `deadline`, or TimedOut once it has passed (a zero
 /// socket timeout would mean no timeout at all).
-fn time_left(deadline: Instant) -> io::Result<Duration> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        Err(io::ErrorKind::TimedOut.into())
-    } else {
-        Ok(left)
-    }
-}
-
 fn serve(mut stream: TcpStream, endpoint: &Endpoint, deadline: Instant) -> io::Result<()> {
     let mut head = Vec::new();
     let mut chunk = [0u8; 1024];
@@ -309,21 +301,6 @@ fn serve(mut stream: TcpStream, endpoint: &Endpoint, deadline: Instant) -> io::R
     // HEAD is answered as GET without the body, and so is a 304.
     if request.method != "HEAD" && response.status != NOT_MODIFIED {
         write_by(&mut stream, &response.body, deadline)?;
-    }
-    Ok(())
-}
-
-/// `write_all` that gives up at `deadline`, however slowly the client
-/// reads.
-fn write_by(stream: &mut TcpStream, mut bytes: &[u8], deadline: Instant) -> io::Result<()> {
-    while !bytes.is_empty() {
-        stream.set_write_timeout(Some(time_left(deadline)?))?;
-        match stream.write(bytes) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => bytes = bytes.get(n..).unwrap_or(&[]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
     }
     Ok(())
 }

@@ -42,6 +42,17 @@ fn client_key(users: &Users) -> Vec<u8> {
     }
 }
 
+/// A server that takes Kerberos and has the user alice, and the key
+/// alice's client holds for the captured ticket.
+fn kerberos_server() -> (Arc<copyless_core::Server>, Vec<u8>) {
+    let users = Arc::new(Users::default());
+    users.add("alice", "alice-pw");
+    let mut cfg = config();
+    cfg.kerberos = Some(service());
+    let key = client_key(&users);
+    (memory_server(cfg, users).0, key)
+}
+
 fn getinfo(id: FileId) -> Request {
     Request::new(command::QUERY_INFO, 1, |w| {
         wire::write_query_info_request(w, 1, 18, 4096, 0, 0, id)
@@ -62,12 +73,7 @@ fn signed(c: &Client, r: &Reply) -> bool {
 
 #[test]
 fn a_kerberos_session_expires_with_its_ticket_until_it_logs_on_again() {
-    let users = Arc::new(Users::default());
-    users.add("alice", "alice-pw");
-    let mut cfg = config();
-    cfg.kerberos = Some(service());
-    let (server, _) = memory_server(cfg, users.clone());
-    let key = client_key(&users);
+    let (server, key) = kerberos_server();
 
     let mut c = Client::negotiated(server, Dialect::Smb311);
     c.env.now = filetime(ISSUED + 1);
@@ -109,12 +115,7 @@ fn a_kerberos_session_expires_with_its_ticket_until_it_logs_on_again() {
 
 #[test]
 fn a_replayed_ticket_or_one_for_an_unknown_user_is_refused() {
-    let users = Arc::new(Users::default());
-    users.add("alice", "alice-pw");
-    let mut cfg = config();
-    cfg.kerberos = Some(service());
-    let (server, _) = memory_server(cfg, users.clone());
-    let key = client_key(&users);
+    let (server, key) = kerberos_server();
 
     let mut c = Client::negotiated(server.clone(), Dialect::Smb311);
     c.env.now = filetime(ISSUED + 1);
@@ -128,10 +129,9 @@ fn a_replayed_ticket_or_one_for_an_unknown_user_is_refused() {
     );
 
     // A server where alice is no user.
-    let nobody = Arc::new(Users::default());
     let mut cfg = config();
     cfg.kerberos = Some(service());
-    let (server, _) = memory_server(cfg, nobody);
+    let (server, _) = memory_server(cfg, Arc::new(Users::default()));
     let mut c = Client::negotiated(server, Dialect::Smb311);
     c.env.now = filetime(ISSUED + 1);
     assert_eq!(

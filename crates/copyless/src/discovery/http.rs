@@ -7,7 +7,7 @@
 //! closed at once), with one deadline for all of it and a bounded
 //! request, so a client that stalls or sends too much holds up nobody.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -17,6 +17,7 @@ use copyless_wsd::{HTTP_PORT, MAX_MESSAGE};
 
 use super::wsd::Device;
 use super::Reach;
+use crate::deadline::{time_left, write_by};
 
 /// The request line and headers.
 const MAX_HEAD: usize = 8192;
@@ -180,15 +181,6 @@ fn respond(device: &Device, head: &[u8], body: &[u8]) -> (&'static str, String) 
 
 /// Time left until `deadline`, or TimedOut once it has passed (a zero
 /// socket timeout would mean none at all).
-fn time_left(deadline: Instant) -> io::Result<Duration> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        Err(io::ErrorKind::TimedOut.into())
-    } else {
-        Ok(left)
-    }
-}
-
 fn exchange(mut stream: TcpStream, device: &Device, deadline: Instant) -> io::Result<()> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
@@ -233,25 +225,11 @@ fn exchange(mut stream: TcpStream, device: &Device, deadline: Instant) -> io::Re
     write_by(&mut stream, answer.as_bytes(), deadline)
 }
 
-/// `write_all` that gives up at `deadline`, however slowly the client
-/// reads.
-fn write_by(stream: &mut TcpStream, mut bytes: &[u8], deadline: Instant) -> io::Result<()> {
-    while !bytes.is_empty() {
-        stream.set_write_timeout(Some(time_left(deadline)?))?;
-        match stream.write(bytes) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => bytes = bytes.get(n..).unwrap_or(&[]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use copyless_wsd::Uuid;
+    use std::io::Write;
 
     fn device() -> Arc<Device> {
         Arc::new(Device::new(Uuid::random_from([9; 16]), "NAS", "WORKGROUP"))
