@@ -66,6 +66,32 @@ pub(crate) fn read_tagged(input: &[u8], tag: u8) -> Result<(Tlv<'_>, &[u8]), Aut
     Ok((tlv, rest))
 }
 
+/// How deep [`well_formed`] follows constructed elements: Kerberos'
+/// messages nest about a dozen deep.
+const MAX_DEPTH: usize = 32;
+
+/// Whether `input` is exactly one element whose constructed parts, at
+/// every depth, hold only elements whose lengths fit inside them. Decoders
+/// of other crates are given only what passes: one of them computes a
+/// length as an unchecked sum (picky-asn1-der 0.5.7, de/mod.rs:643), which
+/// a length near `usize::MAX` overflows.
+pub(crate) fn well_formed(input: &[u8]) -> bool {
+    fn walk(mut input: &[u8], depth: usize) -> bool {
+        while !input.is_empty() {
+            let Ok((tlv, rest)) = read(input) else {
+                return false;
+            };
+            // Bit 6 marks a constructed element: its contents are elements.
+            if tlv.tag & 0x20 != 0 && (depth >= MAX_DEPTH || !walk(tlv.value, depth + 1)) {
+                return false;
+            }
+            input = rest;
+        }
+        true
+    }
+    matches!(read(input), Ok((_, rest)) if rest.is_empty()) && walk(input, 0)
+}
+
 /// Reads a whole sequence of elements.
 pub(crate) fn elements(mut input: &[u8]) -> Result<Vec<Tlv<'_>>, AuthError> {
     let mut out = Vec::new();
@@ -111,6 +137,25 @@ pub(crate) fn tlv(tag: u8, value: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn well_formed_follows_every_constructed_element() {
+        let inner = tlv(SEQUENCE, &tlv(OCTET_STRING, b"ok"));
+        assert!(well_formed(&tlv(context(0), &inner)));
+        // A length inside that runs past its parent, one that cannot fit
+        // in four bytes, and trailing bytes are refused.
+        assert!(!well_formed(&[0xa0, 0x04, 0x30, 0x05, 0x04, 0x00]));
+        assert!(!well_formed(&[
+            0x30, 0x0a, 0x04, 0x88, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff
+        ]));
+        assert!(!well_formed(&[0x04, 0x00, 0x00]));
+        // Nesting deeper than a Kerberos message ever does.
+        let mut deep = tlv(OCTET_STRING, b"");
+        for _ in 0..40 {
+            deep = tlv(SEQUENCE, &deep);
+        }
+        assert!(!well_formed(&deep));
+    }
 
     #[test]
     fn lengths_round_trip() {

@@ -160,7 +160,7 @@ pub fn accept(
     if oid.value != OID_KRB5 || rest.get(..2) != Some(&TOK_AP_REQ) {
         return Err(KrbError::Malformed);
     }
-    let ap_req: ApReq = picky_asn1_der::from_bytes(&rest[2..]).map_err(|_| KrbError::Malformed)?;
+    let ap_req: ApReq = parse(&rest[2..])?;
     let ticket = &ap_req.0.ticket.0 .0;
     let service = name(&ticket.sname.0);
     let realm = ticket.realm.0.to_string();
@@ -183,8 +183,7 @@ pub fn accept(
         USAGE_TICKET,
         &ticket.enc_part.0.cipher.0 .0,
     )?;
-    let part: EncTicketPart =
-        picky_asn1_der::from_bytes(&plain).map_err(|_| KrbError::Malformed)?;
+    let part: EncTicketPart = parse(&plain)?;
     let part = part.0;
     let start = part
         .starttime
@@ -202,8 +201,7 @@ pub fn accept(
     let key = Zeroizing::new(ticket_key.key_value.0 .0.clone());
     let auth_cipher = &ap_req.0.authenticator.0.cipher.0 .0;
     let plain = decrypt(key_type, &key, USAGE_AUTHENTICATOR, auth_cipher)?;
-    let auth: Authenticator =
-        picky_asn1_der::from_bytes(&plain).map_err(|_| KrbError::Malformed)?;
+    let auth: Authenticator = parse(&plain)?;
     let auth = auth.0;
     if auth.crealm.0 .0.to_string() != part.crealm.0 .0.to_string()
         || name(&auth.cname.0) != name(&part.cname.0)
@@ -281,6 +279,15 @@ fn check_gss_checksum(cksum: Option<&picky_krb::data_types::Checksum>) -> Result
         return Err(KrbError::Malformed);
     }
     Ok(())
+}
+
+/// Decodes a Kerberos structure, once our own reader has found every
+/// length in it sound (see [`der::well_formed`]).
+fn parse<'a, T: serde::Deserialize<'a>>(data: &'a [u8]) -> Result<T, KrbError> {
+    if !der::well_formed(data) {
+        return Err(KrbError::Malformed);
+    }
+    picky_asn1_der::from_bytes(data).map_err(|_| KrbError::Malformed)
 }
 
 fn suite(etype: i32) -> Result<CipherSuite, KrbError> {
