@@ -193,3 +193,72 @@ def test_sighup_adds_a_share_a_connected_client_can_use_and_ends_a_removed_one(m
         _stop_copyless(running)
         notify.close()
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_sighup_applies_limits_to_connected_clients_and_new_ones(monkeypatch):
+    base = make_temp_dir("reload-limits")
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.bind(str(base / "notify.sock"))
+    monkeypatch.setenv("NOTIFY_SOCKET", str(base / "notify.sock"))
+    monkeypatch.delenv("WATCHDOG_USEC", raising=False)
+    running = _start_copyless(base, extra_config=share_table("share", base / "share"),
+                              share_flag=False)
+    server = running.info
+    config = base / "copyless.toml"
+    unlimited = config.read_text()
+    connection = Connection(uuid.uuid4(), server.host, server.port, require_signing=True)
+    connection.connect(Dialects.SMB_3_1_1, timeout=30)
+
+    def reload(text: str) -> str:
+        config.write_text(text)
+        running.proc.send_signal(signal.SIGHUP)
+        return receive(notify, "READY=1", time.monotonic() + 10)[-1]
+
+    def refused_at_once() -> bool:
+        """Whether a new connection is closed on accept, without waiting
+        for a NEGOTIATE that never comes."""
+        with socket.create_connection((server.host, server.port), timeout=5) as s:
+            try:
+                return s.recv(1) == b""
+            except (TimeoutError, socket.timeout):
+                return False
+            except ConnectionResetError:
+                return True
+
+    try:
+        receive(notify, "READY=1", time.monotonic() + 10)
+        session = Session(connection, server.user, server.password,
+                          require_encryption=False, auth_protocol="ntlm")
+        session.connect()
+        tree = TreeConnect(session, f"\\\\{server.host}\\share")
+        tree.connect()
+        held = [create_file(tree, f"held{i}.txt") for i in range(2)]
+        assert not refused_at_once()
+
+        said = reload(unlimited + "\n[limits]\nmax_open_files = 2\nmax_connections = 1\n")
+        assert "limits.max_open_files 16384 -> 2: in force now" in said, said
+        assert "limits.max_connections 1024 -> 1: in force now" in said, said
+        # The session keeps its two opens and gets no third; no new
+        # connection is let in while this one holds the only slot.
+        with pytest.raises(SMBResponseException) as full:
+            create_file(tree, "third.txt")
+        assert full.value.status == NtStatus.STATUS_INSUFFICIENT_RESOURCES
+        held[0].write(b"still open", 0)
+        assert refused_at_once()
+
+        said = reload(unlimited)
+        assert "limits.max_open_files 2 -> 16384: in force now" in said, said
+        create_file(tree, "third.txt").close()
+        assert not refused_at_once()
+        for f in held:
+            f.close()
+        assert (server.share_path / "held0.txt").read_bytes() == b"still open"
+        assert running.proc.poll() is None
+    finally:
+        try:
+            connection.disconnect()
+        except Exception:
+            pass
+        _stop_copyless(running)
+        notify.close()
+        shutil.rmtree(base, ignore_errors=True)

@@ -77,12 +77,15 @@ fn drive(data: &[u8]) -> Vec<(u16, u32)> {
     users.add(USER, PASSWORD);
     let config = ServerConfig {
         allow_guest: mode & MODE_GUEST != 0,
-        max_sessions: 4,
-        max_tree_connects: 4,
-        max_open_files: 32,
-        max_open_files_per_connection: 32,
-        max_open_files_per_user: 32,
-        max_open_files_total: 32,
+        limits: copyless_core::Limits {
+            max_sessions: 4,
+            max_tree_connects: 4,
+            max_open_files: 32,
+            max_open_files_per_connection: 32,
+            max_open_files_per_user: 32,
+            max_open_files_total: 32,
+            ..copyless_scripted::limits()
+        },
         ..copyless_scripted::config()
     };
     let server = copyless_scripted::server(share.path(), config, users);

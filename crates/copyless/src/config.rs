@@ -98,6 +98,72 @@ pub struct Limits {
     pub max_local_watches: u32,
 }
 
+impl Limits {
+    /// Each setting by its key in `[limits]`, for saying what a reload
+    /// changed.
+    pub fn by_key(&self) -> [(&'static str, String); 16] {
+        // Destructured, so that a new setting cannot be left out.
+        let Limits {
+            max_message_size,
+            max_preauth_message_size,
+            max_read_write,
+            max_connections,
+            max_unauthenticated_connections,
+            max_unauthenticated_per_address,
+            max_sessions_per_connection,
+            max_tree_connects_per_session,
+            max_open_files,
+            max_open_files_per_connection,
+            max_open_files_per_user,
+            max_open_files_total,
+            max_listing_bytes_per_connection,
+            max_credits,
+            preauth_timeout_secs,
+            max_local_watches,
+        } = self;
+        let derived = |v: &Option<u32>| v.map_or_else(|| "derived".to_owned(), |v| v.to_string());
+        [
+            ("max_message_size", max_message_size.to_string()),
+            (
+                "max_preauth_message_size",
+                max_preauth_message_size.to_string(),
+            ),
+            ("max_read_write", max_read_write.to_string()),
+            ("max_connections", max_connections.to_string()),
+            (
+                "max_unauthenticated_connections",
+                max_unauthenticated_connections.to_string(),
+            ),
+            (
+                "max_unauthenticated_per_address",
+                max_unauthenticated_per_address.to_string(),
+            ),
+            (
+                "max_sessions_per_connection",
+                max_sessions_per_connection.to_string(),
+            ),
+            (
+                "max_tree_connects_per_session",
+                max_tree_connects_per_session.to_string(),
+            ),
+            ("max_open_files", max_open_files.to_string()),
+            (
+                "max_open_files_per_connection",
+                max_open_files_per_connection.to_string(),
+            ),
+            ("max_open_files_per_user", derived(max_open_files_per_user)),
+            ("max_open_files_total", derived(max_open_files_total)),
+            (
+                "max_listing_bytes_per_connection",
+                max_listing_bytes_per_connection.to_string(),
+            ),
+            ("max_credits", max_credits.to_string()),
+            ("preauth_timeout_secs", preauth_timeout_secs.to_string()),
+            ("max_local_watches", max_local_watches.to_string()),
+        ]
+    }
+}
+
 impl Default for Limits {
     fn default() -> Limits {
         Limits {

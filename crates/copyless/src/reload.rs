@@ -2,20 +2,25 @@
 //! the command line's overrides), and its shares are applied without
 //! dropping a connection. An added share can be connected to at once; a
 //! removed or changed one ends its tree connects at their next request
-//! (clients connect again and get the new settings). What cannot change
-//! while the server runs is named, to apply at the next start. A file
-//! that does not load changes nothing.
+//! (clients connect again and get the new settings). Limits apply at once
+//! (core/src/limits.rs says how). What cannot change while the server
+//! runs is named, to apply at the next start. A file that does not load
+//! changes nothing.
 
 use std::sync::Arc;
 
 use copyless_core::Server;
+use copyless_engine::LiveLimits;
 use copyless_trace::Tracer;
 
-use crate::config::{Config, ServeArgs};
+use crate::config::{Config, Limits, ServeArgs};
 use crate::systemd::Notifier;
 
 pub struct Reloader {
     pub args: ServeArgs,
+    /// RLIMIT_NOFILE, which limits are fitted to as at start.
+    pub descriptors: u64,
+    pub engine_limits: Arc<LiveLimits>,
     /// The configuration in effect.
     pub current: Config,
     pub server: Arc<Server>,
@@ -56,7 +61,7 @@ impl Reloader {
         }
     }
 
-    /// Applies `new`'s shares; returns a line per change.
+    /// Applies `new`'s shares and limits; returns a line per change.
     fn apply(&self, new: &Config) -> Vec<String> {
         let mut said = Vec::new();
         let shares = &self.server.shares;
@@ -92,6 +97,9 @@ impl Reloader {
                 Err(e) => said.push(format!("{e}; share {} not {verb}", s.name)),
             }
         }
+        if new.limits != self.current.limits {
+            said.extend(self.apply_limits(&new.limits));
+        }
         for key in restart_only_changes(&self.current, new) {
             said.push(format!(
                 "{key} changed: takes effect when the server restarts"
@@ -99,6 +107,48 @@ impl Reloader {
         }
         said
     }
+
+    fn apply_limits(&self, new: &Limits) -> Vec<String> {
+        let budget = crate::descriptors::budget(self.descriptors, new);
+        self.server
+            .set_limits(crate::serve::core_limits(new, &budget));
+        self.engine_limits
+            .set(crate::serve::engine_limits(new, &budget));
+        let mut said = limit_changes(&self.current.limits, new);
+        if !budget.lowered.is_empty() {
+            said.push(format!(
+                "lowered to fit the descriptor limit {}: {}",
+                self.descriptors,
+                budget.lowered.join(", ")
+            ));
+        }
+        said
+    }
+}
+
+/// A line per changed limit, saying what it applies to.
+fn limit_changes(old: &Limits, new: &Limits) -> Vec<String> {
+    old.by_key()
+        .into_iter()
+        .zip(new.by_key())
+        .filter(|((_, a), (_, b))| a != b)
+        .map(|((key, a), (_, b))| {
+            let when = match key {
+                // Told to the client in NEGOTIATE, or framed by.
+                "max_message_size"
+                | "max_preauth_message_size"
+                | "max_read_write"
+                | "max_credits" => "for connections made from now on",
+                "preauth_timeout_secs" => "for connections accepted from now on",
+                // No watcher runs: it is started only when this is not 0.
+                "max_local_watches" if old.max_local_watches == 0 => {
+                    "takes effect when the server restarts"
+                }
+                _ => "in force now",
+            };
+            format!("limits.{key} {a} -> {b}: {when}")
+        })
+        .collect()
 }
 
 fn same_name(a: &str, b: &str) -> bool {
@@ -121,7 +171,6 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
             "[security] guest_account",
             old.guest_account != new.guest_account,
         ),
-        ("[limits]", old.limits != new.limits),
         ("control", old.control != new.control),
         ("[trace]", old.trace_enabled != new.trace_enabled),
         ("[metrics]", {

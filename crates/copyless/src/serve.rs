@@ -12,9 +12,10 @@ use copyless_trace::{TimedVfs, Tracer};
 use copyless_vfs::posix::PosixVfs;
 use copyless_vfs::{Identity, Vfs};
 
-use crate::config::{Config, Encryption, ServeArgs, ShareConfig, Signing};
+use crate::config::{Config, Encryption, Limits, ServeArgs, ShareConfig, Signing};
+use crate::descriptors::Budget;
 use copyless_engine::log_limit::RateLimit;
-use copyless_engine::{self as engine, AdmissionLimits, EngineLimits};
+use copyless_engine::{self as engine, AdmissionLimits, EngineLimits, LiveLimits};
 
 /// Runs the server; Err carries a message for the user and the exit code.
 /// `args` are kept to read the configuration again on SIGHUP.
@@ -95,15 +96,7 @@ pub fn serve(
         allow_guest: config.guest,
         multichannel: config.multichannel,
         kerberos: config.kerberos.clone(),
-        max_io_size: config.limits.max_read_write,
-        max_credits: config.limits.max_credits,
-        max_sessions: config.limits.max_sessions_per_connection,
-        max_tree_connects: config.limits.max_tree_connects_per_session,
-        max_open_files: config.limits.max_open_files,
-        max_open_files_per_connection: budget.open_files_per_connection,
-        max_listing_bytes: config.limits.max_listing_bytes_per_connection as usize,
-        max_open_files_per_user: budget.open_files_per_user,
-        max_open_files_total: budget.open_files_total,
+        limits: core_limits(&config.limits, &budget),
         server_guid: guid,
         start_time: engine::filetime_now(),
         unix_uid: rustix::process::geteuid().as_raw(),
@@ -148,8 +141,11 @@ pub fn serve(
     let stop = engine::StopSignal::install()
         .map_err(|e| (format!("cannot catch SIGTERM and SIGINT: {e}"), 1))?;
     let notifier = crate::systemd::Notifier::from_env();
+    let live_limits = LiveLimits::new(engine_limits(&config.limits, &budget));
     let reloader = crate::reload::Reloader {
         args,
+        descriptors,
+        engine_limits: live_limits.clone(),
         current: config.clone(),
         server: server.clone(),
         tracer: tracer.clone(),
@@ -192,19 +188,8 @@ pub fn serve(
         .filter_map(|l| l.local_addr().ok())
         .collect();
     let discovery = crate::discovery::start(&config, &listening, machine_sid);
-    let limits = EngineLimits {
-        max_message_size: config.limits.max_message_size as usize,
-        max_preauth_message_size: config.limits.max_preauth_message_size as usize,
-        admission: AdmissionLimits {
-            max_connections: budget.max_connections as usize,
-            max_unauthenticated: config.limits.max_unauthenticated_connections as usize,
-            max_unauthenticated_per_address: config.limits.max_unauthenticated_per_address as usize,
-        },
-        preauth_timeout: Duration::from_secs(u64::from(config.limits.preauth_timeout_secs)),
-        max_local_watches: config.limits.max_local_watches as usize,
-    };
     contain_panic_messages();
-    let served = engine::run(server, listeners, limits, tracer, config.engine, stop);
+    let served = engine::run(server, listeners, live_limits, tracer, config.engine, stop);
     discovery.stop();
     served.map_err(|e| (e.to_string(), 1))
 }
@@ -233,6 +218,37 @@ fn watch_signals(
             }
         })?;
     Ok(())
+}
+
+/// The core's limits: `limits` within what the descriptor `budget` allows.
+pub fn core_limits(limits: &Limits, budget: &Budget) -> copyless_core::Limits {
+    copyless_core::Limits {
+        max_message_size: limits.max_message_size,
+        max_preauth_message_size: limits.max_preauth_message_size,
+        max_io_size: limits.max_read_write,
+        max_credits: limits.max_credits,
+        max_sessions: limits.max_sessions_per_connection,
+        max_tree_connects: limits.max_tree_connects_per_session,
+        max_open_files: limits.max_open_files,
+        max_open_files_per_connection: budget.open_files_per_connection,
+        max_open_files_per_user: budget.open_files_per_user,
+        max_open_files_total: budget.open_files_total,
+        max_listing_bytes: limits.max_listing_bytes_per_connection as usize,
+    }
+}
+
+/// The engine's limits: `limits` within what the descriptor `budget`
+/// allows.
+pub fn engine_limits(limits: &Limits, budget: &Budget) -> EngineLimits {
+    EngineLimits {
+        admission: AdmissionLimits {
+            max_connections: budget.max_connections as usize,
+            max_unauthenticated: limits.max_unauthenticated_connections as usize,
+            max_unauthenticated_per_address: limits.max_unauthenticated_per_address as usize,
+        },
+        preauth_timeout: Duration::from_secs(u64::from(limits.preauth_timeout_secs)),
+        max_local_watches: limits.max_local_watches as usize,
+    }
 }
 
 /// A configured share, served at `index` (its figures go there).

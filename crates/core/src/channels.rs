@@ -97,7 +97,7 @@ impl Connection {
     }
 
     fn relay_pause(&self) -> usize {
-        2 * self.server.config.max_io_size as usize + RELAY_SLACK
+        2 * self.made_with.max_io_size as usize + RELAY_SLACK
     }
 
     /// Hands a frame for a bound session to its home: opens it when

@@ -25,6 +25,7 @@ use crate::credits::CreditWindow;
 use crate::env::Env;
 use crate::file_table::Seen;
 use crate::intent::{Intent, Token};
+use crate::limits::Limits;
 use crate::pending::{Answer, Awaits, Pending};
 use crate::post::{ConnectionId, Kind, Letter, Message};
 use crate::server::Server;
@@ -256,6 +257,10 @@ pub struct Connection {
     pub(crate) credits: CreditWindow,
     pub(crate) sessions: HashMap<u64, Session>,
     pub(crate) max_io: u32,
+    /// The limits in force when the connection was made: its message
+    /// sizes, the I/O size it offers and its credits stay these across a
+    /// reload (limits.rs). Counts are checked against `server.limits()`.
+    pub(crate) made_with: Limits,
     /// Sessions that logged off, oldest first. They are kept, with their
     /// keys, so that a late request on them gets a signed
     /// STATUS_USER_SESSION_DELETED, as Samba does; only a few are kept.
@@ -311,7 +316,7 @@ pub struct Connection {
 
 impl Connection {
     pub fn new(server: Arc<Server>, client_addr: SocketAddr, local_addr: SocketAddr) -> Self {
-        let max_credits = server.config.max_credits;
+        let made_with = server.limits();
         Connection {
             id: server.next_id(),
             server,
@@ -327,9 +332,10 @@ impl Connection {
             signing_algorithm: SigningAlgorithm::AesCmac,
             cipher: None,
             preauth: PreauthHash::new(),
-            credits: CreditWindow::new(max_credits),
+            credits: CreditWindow::new(made_with.max_credits),
             sessions: HashMap::new(),
             max_io: 65536,
+            made_with,
             logged_off: Vec::new(),
             credentials_generation: 0,
             waiting: HashMap::new(),
@@ -358,6 +364,17 @@ impl Connection {
     /// The name other connections' letters use (see [`Message`]).
     pub fn id(&self) -> ConnectionId {
         self.id
+    }
+
+    /// The largest frame to read from this client: smaller until one of
+    /// its sessions has authenticated.
+    pub fn max_message_size(&self, authenticated: bool) -> usize {
+        let max = if authenticated {
+            self.made_with.max_message_size
+        } else {
+            self.made_with.max_preauth_message_size
+        };
+        max as usize
     }
 
     fn trim_logged_off(&mut self) {

@@ -115,7 +115,7 @@ impl Connection {
             self.server_capabilities |= neg::CAP_ENCRYPTION;
         }
         self.max_io = if dialect >= neg::DIALECT_210 {
-            self.server.config.max_io_size
+            self.made_with.max_io_size
         } else {
             SMB202_MAX_IO
         };

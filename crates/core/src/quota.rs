@@ -11,13 +11,13 @@ use std::sync::{Arc, Mutex};
 
 #[derive(Debug)]
 pub struct OpenQuota {
-    max_total: u32,
-    max_per_user: u32,
     used: Mutex<Usage>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Usage {
+    max_total: u32,
+    max_per_user: u32,
     total: u32,
     /// By user name folded to lower case, as names are matched.
     per_user: HashMap<String, u32>,
@@ -33,10 +33,21 @@ pub struct OpenSlot {
 impl OpenQuota {
     pub fn new(max_total: u32, max_per_user: u32) -> Arc<OpenQuota> {
         Arc::new(OpenQuota {
-            max_total,
-            max_per_user,
-            used: Mutex::default(),
+            used: Mutex::new(Usage {
+                max_total,
+                max_per_user,
+                total: 0,
+                per_user: HashMap::new(),
+            }),
         })
+    }
+
+    /// New caps: opens held beyond them stay, and no more are given
+    /// until they are back below.
+    pub fn set_caps(&self, max_total: u32, max_per_user: u32) {
+        let mut used = self.used();
+        used.max_total = max_total;
+        used.max_per_user = max_per_user;
     }
 
     fn used(&self) -> std::sync::MutexGuard<'_, Usage> {
@@ -51,7 +62,7 @@ impl OpenQuota {
         let user = user.to_lowercase();
         let mut used = self.used();
         let mine = used.per_user.get(&user).copied().unwrap_or(0);
-        if used.total >= self.max_total || mine >= self.max_per_user {
+        if used.total >= used.max_total || mine >= used.max_per_user {
             return None;
         }
         used.total += 1;
@@ -99,5 +110,26 @@ mod tests {
         drop(bob);
         assert_eq!(q.total(), 1);
         assert!(q.used().per_user.keys().eq(["carol"].iter()));
+    }
+
+    #[test]
+    fn lowered_caps_keep_what_is_held() {
+        let q = OpenQuota::new(4, 4);
+        let held: Vec<_> = (0..3).map(|_| q.acquire("alice").unwrap()).collect();
+        q.set_caps(2, 2);
+        assert!(q.acquire("alice").is_none(), "alice is above her new cap");
+        assert!(
+            q.acquire("bob").is_none(),
+            "the server is above its new cap"
+        );
+        assert_eq!(q.total(), 3);
+        drop(held);
+        let _bob = q.acquire("bob").unwrap();
+        q.set_caps(8, 8);
+        let more: Vec<_> = (0..7).map(|_| q.acquire("carol")).collect();
+        assert!(
+            more.iter().all(Option::is_some),
+            "raised caps give more at once"
+        );
     }
 }

@@ -10,6 +10,7 @@ use copyless_vfs::{Identity, Vfs};
 use crate::durable::DurableTable;
 use crate::file_table::FileTable;
 use crate::leases::LeaseBreak;
+use crate::limits::Limits;
 use crate::local::{LocalWatch, OwnChanges};
 use crate::post::{ClientTable, SessionTable};
 use crate::post::{Kind, Letter, Message};
@@ -32,20 +33,8 @@ pub struct ServerConfig {
     /// Accept Kerberos logons with this service's keys (the `[kerberos]`
     /// config); NTLM only when None.
     pub kerberos: Option<Arc<copyless_auth::kerberos::KerberosService>>,
-    /// Largest READ, WRITE and transaction (SMB 2.1 and later).
-    pub max_io_size: u32,
-    pub max_credits: u16,
-    pub max_sessions: u32,
-    /// Tree connects per session.
-    pub max_tree_connects: u32,
-    /// Opens per session.
-    pub max_open_files: u32,
-    pub max_open_files_per_connection: u32,
-    pub max_open_files_per_user: u32,
-    pub max_open_files_total: u32,
-    /// Bytes of directory listings an enumeration-heavy connection may
-    /// hold (see handlers/dir.rs).
-    pub max_listing_bytes: usize,
+    /// Their values at start; `Server::set_limits` changes them.
+    pub limits: Limits,
     pub server_guid: [u8; 16],
     /// FILETIME the server started.
     pub start_time: u64,
@@ -197,7 +186,9 @@ impl Shares {
 }
 
 pub struct Server {
+    /// `config.limits` are those at start: read [`Server::limits`].
     pub config: ServerConfig,
+    limits: RwLock<Limits>,
     pub shares: Shares,
     pub credentials: Arc<dyn Credentials>,
     pub open_quota: Arc<OpenQuota>,
@@ -231,7 +222,11 @@ impl Server {
     ) -> Arc<Server> {
         let files = FileTable::default();
         Arc::new(Server {
-            open_quota: OpenQuota::new(config.max_open_files_total, config.max_open_files_per_user),
+            open_quota: OpenQuota::new(
+                config.limits.max_open_files_total,
+                config.limits.max_open_files_per_user,
+            ),
+            limits: RwLock::new(config.limits),
             config,
             shares: Shares::new(shares),
             credentials,
@@ -247,6 +242,20 @@ impl Server {
             own: OwnChanges::default(),
             next_id: AtomicU64::new(1),
         })
+    }
+
+    /// The limits in force now.
+    pub fn limits(&self) -> Limits {
+        *self.limits.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A reload changed the limits: counts are checked against the new
+    /// ones from now on, and connections made from now on get its sizes
+    /// and credits (limits.rs).
+    pub fn set_limits(&self, limits: Limits) {
+        self.open_quota
+            .set_caps(limits.max_open_files_total, limits.max_open_files_per_user);
+        *self.limits.write().unwrap_or_else(|e| e.into_inner()) = limits;
     }
 
     /// A reload put the share at `index` at `path`, or removed it: the

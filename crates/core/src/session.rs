@@ -145,7 +145,7 @@ impl Connection {
             return self.bind(req, &ss, session, reply, w, env);
         }
         let sid = if req.hdr.session_id == 0 {
-            if self.live_sessions() as u32 >= self.server.config.max_sessions {
+            if self.live_sessions() as u32 >= self.server.limits().max_sessions {
                 return Err(status::INSUFFICIENT_RESOURCES);
             }
             let id = self.server.next_id();

@@ -160,7 +160,7 @@ impl Connection {
             .sessions
             .get_mut(&req.session_id)
             .ok_or(status::USER_SESSION_DELETED)?;
-        if session.trees.len() as u32 >= self.server.config.max_tree_connects {
+        if session.trees.len() as u32 >= self.server.limits().max_tree_connects {
             return Err(status::INSUFFICIENT_RESOURCES);
         }
         let maximal_access = maximal_access(read_only);

@@ -45,7 +45,10 @@ fn enumerate_two(bound: usize) -> (Vec<String>, usize, Vec<String>) {
     let users = Arc::new(Users::default());
     users.add("alice", "pw");
     let config = ServerConfig {
-        max_listing_bytes: bound,
+        limits: copyless_core::Limits {
+            max_listing_bytes: bound,
+            ..copyless_scripted::limits()
+        },
         ..copyless_scripted::config()
     };
     let server = copyless_scripted::server(dir.path(), config, users);

@@ -12,12 +12,15 @@ use copyless_scripted::{TestEnv, Users};
 
 fn server(dir: &std::path::Path) -> Arc<Server> {
     let config = ServerConfig {
-        max_credits: 512,
-        max_tree_connects: 8,
-        max_open_files: 64,
-        max_open_files_per_connection: 64,
-        max_open_files_per_user: 64,
-        max_open_files_total: 64,
+        limits: copyless_core::Limits {
+            max_credits: 512,
+            max_tree_connects: 8,
+            max_open_files: 64,
+            max_open_files_per_connection: 64,
+            max_open_files_per_user: 64,
+            max_open_files_total: 64,
+            ..copyless_scripted::limits()
+        },
         ..copyless_scripted::config()
     };
     copyless_scripted::server(dir, config, Arc::new(Users::default()))

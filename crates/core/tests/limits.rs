@@ -31,7 +31,10 @@ fn big_file(dir: &std::path::Path, len: usize) {
 #[test]
 fn credits_granted_in_a_compound_are_not_usable_inside_it() {
     let config = copyless_core::ServerConfig {
-        max_credits: 64,
+        limits: copyless_core::Limits {
+            max_credits: 64,
+            ..copyless_scripted::limits()
+        },
         ..copyless_scripted::config()
     };
     let (dir, server, _) = setup(config);
@@ -155,7 +158,10 @@ fn a_compound_reply_stays_below_the_frame_limit() {
 #[test]
 fn tree_connects_are_capped_per_session() {
     let config = copyless_core::ServerConfig {
-        max_tree_connects: 3,
+        limits: copyless_core::Limits {
+            max_tree_connects: 3,
+            ..copyless_scripted::limits()
+        },
         ..copyless_scripted::config()
     };
     let (_dir, server, _) = setup(config);
@@ -173,8 +179,11 @@ fn tree_connects_are_capped_per_session() {
 #[test]
 fn opens_are_capped_per_user_and_in_all_and_come_back_on_close() {
     let config = copyless_core::ServerConfig {
-        max_open_files_per_user: 5,
-        max_open_files_total: 8,
+        limits: copyless_core::Limits {
+            max_open_files_per_user: 5,
+            max_open_files_total: 8,
+            ..copyless_scripted::limits()
+        },
         ..copyless_scripted::config()
     };
     let (_dir, server, _) = setup(config);
@@ -208,7 +217,10 @@ fn opens_are_capped_per_user_and_in_all_and_come_back_on_close() {
 #[test]
 fn opens_are_capped_per_connection() {
     let config = copyless_core::ServerConfig {
-        max_open_files_per_connection: 2,
+        limits: copyless_core::Limits {
+            max_open_files_per_connection: 2,
+            ..copyless_scripted::limits()
+        },
         ..copyless_scripted::config()
     };
     let (_dir, server, _) = setup(config);
@@ -249,4 +261,52 @@ fn a_removed_user_loses_its_sessions() {
         again.session_setup("alice", "pw-a"),
         Err(status::LOGON_FAILURE)
     );
+}
+
+/// A reload's new limits: counts are checked against them at once, on
+/// connections made before too; what a connection was told in NEGOTIATE
+/// (its READ size, its frame size) stays, and new connections get the new
+/// values.
+#[test]
+fn changed_limits_apply_to_counts_at_once_and_to_sizes_on_new_connections() {
+    let (dir, server, _) = setup(copyless_scripted::config());
+    big_file(dir.path(), 2 * MIB as usize);
+    let mut before = Client::login(server.clone(), "alice", "pw-a");
+    let held = before.create("big", false).unwrap();
+    before.create("second", false).unwrap();
+    server.set_limits(copyless_core::Limits {
+        max_message_size: MIB + 65536,
+        max_io_size: MIB,
+        max_tree_connects: 1,
+        max_open_files: 1,
+        ..copyless_scripted::limits()
+    });
+    // Counts: what is held stays, nothing more is given.
+    assert_eq!(before.tree_connect("IPC$"), INSUFFICIENT_RESOURCES);
+    assert_eq!(before.create("third", false), Err(INSUFFICIENT_RESOURCES));
+    assert_eq!(
+        before.call(read_request(held, 0, 10, 1)).status(),
+        status::SUCCESS
+    );
+    // Sizes: the earlier connection keeps its 8 MiB.
+    assert_eq!(before.conn.max_message_size(true), 8 * MIB as usize + 65536);
+    assert_eq!(
+        before.call(read_request(held, 0, 2 * MIB, 32)).status(),
+        status::SUCCESS
+    );
+    let mut after = Client::login(server.clone(), "bob", "pw-b");
+    assert_eq!(after.conn.max_message_size(true), MIB as usize + 65536);
+    let id = after.create("big", false).unwrap();
+    assert_eq!(
+        after.call(read_request(id, 0, 2 * MIB, 32)).status(),
+        status::INVALID_PARAMETER
+    );
+    assert_eq!(
+        after.call(read_request(id, 0, MIB, 16)).status(),
+        status::SUCCESS
+    );
+    // Raised again: more is given at once.
+    server.set_limits(copyless_scripted::limits());
+    before.create("third", false).unwrap();
+    assert_eq!(before.tree_connect("IPC$"), status::SUCCESS);
 }

@@ -121,7 +121,7 @@ fn a_channel_whose_home_falls_behind_stops_reading_and_is_closed_if_it_goes_on()
     let users = Arc::new(Users::default());
     users.add("alice", "alice-pw");
     let mut config = config();
-    config.max_io_size = 65536;
+    config.limits.max_io_size = 65536;
     let server = memory_server(config, users).0;
     let (mut home, mut channel) = two_connections(server, Dialect::Smb311, Dialect::Smb311);
     channel.bind(&home, "alice", "alice-pw").unwrap();

@@ -14,7 +14,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AdmissionLimits {
     pub max_connections: usize,
     pub max_unauthenticated: usize,
@@ -58,6 +58,12 @@ impl<H> Table<H> {
             unauthenticated_by_address: HashMap::new(),
             next_id: 1,
         }
+    }
+
+    /// A reload changed the limits: connections beyond them stay, and
+    /// newcomers are taken (or evict) as the new ones say.
+    pub fn set_limits(&mut self, limits: AdmissionLimits) {
+        self.limits = limits;
     }
 
     /// Takes a new, unauthenticated connection from `address`, evicting
@@ -161,6 +167,28 @@ mod tests {
         assert_eq!(evicted(&a3), ["a1"]);
         assert!(t.remove(a1.id).is_none());
         assert_eq!(t.len(), 3);
+    }
+
+    #[test]
+    fn lowered_limits_keep_who_is_in_and_refuse_newcomers() {
+        let mut t = table(3, 100, 100);
+        for h in ["a1", "a2", "a3"] {
+            let a = t.admit(ip(1), h).unwrap();
+            t.authenticated(a.id);
+        }
+        t.set_limits(AdmissionLimits {
+            max_connections: 1,
+            max_unauthenticated: 100,
+            max_unauthenticated_per_address: 100,
+        });
+        assert_eq!(t.admit(ip(2), "b1").err(), Some(Refusal::Full));
+        assert_eq!(t.len(), 3, "nobody authenticated is closed");
+        t.set_limits(AdmissionLimits {
+            max_connections: 4,
+            max_unauthenticated: 100,
+            max_unauthenticated_per_address: 100,
+        });
+        assert!(t.admit(ip(2), "b1").is_ok());
     }
 
     #[test]

@@ -24,7 +24,7 @@ use std::io;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
 use copyless_core::Server;
@@ -36,11 +36,10 @@ use admission::{Refusal, Table};
 pub use env::filetime_now;
 use log_limit::RateLimit;
 
-#[derive(Debug, Clone)]
+/// The engine's own limits; a connection's message sizes are the core's
+/// (`Connection::max_message_size`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EngineLimits {
-    pub max_message_size: usize,
-    /// Until a session is authenticated, no larger message is read.
-    pub max_preauth_message_size: usize,
     pub admission: AdmissionLimits,
     /// A connection must finish NEGOTIATE and SESSION_SETUP within this
     /// time of being accepted, whatever it sends meanwhile.
@@ -48,6 +47,27 @@ pub struct EngineLimits {
     /// Directories watched for changes local processes make (inotify
     /// watches); 0 reports only changes made through the server.
     pub max_local_watches: usize,
+}
+
+/// The engine's limits as the last reload left them: admission is
+/// checked against those in force at each accept, a connection's
+/// pre-authentication deadline is set at its accept, and the watch of
+/// local changes reads its limit at each new watch.
+#[derive(Debug)]
+pub struct LiveLimits(RwLock<EngineLimits>);
+
+impl LiveLimits {
+    pub fn new(limits: EngineLimits) -> Arc<LiveLimits> {
+        Arc::new(LiveLimits(RwLock::new(limits)))
+    }
+
+    pub fn get(&self) -> EngineLimits {
+        *self.0.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn set(&self, limits: EngineLimits) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = limits;
+    }
 }
 
 /// Which engine serves connections (`engine` in the config).
@@ -131,7 +151,7 @@ impl StopSignal {
 pub fn run(
     server: Arc<Server>,
     listeners: Vec<TcpListener>,
-    limits: EngineLimits,
+    limits: Arc<LiveLimits>,
     tracer: Arc<Tracer>,
     kind: EngineKind,
     stop: StopSignal,
@@ -152,13 +172,13 @@ pub fn run(
         Some(engine) => {
             eprintln!("copyless: engine io_uring, {} threads", engine.threads());
             // Stops when dropped, after the connections have finished.
-            let _local = local::start(&server, engine.post(), limits.max_local_watches);
+            let _local = local::start(&server, engine.post(), &limits);
             engine.run(listeners, &limits, &stop_rx)
         }
         None => {
             eprintln!("copyless: engine threads, one per connection");
             let engine = threads::Engine::new(server.clone(), limits.clone(), tracer);
-            let _local = local::start(&server, engine.post(), limits.max_local_watches);
+            let _local = local::start(&server, engine.post(), &limits);
             accept_loop(listeners, &limits, stop_rx, engine)
         }
     }
@@ -166,14 +186,14 @@ pub fn run(
 
 fn accept_loop(
     listeners: Vec<TcpListener>,
-    limits: &EngineLimits,
+    limits: &LiveLimits,
     stop_rx: UnixStream,
     mut engine: impl Serve,
 ) -> io::Result<()> {
     for l in &listeners {
         l.set_nonblocking(true)?;
     }
-    let connections: Connections = Arc::new(Mutex::new(Table::new(limits.admission)));
+    let connections: Connections = Arc::new(Mutex::new(Table::new(limits.get().admission)));
     let mut backoff: Option<(Instant, Duration)> = None;
     loop {
         // While backing off, the listeners are not watched: they would
@@ -242,7 +262,7 @@ fn end_all(connections: &Connections) {
 /// lacks descriptors or memory for now: the caller backs off.
 fn accept_all(
     l: &TcpListener,
-    limits: &EngineLimits,
+    limits: &LiveLimits,
     connections: &Connections,
     engine: &mut impl Serve,
 ) -> io::Result<()> {
@@ -272,18 +292,23 @@ fn accept_all(
 pub(crate) fn admit(
     stream: TcpStream,
     peer: SocketAddr,
-    limits: &EngineLimits,
+    limits: &LiveLimits,
     connections: &Connections,
 ) -> Option<Accepted> {
     let stream = Arc::new(stream);
-    let admitted = lock(connections).admit(peer.ip(), stream.clone());
+    let admission = limits.get().admission;
+    let admitted = {
+        let mut table = lock(connections);
+        table.set_limits(admission);
+        table.admit(peer.ip(), stream.clone())
+    };
     let admitted = match admitted {
         Ok(a) => a,
         Err(Refusal::Full) => {
             REFUSED.log(|| {
                 format!(
                     "refusing {peer}: all {} connections are in use",
-                    limits.admission.max_connections
+                    admission.max_connections
                 )
             });
             return None;

@@ -39,6 +39,7 @@ use rustix::io::Errno;
 
 use crate::log_limit::RateLimit;
 use crate::post::PostOffice;
+use crate::LiveLimits;
 
 static FULL: RateLimit = RateLimit::new(Duration::from_secs(60));
 static FAILED: RateLimit = RateLimit::new(Duration::from_secs(60));
@@ -79,10 +80,14 @@ pub(crate) struct Local {
 
 /// Starts watching for `server`, posting through `post`; None (and a
 /// line logged) when the kernel has no inotify instance to give, or
-/// `limit` is 0: changes are then reported only when made through the
-/// server.
-pub(crate) fn start(server: &Arc<Server>, post: Arc<PostOffice>, limit: usize) -> Option<Local> {
-    if limit == 0 {
+/// `max_local_watches` is 0 at start: changes are then reported only when
+/// made through the server.
+pub(crate) fn start(
+    server: &Arc<Server>,
+    post: Arc<PostOffice>,
+    limits: &Arc<LiveLimits>,
+) -> Option<Local> {
+    if limits.get().max_local_watches == 0 {
         return None;
     }
     let started = (|| -> io::Result<Local> {
@@ -96,7 +101,7 @@ pub(crate) fn start(server: &Arc<Server>, post: Arc<PostOffice>, limit: usize) -
         let inner = Arc::new(Inner {
             fd,
             shares: RwLock::new(shares),
-            limit,
+            limits: limits.clone(),
             state: Mutex::default(),
         });
         server.set_local_watch(inner.clone());
@@ -136,7 +141,9 @@ pub(crate) struct Inner {
     /// Each share's root, by index; None for one that is no local
     /// directory.
     shares: RwLock<Vec<Option<OwnedFd>>>,
-    limit: usize,
+    /// `max_local_watches` as a reload leaves it: lowered, no new watch is
+    /// added until enough are gone.
+    limits: Arc<LiveLimits>,
     state: Mutex<State>,
 }
 
@@ -290,14 +297,15 @@ impl Inner {
         };
         // Past the limit a directory another root already watches is
         // still shared; only a new kernel watch is refused.
-        if !st.dirs.contains_key(&wd) && st.dirs.len() >= self.limit {
+        let limit = self.limits.get().max_local_watches;
+        if !st.dirs.contains_key(&wd) && st.dirs.len() >= limit {
             let _ = inotify::remove_watch(&self.fd, wd);
             FULL.log(|| {
                 format!(
-                    "copyless: {} directories are watched for local changes, the most \
-                     allowed (limits.max_local_watches); changes on disk beneath others \
+                    "copyless: {} directories are watched for local changes, and \
+                     limits.max_local_watches is {limit}; changes on disk beneath others \
                      are reported only when made through the server",
-                    self.limit
+                    st.dirs.len()
                 )
             });
             return None;
@@ -741,7 +749,15 @@ mod tests {
         let inner = Inner {
             fd: inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK).unwrap(),
             shares: RwLock::new(vec![Some(share)]),
-            limit: 2,
+            limits: crate::LiveLimits::new(crate::EngineLimits {
+                admission: crate::AdmissionLimits {
+                    max_connections: 1,
+                    max_unauthenticated: 1,
+                    max_unauthenticated_per_address: 1,
+                },
+                preauth_timeout: Duration::from_secs(1),
+                max_local_watches: 2,
+            }),
             state: Mutex::default(),
         };
         inner.watched_changed(&server);

@@ -14,8 +14,8 @@ use copyless_auth::{
 };
 use copyless_core::encryption::SessionCiphers;
 use copyless_core::{
-    Completion, Connection, Env, Letter, Message, Output, Server, ServerConfig, Share, ShareAccess,
-    Token,
+    Completion, Connection, Env, Letter, Limits, Message, Output, Server, ServerConfig, Share,
+    ShareAccess, Token,
 };
 use copyless_crypto::session_keys::signing_key;
 use copyless_crypto::{CipherId, PreauthHash, SigningAlgorithm, SigningKey};
@@ -129,6 +129,23 @@ impl Env for TestEnv {
     }
 }
 
+/// Generous limits, for a test to narrow.
+pub fn limits() -> Limits {
+    Limits {
+        max_message_size: (8 << 20) + (64 << 10),
+        max_preauth_message_size: 64 << 10,
+        max_io_size: 8 << 20,
+        max_credits: 8192,
+        max_sessions: 8,
+        max_tree_connects: 16,
+        max_open_files: 1000,
+        max_open_files_per_connection: 1000,
+        max_open_files_per_user: 1000,
+        max_open_files_total: 1000,
+        max_listing_bytes: 64 << 20,
+    }
+}
+
 /// The server's configuration for tests: signing required, generous
 /// limits unless a test narrows them.
 pub fn config() -> ServerConfig {
@@ -140,15 +157,7 @@ pub fn config() -> ServerConfig {
         allow_guest: false,
         multichannel: true,
         kerberos: None,
-        max_io_size: 8 << 20,
-        max_credits: 8192,
-        max_sessions: 8,
-        max_tree_connects: 16,
-        max_open_files: 1000,
-        max_open_files_per_connection: 1000,
-        max_open_files_per_user: 1000,
-        max_open_files_total: 1000,
-        max_listing_bytes: 64 << 20,
+        limits: limits(),
         server_guid: [1; 16],
         start_time: 0,
         unix_uid: 0,

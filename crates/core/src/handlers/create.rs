@@ -212,8 +212,9 @@ impl Connection {
             .sessions
             .get_mut(&req.session_id)
             .ok_or(status::USER_SESSION_DELETED)?;
-        if session.opens.len() as u32 >= server.config.max_open_files
-            || connection_opens as u32 >= server.config.max_open_files_per_connection
+        let limits = server.limits();
+        if session.opens.len() as u32 >= limits.max_open_files
+            || connection_opens as u32 >= limits.max_open_files_per_connection
         {
             return Err(status::INSUFFICIENT_RESOURCES);
         }

@@ -162,7 +162,7 @@ impl Connection {
     /// open `keep` is dropped (each is taken again if its enumeration goes
     /// on). One listing larger than the bound is kept alone.
     fn bound_listings(&mut self, session_id: u64, keep: u64) {
-        let limit = self.server.config.max_listing_bytes;
+        let limit = self.server.limits().max_listing_bytes;
         let held: usize = self
             .sessions
             .values()

@@ -22,7 +22,6 @@ use crate::env::SystemEnv;
 use crate::framing::{write_frame, FrameReader, Progress};
 use crate::log_limit::RateLimit;
 use crate::post::{Inbox, PostOffice};
-use crate::EngineLimits;
 
 /// A client that takes no bytes of a reply for this long is gone.
 const SEND_TIMEOUT: Duration = Duration::from_secs(60);
@@ -34,7 +33,7 @@ static INTERNAL_ERROR: RateLimit = RateLimit::new(Duration::from_secs(10));
 pub fn serve(
     server: Arc<Server>,
     stream: &TcpStream,
-    limits: &EngineLimits,
+    preauth_timeout: Duration,
     tracer: &Arc<Tracer>,
     post: &Arc<PostOffice>,
     on_authenticated: impl FnOnce(),
@@ -54,10 +53,9 @@ pub fn serve(
     let result = catch_unwind(AssertUnwindSafe(|| {
         let mut run = Run {
             stream,
-            limits,
             post,
             inbox,
-            deadline: Some(accepted + limits.preauth_timeout),
+            deadline: Some(accepted + preauth_timeout),
             on_authenticated: Some(on_authenticated),
             timeout: None,
         };
@@ -76,7 +74,6 @@ pub fn serve(
 
 struct Run<'a, F> {
     stream: &'a TcpStream,
-    limits: &'a EngineLimits,
     post: &'a PostOffice,
     inbox: Inbox,
     /// Until a session authenticates: when the connection is closed.
@@ -103,11 +100,7 @@ impl<F: FnOnce()> Run<'_, F> {
             if self.set_timeout(next_tick).is_err() {
                 return;
             }
-            let max = if self.deadline.is_some() {
-                self.limits.max_preauth_message_size
-            } else {
-                self.limits.max_message_size
-            };
+            let max = conn.max_message_size(self.deadline.is_none());
             let (letters, readable) = if frames.in_frame() {
                 (false, true)
             } else {

@@ -13,18 +13,18 @@ use copyless_core::Server;
 use copyless_trace::Tracer;
 
 use crate::post::PostOffice;
-use crate::{Accepted, EngineLimits, Serve};
+use crate::{Accepted, LiveLimits, Serve};
 
 pub struct Engine {
     server: Arc<Server>,
-    limits: EngineLimits,
+    limits: Arc<LiveLimits>,
     tracer: Arc<Tracer>,
     post: Arc<PostOffice>,
     threads: Vec<JoinHandle<()>>,
 }
 
 impl Engine {
-    pub fn new(server: Arc<Server>, limits: EngineLimits, tracer: Arc<Tracer>) -> Engine {
+    pub fn new(server: Arc<Server>, limits: Arc<LiveLimits>, tracer: Arc<Tracer>) -> Engine {
         Engine {
             server,
             limits,
@@ -44,13 +44,13 @@ impl Serve for Engine {
     fn start(&mut self, c: Accepted) -> io::Result<()> {
         self.threads.retain(|t| !t.is_finished());
         let server = self.server.clone();
-        let limits = self.limits.clone();
+        let preauth_timeout = self.limits.get().preauth_timeout;
         let tracer = self.tracer.clone();
         let post = self.post.clone();
         let t = std::thread::Builder::new()
             .name(format!("conn-{}", c.id))
             .spawn(move || {
-                connection::serve(server, &c.stream, &limits, &tracer, &post, || {
+                connection::serve(server, &c.stream, preauth_timeout, &tracer, &post, || {
                     c.authenticated()
                 });
                 c.finished();

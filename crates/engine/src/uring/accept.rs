@@ -17,13 +17,13 @@ use futures_util::stream::FusedStream;
 use futures_util::StreamExt;
 
 use super::ToWorker;
-use crate::{admit, lock, Connections, EngineLimits};
+use crate::{admit, lock, Connections, LiveLimits};
 use crate::{ACCEPT_FAILED, FIRST_BACKOFF, MAX_BACKOFF, START_FAILED};
 
 /// What a ring needs to accept on the server's behalf.
 pub(super) struct Listen {
     pub listeners: Vec<TcpListener>,
-    pub limits: EngineLimits,
+    pub limits: Arc<LiveLimits>,
     pub connections: Connections,
     /// Every worker, in turn, this ring's own too.
     pub workers: Vec<mpsc::UnboundedSender<ToWorker>>,
@@ -63,7 +63,7 @@ pub(super) async fn listen(l: Listen) {
 
 async fn accept(
     listener: Arc<TcpListener>,
-    limits: EngineLimits,
+    limits: Arc<LiveLimits>,
     connections: Connections,
     workers: Arc<Vec<mpsc::UnboundedSender<ToWorker>>>,
 ) {

@@ -28,7 +28,7 @@ use futures_util::StreamExt;
 
 use crate::admission::Table;
 use crate::post::PostOffice;
-use crate::{end_all, wait_for_stop, Accepted, Connections, EngineLimits};
+use crate::{end_all, wait_for_stop, Accepted, Connections, LiveLimits};
 
 /// Entries of each ring's submission queue.
 const RING_ENTRIES: u32 = 1024;
@@ -60,7 +60,7 @@ enum ToWorker {
 #[derive(Clone)]
 pub(crate) struct Shared {
     pub server: Arc<Server>,
-    pub limits: EngineLimits,
+    pub limits: Arc<LiveLimits>,
     pub tracer: Arc<Tracer>,
     pub post: Arc<PostOffice>,
     /// This ring has a pool for receives (kernel 5.19 and later).
@@ -83,7 +83,7 @@ impl Engine {
     /// Starts the workers; an error when the kernel refuses io_uring.
     pub fn new(
         server: &Arc<Server>,
-        limits: &EngineLimits,
+        limits: &Arc<LiveLimits>,
         tracer: &Arc<Tracer>,
     ) -> io::Result<Engine> {
         let shared = Shared {
@@ -132,10 +132,10 @@ impl Engine {
     pub fn run(
         self,
         listeners: Vec<TcpListener>,
-        limits: &EngineLimits,
+        limits: &Arc<LiveLimits>,
         stop: &UnixStream,
     ) -> io::Result<()> {
-        let connections: Connections = Arc::new(Mutex::new(Table::new(limits.admission)));
+        let connections: Connections = Arc::new(Mutex::new(Table::new(limits.get().admission)));
         let (stop_accepting, accepting_stop) = oneshot::channel();
         let (stopped_tx, stopped) = std_mpsc::channel();
         let listen = accept::Listen {

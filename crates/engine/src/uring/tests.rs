@@ -14,12 +14,10 @@ use copyless_trace::Tracer;
 
 use super::{connection, runtime, Shared};
 use crate::admission::{AdmissionLimits, Table};
-use crate::{framing, lock, Accepted, Connections, EngineLimits};
+use crate::{framing, lock, Accepted, Connections, EngineLimits, LiveLimits};
 
 fn limits() -> EngineLimits {
     EngineLimits {
-        max_message_size: 1 << 20,
-        max_preauth_message_size: 64 << 10,
         admission: AdmissionLimits {
             max_connections: 8,
             max_unauthenticated: 8,
@@ -66,7 +64,7 @@ fn a_receive_that_finds_the_pool_empty_reads_into_a_buffer_of_its_own() {
     let frame = negotiate(&mut Client::connect(server.clone()));
     let shared = Shared {
         server,
-        limits: limits(),
+        limits: LiveLimits::new(limits()),
         tracer: Tracer::new(Vec::new(), false),
         post: Arc::default(),
         pooled_receives: true,
