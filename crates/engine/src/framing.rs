@@ -133,6 +133,11 @@ impl FrameReader {
         self.head_len > 0
     }
 
+    /// Bytes of the frame under way read so far, head included.
+    pub fn partial(&self) -> usize {
+        self.head_len + self.filled
+    }
+
     /// Gives back a large buffer while the connection is idle between
     /// frames, so idle connections hold little memory.
     pub fn shrink_when_idle(&mut self) {

@@ -1,14 +1,23 @@
 //! Carries letters between connections (`copyless_core::post`): each
 //! connection has an inbox while it lives; a letter for a connection that
-//! has ended is dropped, as the core expects. A connection takes the
-//! letters in its inbox before any frame it receives after they were
-//! posted, so what a client does after one connection's reply sees the
-//! effect of that reply on its other connections.
+//! has ended is dropped, as the core expects.
+//!
+//! A letter is handled in the order of the client's bytes: after every
+//! frame that had arrived on its connection's socket when it was posted,
+//! before every frame that arrived later. Each letter carries that place
+//! in the byte stream, its mark: the bytes the engine had taken from the
+//! socket, and those still queued in it (FIONREAD), when it was posted.
+//! So what a client does after one connection's reply sees the effect of
+//! that reply on its other connections, and requests a client sent before
+//! another connection changed something are in place to hear of it (two
+//! CHANGE_NOTIFYs sent at once are both waiting before the renames made
+//! next on another connection are reported, each to one of them).
 
 use std::collections::HashMap;
 use std::io;
+use std::net::TcpStream;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 
@@ -31,9 +40,57 @@ pub(crate) struct PostOffice {
 const MAX_QUEUED_REPORTS: usize = 1024;
 
 struct Mailbox {
-    letters: mpsc::UnboundedSender<Letter>,
+    letters: mpsc::UnboundedSender<Posted>,
     bell: Option<Arc<OwnedFd>>,
     reports: Arc<Reports>,
+    arrivals: Option<Arc<Arrivals>>,
+}
+
+/// A letter, and its mark: how many of its connection's bytes had arrived
+/// when it was posted. It is handled once the frames that began before
+/// the mark are.
+pub(crate) struct Posted {
+    pub letter: Letter,
+    pub mark: u64,
+}
+
+/// What has arrived on a connection's socket: the bytes its engine has
+/// taken, and the socket that holds the rest.
+pub(crate) struct Arrivals {
+    taken: AtomicU64,
+    socket: Arc<TcpStream>,
+}
+
+impl Arrivals {
+    pub fn new(socket: Arc<TcpStream>) -> Arc<Arrivals> {
+        Arc::new(Arrivals {
+            taken: AtomicU64::new(0),
+            socket,
+        })
+    }
+
+    /// The engine took `n` more bytes from the socket.
+    pub fn took(&self, n: usize) {
+        self.taken.fetch_add(n as u64, Ordering::Release);
+    }
+
+    /// Bytes arrived so far, never more: a mark beyond the bytes that
+    /// will come would hold its letter back for good. Bytes the engine
+    /// took while the queue was asked would count twice, so the question
+    /// is asked again. A count that misses bytes an engine has taken but
+    /// not yet counted only lets the letter go before their frames.
+    fn arrived(&self) -> u64 {
+        let mut taken = self.taken.load(Ordering::Acquire);
+        for _ in 0..4 {
+            let queued = rustix::io::ioctl_fionread(self.socket.as_fd()).unwrap_or(0);
+            let after = self.taken.load(Ordering::Acquire);
+            if after == taken {
+                return taken + queued;
+            }
+            taken = after;
+        }
+        taken
+    }
 }
 
 /// Change reports waiting in an inbox, and whether any were dropped.
@@ -47,7 +104,7 @@ struct Reports {
 pub(crate) struct Inbox {
     office: Arc<PostOffice>,
     id: ConnectionId,
-    letters: mpsc::UnboundedReceiver<Letter>,
+    letters: mpsc::UnboundedReceiver<Posted>,
     bell: Option<Arc<OwnedFd>>,
     reports: Arc<Reports>,
 }
@@ -57,10 +114,16 @@ impl PostOffice {
         self.boxes.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Opens the inbox of connection `id`. With `bell`, each letter also
+    /// Opens the inbox of connection `id`, whose letters are marked by
+    /// `arrivals` (all with mark 0 without). With `bell`, each letter also
     /// makes an eventfd readable, for a thread that waits in `poll`; a
     /// task is woken through the receiver itself.
-    pub fn open(self: &Arc<Self>, id: ConnectionId, bell: bool) -> io::Result<Inbox> {
+    pub fn open(
+        self: &Arc<Self>,
+        id: ConnectionId,
+        bell: bool,
+        arrivals: Option<Arc<Arrivals>>,
+    ) -> io::Result<Inbox> {
         let bell = if bell {
             let fd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
             Some(Arc::new(fd))
@@ -75,6 +138,7 @@ impl PostOffice {
                 letters: tx,
                 bell: bell.clone(),
                 reports: reports.clone(),
+                arrivals,
             },
         );
         Ok(Inbox {
@@ -107,7 +171,12 @@ impl PostOffice {
                     continue;
                 }
             }
-            if mailbox.letters.unbounded_send(m.letter).is_ok() {
+            let mark = mailbox.arrivals.as_ref().map_or(0, |a| a.arrived());
+            let posted = Posted {
+                letter: m.letter,
+                mark,
+            };
+            if mailbox.letters.unbounded_send(posted).is_ok() {
                 if let Some(bell) = &mailbox.bell {
                     // A full counter is still readable: nothing is lost.
                     let _ = rustix::io::write(bell.as_fd(), &1u64.to_ne_bytes());
@@ -125,37 +194,50 @@ impl Inbox {
 
     /// Every letter that has arrived, in order. The bell is silenced
     /// first, so a letter posted meanwhile rings it again.
-    pub fn take(&mut self) -> Vec<Letter> {
+    pub fn take(&mut self) -> Vec<Posted> {
         if let Some(bell) = &self.bell {
             let mut count = [0u8; 8];
             let _ = rustix::io::read(bell.as_fd(), &mut count);
         }
         let mut letters = Vec::new();
-        while let Ok(letter) = self.letters.try_recv() {
-            self.taken(&letter);
-            letters.push(letter);
+        while let Ok(posted) = self.letters.try_recv() {
+            self.taken(&posted);
+            letters.push(posted);
         }
-        if self.reports.lost.swap(false, Ordering::AcqRel) {
-            letters.push(Letter::changes_lost());
+        if let Some(lost) = self.lost() {
+            letters.push(lost);
         }
         letters
     }
 
     /// The next letter, for a task: as [`Inbox::take`] gives them.
-    pub fn poll_letter(&mut self, cx: &mut Context<'_>) -> Poll<Option<Letter>> {
+    pub fn poll_letter(&mut self, cx: &mut Context<'_>) -> Poll<Option<Posted>> {
         match self.letters.poll_next_unpin(cx) {
-            Poll::Ready(Some(letter)) => {
-                self.taken(&letter);
-                Poll::Ready(Some(letter))
+            Poll::Ready(Some(posted)) => {
+                self.taken(&posted);
+                Poll::Ready(Some(posted))
             }
-            Poll::Pending if self.reports.lost.swap(false, Ordering::AcqRel) => {
-                Poll::Ready(Some(Letter::changes_lost()))
-            }
+            Poll::Pending => match self.lost() {
+                Some(lost) => Poll::Ready(Some(lost)),
+                None => Poll::Pending,
+            },
             other => other,
         }
     }
 
-    fn taken(&self, letter: &Letter) {
+    /// Word that change reports were dropped, if they were: it comes after
+    /// every report still queued, and waits for no frame.
+    fn lost(&self) -> Option<Posted> {
+        self.reports
+            .lost
+            .swap(false, Ordering::AcqRel)
+            .then(|| Posted {
+                letter: Letter::changes_lost(),
+                mark: 0,
+            })
+    }
+
+    fn taken(&self, Posted { letter, .. }: &Posted) {
         if letter.is_change_report() {
             self.reports.queued.fetch_sub(1, Ordering::AcqRel);
         }
@@ -192,7 +274,7 @@ mod tests {
         assert_eq!(watcher.call(notify(dir)).status(), status::PENDING);
 
         let office = Arc::new(PostOffice::default());
-        let mut inbox = office.open(watcher.conn.id(), false).unwrap();
+        let mut inbox = office.open(watcher.conn.id(), false, None).unwrap();
         // The watcher takes nothing while the other client makes more
         // files than its inbox holds reports of.
         for i in 0..MAX_QUEUED_REPORTS + 10 {
@@ -200,7 +282,7 @@ mod tests {
             writer.close(id);
             office.send(std::mem::take(&mut writer.posted));
         }
-        let letters = inbox.take();
+        let letters: Vec<Letter> = inbox.take().into_iter().map(|p| p.letter).collect();
         assert_eq!(letters.len(), MAX_QUEUED_REPORTS + 1);
         assert!(letters[..MAX_QUEUED_REPORTS]
             .iter()
@@ -220,5 +302,44 @@ mod tests {
         writer.create("docs\\later", false).unwrap();
         office.send(std::mem::take(&mut writer.posted));
         assert_eq!(inbox.take().len(), 1);
+    }
+
+    /// A letter's mark counts the bytes the engine took and those still
+    /// queued on the socket when it was posted.
+    #[test]
+    fn a_letter_is_marked_with_the_bytes_arrived_when_posted() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let server = Arc::new(listener.accept().unwrap().0);
+        let users = Arc::new(Users::default());
+        users.add("u", "pw");
+        let (core, _vfs) = memory_server(config(), users);
+        let watcher = Client::login(core.clone(), "u", "pw");
+        let office = Arc::new(PostOffice::default());
+        let arrivals = Arrivals::new(server.clone());
+        let mut inbox = office
+            .open(watcher.conn.id(), false, Some(arrivals.clone()))
+            .unwrap();
+        let post = |office: &PostOffice| {
+            office.send(vec![Message {
+                to: watcher.conn.id(),
+                letter: Letter::changes_lost(),
+            }])
+        };
+
+        post(&office);
+        client.write_all(&[1; 100]).unwrap();
+        // Until the kernel has queued them, the bytes do not count.
+        while rustix::io::ioctl_fionread(server.as_fd()).unwrap() < 100 {
+            std::thread::yield_now();
+        }
+        post(&office);
+        let mut buf = [0; 40];
+        (&*server).read_exact(&mut buf).unwrap();
+        arrivals.took(40);
+        post(&office);
+        let marks: Vec<u64> = inbox.take().iter().map(|p| p.mark).collect();
+        assert_eq!(marks, [0, 100, 100]);
     }
 }

@@ -7,7 +7,8 @@
 //! one wake-up per timer or letter; within a frame, a receive timeout
 //! keeps a client that stops half-way from holding the thread.
 
-use std::io::{self, Write};
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -16,12 +17,13 @@ use std::time::{Duration, Instant};
 use copyless_core::{Connection, Output, Server};
 use copyless_trace::{clock, FrameTimes, Recorder, Request, Tracer};
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use rustix::net::RecvFlags;
 
 use super::timing::{self, CountingWriter, TimedReader};
 use crate::env::SystemEnv;
 use crate::framing::{write_frame, FrameReader, Progress};
 use crate::log_limit::RateLimit;
-use crate::post::{Inbox, PostOffice};
+use crate::post::{Arrivals, Inbox, PostOffice, Posted};
 
 /// A client that takes no bytes of a reply for this long is gone.
 const SEND_TIMEOUT: Duration = Duration::from_secs(60);
@@ -32,7 +34,7 @@ static INTERNAL_ERROR: RateLimit = RateLimit::new(Duration::from_secs(10));
 /// when the first session completes authentication.
 pub fn serve(
     server: Arc<Server>,
-    stream: &TcpStream,
+    stream: &Arc<TcpStream>,
     preauth_timeout: Duration,
     tracer: &Arc<Tracer>,
     post: &Arc<PostOffice>,
@@ -47,14 +49,17 @@ pub fn serve(
     // every filesystem call of the connection is counted for it.
     let mut recorder = tracer.connection(peer.ip());
     let mut conn = Connection::new(server, peer, local);
-    let Ok(inbox) = post.open(conn.id(), true) else {
+    let arrivals = Arrivals::new(stream.clone());
+    let Ok(inbox) = post.open(conn.id(), true, Some(arrivals.clone())) else {
         return;
     };
     let result = catch_unwind(AssertUnwindSafe(|| {
         let mut run = Run {
             stream,
+            arrivals: &arrivals,
             post,
             inbox,
+            held: VecDeque::new(),
             deadline: Some(accepted + preauth_timeout),
             on_authenticated: Some(on_authenticated),
             timeout: None,
@@ -74,8 +79,12 @@ pub fn serve(
 
 struct Run<'a, F> {
     stream: &'a TcpStream,
+    arrivals: &'a Arrivals,
     post: &'a PostOffice,
     inbox: Inbox,
+    /// Letters taken from the inbox that wait for frames that had begun
+    /// to arrive when they were posted (post.rs).
+    held: VecDeque<Posted>,
     /// Until a session authenticates: when the connection is closed.
     deadline: Option<Instant>,
     on_authenticated: Option<F>,
@@ -86,7 +95,15 @@ struct Run<'a, F> {
 impl<F: FnOnce()> Run<'_, F> {
     fn serve(&mut self, conn: &mut Connection, mut recorder: Option<&mut Recorder>) {
         let mut env = SystemEnv;
-        let mut reader = TimedReader::new(self.stream, recorder.is_some());
+        let mut reader = TimedReader::new(
+            SocketReader {
+                stream: self.stream,
+                arrivals: self.arrivals,
+                taken: 0,
+                dont_wait: false,
+            },
+            recorder.is_some(),
+        );
         let mut writer = CountingWriter {
             inner: self.stream,
             calls: 0,
@@ -103,6 +120,9 @@ impl<F: FnOnce()> Run<'_, F> {
             let max = conn.max_message_size(self.deadline.is_none());
             let (letters, readable) = if frames.in_frame() {
                 (false, true)
+            } else if !self.held.is_empty() {
+                // Read below, without waiting, if at all.
+                (false, false)
             } else {
                 reader.calls += 1;
                 // A channel whose relayed frames wait elsewhere reads no
@@ -113,15 +133,21 @@ impl<F: FnOnce()> Run<'_, F> {
                 }
             };
             if letters {
-                for letter in self.inbox.take() {
-                    let out = conn.receive(letter, &mut env);
-                    let out = conn.perform_intents(out, &[], &mut env);
-                    if !send(&mut writer, self.post, out) {
-                        return;
-                    }
+                self.held.extend(self.inbox.take());
+            }
+            // Where the frame being read began: letters posted before its
+            // first byte came go first.
+            let next_frame = reader.inner().taken - frames.partial() as u64;
+            while self.held.front().is_some_and(|p| p.mark <= next_frame) {
+                if !self.deliver(conn, &mut writer, &mut env) {
+                    return;
                 }
             }
-            let progress = if readable {
+            // The rest wait for the frame under way, if the socket has all
+            // of it now; else they go now.
+            let early = !self.held.is_empty() && conn.wants_frames();
+            reader.inner_mut().dont_wait = early;
+            let progress = if readable || early {
                 match frames.fill(&mut reader, max) {
                     Ok(p) => p,
                     Err(_) => return,
@@ -129,6 +155,14 @@ impl<F: FnOnce()> Run<'_, F> {
             } else {
                 Progress::Waiting
             };
+            reader.inner_mut().dont_wait = false;
+            if !matches!(progress, Progress::Frame) {
+                while !self.held.is_empty() {
+                    if !self.deliver(conn, &mut writer, &mut env) {
+                        return;
+                    }
+                }
+            }
             let now = Instant::now();
             if self.deadline.is_some_and(|d| now >= d) {
                 // Too slow to authenticate, however busy it kept us.
@@ -183,6 +217,22 @@ impl<F: FnOnce()> Run<'_, F> {
         }
     }
 
+    /// Hands the first held letter to the core and sends what it answers;
+    /// false when the client takes no more.
+    fn deliver(
+        &mut self,
+        conn: &mut Connection,
+        writer: &mut CountingWriter<&TcpStream>,
+        env: &mut SystemEnv,
+    ) -> bool {
+        let Some(Posted { letter, .. }) = self.held.pop_front() else {
+            return true;
+        };
+        let out = conn.receive(letter, env);
+        let out = conn.perform_intents(out, &[], env);
+        send(writer, self.post, out)
+    }
+
     /// Waits between frames for the client or a letter, until the socket
     /// timeout set by [`Run::set_timeout`]: whether letters came, and
     /// whether the socket has bytes (or news of its end).
@@ -234,13 +284,37 @@ impl<F: FnOnce()> Run<'_, F> {
     }
 }
 
+/// Reads the socket, counting what it takes for the letters' marks; with
+/// `dont_wait`, only what is there already.
+struct SocketReader<'a> {
+    stream: &'a TcpStream,
+    arrivals: &'a Arrivals,
+    /// Bytes taken so far.
+    taken: u64,
+    dont_wait: bool,
+}
+
+impl Read for SocketReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let flags = if self.dont_wait {
+            RecvFlags::DONTWAIT
+        } else {
+            RecvFlags::empty()
+        };
+        let (n, _) = rustix::net::recv(self.stream, buf, flags)?;
+        self.arrivals.took(n);
+        self.taken += n as u64;
+        Ok(n)
+    }
+}
+
 /// Handles and answers a frame as the untraced path does, noting the
 /// clock at each phase boundary.
 fn handle_traced(
     conn: &mut Connection,
     buf: &mut [u8],
     env: &mut SystemEnv,
-    reader: &TimedReader<&TcpStream>,
+    reader: &TimedReader<SocketReader<'_>>,
     writer: &mut CountingWriter<&TcpStream>,
     post: &PostOffice,
     recorder: &mut Recorder,

@@ -26,6 +26,14 @@ impl<R> TimedReader<R> {
         }
     }
 
+    pub fn inner(&self) -> &R {
+        &self.inner
+    }
+
+    pub fn inner_mut(&mut self) -> &mut R {
+        &mut self.inner
+    }
+
     /// Starts a new frame.
     pub fn reset(&mut self) {
         self.calls = 0;

@@ -36,7 +36,7 @@ use super::Shared;
 use crate::env::SystemEnv;
 use crate::framing;
 use crate::log_limit::RateLimit;
-use crate::post::{Inbox, PostOffice};
+use crate::post::{Arrivals, Inbox, PostOffice, Posted};
 use crate::Accepted;
 
 /// A client that takes no bytes of a reply for this long is gone.
@@ -68,6 +68,9 @@ type Receive = Local<Got>;
 /// When a frame's bytes came in, and when it was cut out of them.
 #[derive(Clone, Copy)]
 struct Arrival {
+    /// Where in the connection's byte stream the frame began, for the
+    /// letters' marks (post.rs).
+    start: u64,
     first_byte: u64,
     received: u64,
     parsed: u64,
@@ -107,7 +110,7 @@ enum Work {
 }
 
 enum Event {
-    Letter(Letter),
+    Letter(Posted),
     Received(Got),
     Sent(bool),
     Done(data::Done),
@@ -126,8 +129,11 @@ pub async fn serve(c: Accepted, shared: Shared) {
     });
     if let Ok((stream, local)) = stream {
         let conn = Connection::new(shared.server.clone(), c.peer, local);
-        if let Ok(inbox) = shared.post.open(conn.id(), false) {
-            Driver::new(&c, stream, conn, inbox, &shared).run().await;
+        let arrivals = Arrivals::new(c.stream.clone());
+        if let Ok(inbox) = shared.post.open(conn.id(), false, Some(arrivals.clone())) {
+            Driver::new(&c, stream, conn, inbox, arrivals, &shared)
+                .run()
+                .await;
         }
     }
     let _ = c.stream.shutdown(Shutdown::Both);
@@ -160,9 +166,15 @@ struct Driver<'a> {
     authenticated: bool,
     mail: Inbox,
     post: std::sync::Arc<PostOffice>,
+    /// What the letters' marks count: bytes taken from the socket.
+    arrivals: std::sync::Arc<Arrivals>,
+    /// Bytes received so far, and where the next frame to be cut out of
+    /// them begins.
+    received_bytes: u64,
+    cut_bytes: u64,
     /// Letters, frames and completions for the core, each in arrival
     /// order.
-    letters: VecDeque<Letter>,
+    letters: VecDeque<Posted>,
     frames: VecDeque<(Frame, Arrival)>,
     dones: VecDeque<data::Done>,
     outq: VecDeque<Outgoing>,
@@ -199,6 +211,7 @@ impl<'a> Driver<'a> {
         stream: TcpStream,
         conn: Connection,
         mail: Inbox,
+        arrivals: std::sync::Arc<Arrivals>,
         shared: &Shared,
     ) -> Driver<'a> {
         let recorder = shared.tracer.connection(c.peer.ip());
@@ -220,6 +233,9 @@ impl<'a> Driver<'a> {
             authenticated: false,
             mail,
             post: shared.post.clone(),
+            arrivals,
+            received_bytes: 0,
+            cut_bytes: 0,
             letters: VecDeque::new(),
             frames: VecDeque::new(),
             dones: VecDeque::new(),
@@ -290,12 +306,16 @@ impl<'a> Driver<'a> {
         self.finish().await;
     }
 
-    /// Feeds the core what waits for it while it is here: letters first
-    /// (they came before any frame received after them), then completions
-    /// (they finish replies), then frames, until one goes to the pool.
+    /// Feeds the core what waits for it while it is here: letters first,
+    /// once the frames that had begun to arrive when they were posted are
+    /// handled (post.rs); then completions (they finish replies), then
+    /// frames, until one goes to the pool.
     fn drive_core(&mut self) {
         while self.conn.is_some() && !self.closing {
-            if let Some(letter) = self.letters.pop_front() {
+            if self.letter_due() {
+                let Some(Posted { letter, .. }) = self.letters.pop_front() else {
+                    break;
+                };
                 let t = FrameTimes {
                     dispatched: clock::now(),
                     ..FrameTimes::default()
@@ -311,18 +331,31 @@ impl<'a> Driver<'a> {
         }
     }
 
-    /// Starts a receive and a send when none is under way and there is
-    /// reason to, and sets the timer.
-    fn start_io(&mut self) {
+    /// Whether the first letter is for the core now: no frame that began
+    /// before its mark waits, nor bytes before it in the socket that a
+    /// receive is about to bring.
+    fn letter_due(&self) -> bool {
+        let Some(first) = self.letters.front() else {
+            return false;
+        };
+        match self.frames.front() {
+            Some((_, arrival)) => arrival.start >= first.mark,
+            None => first.mark <= self.received_bytes || !self.receiving(),
+        }
+    }
+
+    /// Whether receives go on.
+    fn receiving(&self) -> bool {
         // A channel whose relayed frames wait elsewhere reads no more until
         // they are done (the core is away on the pool: it read on before).
         let wanted = self.conn.as_ref().is_none_or(Connection::wants_frames);
-        if self.recv.is_none()
-            && !self.eof
-            && !self.closing
-            && wanted
-            && self.held.bytes() <= 2 * self.max
-        {
+        !self.eof && !self.closing && wanted && self.held.bytes() <= 2 * self.max
+    }
+
+    /// Starts a receive and a send when none is under way and there is
+    /// reason to, and sets the timer.
+    fn start_io(&mut self) {
+        if self.recv.is_none() && self.receiving() {
             self.recv = Some(self.receive());
         }
         if self.send.is_none() && !self.outq.is_empty() {
@@ -464,6 +497,13 @@ impl<'a> Driver<'a> {
     /// Takes back a receive's buffer and frames what arrived.
     fn received(&mut self, got: Got) {
         self.recv_calls += 1;
+        let n = match &got {
+            Got::Pooled(Ok(Some(bytes))) => bytes.len(),
+            Got::Big(Ok(n), _) | Got::Inbox(Ok(n), _) => *n,
+            _ => 0,
+        };
+        self.arrivals.took(n);
+        self.received_bytes += n as u64;
         match got {
             Got::Pooled(Ok(Some(bytes))) if !bytes.is_empty() => {
                 // The inbox was empty: these bytes start a frame.
@@ -535,7 +575,10 @@ impl<'a> Driver<'a> {
     }
 
     fn push_frame(&mut self, frame: Vec<u8>, received: u64) {
+        let start = self.cut_bytes;
+        self.cut_bytes += 4 + frame.len() as u64;
         let arrival = Arrival {
+            start,
             first_byte: self.first_byte,
             received,
             parsed: clock::now(),
