@@ -48,7 +48,8 @@ impl SessionCiphers {
     }
 
     /// The same keys from the client's side (for the in-memory test
-    /// client): it encrypts what the server decrypts.
+    /// client): it encrypts with the server's decryption key, and the
+    /// other way round.
     pub fn derive_for_client(
         dialect: u16,
         id: CipherId,
@@ -56,14 +57,12 @@ impl SessionCiphers {
         full_key: &[u8],
         preauth: &[u8; 64],
     ) -> Option<SessionCiphers> {
-        let (c2s, s2c) = copyless_crypto::session_keys::cipher_keys(
-            dialect,
-            id,
-            session_key,
-            full_key,
-            preauth,
-        )?;
-        SessionCiphers::with_keys(id, &c2s, &s2c)
+        let server = SessionCiphers::derive(dialect, id, session_key, full_key, preauth)?;
+        Some(SessionCiphers {
+            encrypt: Arc::try_unwrap(server.decrypt).ok()?,
+            decrypt: Arc::new(server.encrypt),
+            nonce_counter: 0,
+        })
     }
 
     fn with_keys(id: CipherId, encrypt: &[u8], decrypt: &[u8]) -> Option<SessionCiphers> {
