@@ -48,7 +48,7 @@ pub struct Metadata<'a> {
 pub fn hello(endpoint: &str, xaddrs: &str, message_id: &str, seq: Sequence) -> String {
     let body = format!(
         "<wsd:Hello>{}</wsd:Hello>",
-        endpoint_fields(endpoint, Some(xaddrs))
+        endpoint_fields(endpoint, xaddrs)
     );
     envelope(
         TO_DISCOVERY,
@@ -76,17 +76,9 @@ pub fn probe_matches(
     relates_to: &str,
     seq: Sequence,
 ) -> String {
-    let body = format!(
-        "<wsd:ProbeMatches><wsd:ProbeMatch>{}</wsd:ProbeMatch></wsd:ProbeMatches>",
-        endpoint_fields(endpoint, Some(xaddrs))
-    );
-    envelope(
-        TO_ANONYMOUS,
-        ACTION_PROBE_MATCHES,
-        message_id,
-        Some(relates_to),
-        Some(seq),
-        &body,
+    let action = ACTION_PROBE_MATCHES;
+    matches(
+        "Probe", action, endpoint, xaddrs, message_id, relates_to, seq,
     )
 }
 
@@ -99,13 +91,30 @@ pub fn resolve_matches(
     relates_to: &str,
     seq: Sequence,
 ) -> String {
+    let action = ACTION_RESOLVE_MATCHES;
+    matches(
+        "Resolve", action, endpoint, xaddrs, message_id, relates_to, seq,
+    )
+}
+
+/// `<wsd:{kind}Matches>` with one match, this endpoint, answering the
+/// message `relates_to`.
+fn matches(
+    kind: &str,
+    action: &str,
+    endpoint: &str,
+    xaddrs: &str,
+    message_id: &str,
+    relates_to: &str,
+    seq: Sequence,
+) -> String {
     let body = format!(
-        "<wsd:ResolveMatches><wsd:ResolveMatch>{}</wsd:ResolveMatch></wsd:ResolveMatches>",
-        endpoint_fields(endpoint, Some(xaddrs))
+        "<wsd:{kind}Matches><wsd:{kind}Match>{}</wsd:{kind}Match></wsd:{kind}Matches>",
+        endpoint_fields(endpoint, xaddrs)
     );
     envelope(
         TO_ANONYMOUS,
-        ACTION_RESOLVE_MATCHES,
+        action,
         message_id,
         Some(relates_to),
         Some(seq),
@@ -165,12 +174,10 @@ fn endpoint_reference(endpoint: &str) -> String {
 }
 
 /// The fields Hello, ProbeMatch and ResolveMatch share.
-fn endpoint_fields(endpoint: &str, xaddrs: Option<&str>) -> String {
+fn endpoint_fields(endpoint: &str, xaddrs: &str) -> String {
     let mut out = endpoint_reference(endpoint);
     let _ = write!(out, "<wsd:Types>{TYPES}</wsd:Types>");
-    if let Some(xaddrs) = xaddrs {
-        let _ = write!(out, "<wsd:XAddrs>{}</wsd:XAddrs>", escape(xaddrs));
-    }
+    let _ = write!(out, "<wsd:XAddrs>{}</wsd:XAddrs>", escape(xaddrs));
     let _ = write!(
         out,
         "<wsd:MetadataVersion>{METADATA_VERSION}</wsd:MetadataVersion>"
