@@ -1,4 +1,5 @@
-"""Helpers shared by the integration tests: running smbclient and friends."""
+"""Helpers shared by the integration tests: running smbclient and friends,
+and opening files with smbprotocol."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ import re
 import subprocess
 from pathlib import Path
 from typing import NamedTuple
+
+from smbprotocol.open import (CreateDisposition, CreateOptions, FileAttributes,
+                              FilePipePrinterAccessMask, ImpersonationLevel, Open,
+                              ShareAccess)
 
 DIALECTS = ["SMB2_02", "SMB2_10", "SMB3_00", "SMB3_02", "SMB3_11"]
 
@@ -147,3 +152,18 @@ def parse_allinfo(output: str) -> AllInfo:
 FILE_ATTRIBUTE_READONLY = 0x01
 FILE_ATTRIBUTE_DIRECTORY = 0x10
 FILE_ATTRIBUTE_ARCHIVE = 0x20
+
+
+def create_file(tree, name: str):
+    """Opens `name` for reading and writing through smbprotocol's `tree`,
+    made empty (created when missing), others allowed to read meanwhile."""
+    f = Open(tree, name)
+    f.create(
+        ImpersonationLevel.Impersonation,
+        FilePipePrinterAccessMask.GENERIC_READ | FilePipePrinterAccessMask.GENERIC_WRITE,
+        FileAttributes.FILE_ATTRIBUTE_NORMAL,
+        ShareAccess.FILE_SHARE_READ,
+        CreateDisposition.FILE_OVERWRITE_IF,
+        CreateOptions.FILE_NON_DIRECTORY_FILE,
+    )
+    return f

@@ -28,19 +28,11 @@ from pathlib import Path
 
 import pytest
 from smbprotocol.connection import Connection, Dialects
-from smbprotocol.open import (
-    CreateDisposition,
-    CreateOptions,
-    FileAttributes,
-    FilePipePrinterAccessMask,
-    ImpersonationLevel,
-    Open,
-    ShareAccess,
-)
 from smbprotocol.session import Session
 from smbprotocol.tree import TreeConnect
 
 from conftest import REPO_ROOT, SERVER_KIND, copyless_binary, make_temp_dir
+from support import create_file
 
 pytestmark = pytest.mark.skipif(
     SERVER_KIND != "copyless", reason="the dashboard is copyless's own interface"
@@ -109,15 +101,7 @@ class Writer:
             payload = os.urandom(self.CHUNK)
             deadline = time.monotonic() + self.MAX_SECONDS
             while not self.stop.is_set() and time.monotonic() < deadline:
-                f = Open(tree, f"dashboard-{self.files % 50}.bin")
-                f.create(
-                    ImpersonationLevel.Impersonation,
-                    FilePipePrinterAccessMask.GENERIC_READ | FilePipePrinterAccessMask.GENERIC_WRITE,
-                    FileAttributes.FILE_ATTRIBUTE_NORMAL,
-                    ShareAccess.FILE_SHARE_READ,
-                    CreateDisposition.FILE_OVERWRITE_IF,
-                    CreateOptions.FILE_NON_DIRECTORY_FILE,
-                )
+                f = create_file(tree, f"dashboard-{self.files % 50}.bin")
                 for offset in range(0, self.FILE_SIZE, self.CHUNK):
                     f.write(payload, offset)
                 assert f.read(0, self.CHUNK) == payload

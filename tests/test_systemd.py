@@ -24,14 +24,12 @@ import smbclient
 from smbprotocol.connection import Connection, Dialects
 from smbprotocol.exceptions import SMBResponseException
 from smbprotocol.header import NtStatus
-from smbprotocol.open import (CreateDisposition, CreateOptions, FileAttributes,
-                              FilePipePrinterAccessMask, ImpersonationLevel, Open,
-                              ShareAccess)
 from smbprotocol.session import Session
 from smbprotocol.tree import TreeConnect
 
 from conftest import (REPO_ROOT, SERVER_KIND, RunningServer, _start_copyless, _stop_copyless,
                       copyless_binary, make_temp_dir)
+from support import create_file
 
 pytestmark = pytest.mark.skipif(SERVER_KIND == "samba", reason="copyless's own service interface")
 
@@ -104,19 +102,6 @@ def test_ready_watchdog_and_stopping_reach_notify_socket(monkeypatch):
         _stop_copyless(running)
         sock.close()
         shutil.rmtree(base, ignore_errors=True)
-
-
-def create_file(tree, name: str):
-    f = Open(tree, name)
-    f.create(
-        ImpersonationLevel.Impersonation,
-        FilePipePrinterAccessMask.GENERIC_READ | FilePipePrinterAccessMask.GENERIC_WRITE,
-        FileAttributes.FILE_ATTRIBUTE_NORMAL,
-        ShareAccess.FILE_SHARE_READ,
-        CreateDisposition.FILE_OVERWRITE_IF,
-        CreateOptions.FILE_NON_DIRECTORY_FILE,
-    )
-    return f
 
 
 def share_table(name: str, path: Path) -> str:

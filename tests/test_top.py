@@ -21,19 +21,11 @@ from prometheus_client.openmetrics.parser import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 from smbprotocol.connection import Connection, Dialects
-from smbprotocol.open import (
-    CreateDisposition,
-    CreateOptions,
-    FileAttributes,
-    FilePipePrinterAccessMask,
-    ImpersonationLevel,
-    Open,
-    ShareAccess,
-)
 from smbprotocol.session import Session
 from smbprotocol.tree import TreeConnect
 
 from conftest import SERVER_KIND, copyless_binary
+from support import create_file
 
 pytestmark = pytest.mark.skipif(
     SERVER_KIND != "copyless", reason="copyless top is copyless's own interface"
@@ -84,15 +76,7 @@ def known_mix(server):
         tree.connect()
         payload = os.urandom(CHUNK)
         for i in range(FILES):
-            f = Open(tree, f"top-{i}.bin")
-            f.create(
-                ImpersonationLevel.Impersonation,
-                FilePipePrinterAccessMask.GENERIC_READ | FilePipePrinterAccessMask.GENERIC_WRITE,
-                FileAttributes.FILE_ATTRIBUTE_NORMAL,
-                ShareAccess.FILE_SHARE_READ,
-                CreateDisposition.FILE_OVERWRITE_IF,
-                CreateOptions.FILE_NON_DIRECTORY_FILE,
-            )
+            f = create_file(tree, f"top-{i}.bin")
             for w in range(WRITES_PER_FILE):
                 f.write(payload, w * CHUNK)
             for r in range(READS_PER_FILE):
