@@ -190,6 +190,11 @@ pub fn serve(
     let discovery = crate::discovery::start(&config, &listening, machine_sid);
     contain_panic_messages();
     let served = engine::run(server, listeners, live_limits, tracer, config.engine, stop);
+    // The signal thread says so as soon as a stop is asked for; should the
+    // engine finish first, it is said here, before the process ends.
+    if let Some(n) = &notifier {
+        n.stopping();
+    }
     discovery.stop();
     served.map_err(|e| (e.to_string(), 1))
 }

@@ -8,6 +8,7 @@ use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr as UnixAddr, UnixDatagram};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +20,9 @@ use copyless_proto::{command, negotiate, Writer, HEADER_LEN};
 pub struct Notifier {
     socket: UnixDatagram,
     addr: UnixAddr,
+    /// STOPPING=1 was sent: it goes once, from whichever thread sees the
+    /// stop first.
+    stopping: AtomicBool,
 }
 
 impl Notifier {
@@ -37,6 +41,7 @@ impl Notifier {
             Ok(Notifier {
                 socket: UnixDatagram::unbound()?,
                 addr,
+                stopping: AtomicBool::new(false),
             })
         })();
         match made {
@@ -68,7 +73,9 @@ impl Notifier {
     }
 
     pub fn stopping(&self) {
-        self.notify("STOPPING=1\nSTATUS=stopping");
+        if !self.stopping.swap(true, Ordering::AcqRel) {
+            self.notify("STOPPING=1\nSTATUS=stopping");
+        }
     }
 }
 
@@ -166,8 +173,11 @@ mod tests {
         let n = Notifier {
             socket: UnixDatagram::unbound().unwrap(),
             addr: UnixAddr::from_pathname(&path).unwrap(),
+            stopping: AtomicBool::new(false),
         };
         n.ready("serving");
+        n.stopping();
+        // Said once, whoever says it again.
         n.stopping();
         n.reloading();
         let mut buf = [0u8; 256];
