@@ -5,14 +5,22 @@ from __future__ import annotations
 
 import hashlib
 import os
+import queue
 import re
+import signal
 import subprocess
+import threading
+import time
 from pathlib import Path
 from typing import NamedTuple
+
+import pytest
 
 from smbprotocol.open import (CreateDisposition, CreateOptions, FileAttributes,
                               FilePipePrinterAccessMask, ImpersonationLevel, Open,
                               ShareAccess)
+
+from conftest import STARTUP_TIMEOUT, copyless_binary
 
 DIALECTS = ["SMB2_02", "SMB2_10", "SMB3_00", "SMB3_02", "SMB3_11"]
 
@@ -167,3 +175,59 @@ def create_file(tree, name: str):
         CreateOptions.FILE_NON_DIRECTORY_FILE,
     )
     return f
+
+
+LISTENING_RE = re.compile(r"^copyless listening on 127\.0\.0\.1:(\d+)$")
+
+
+class Serve:
+    """`copyless serve ARGS --listen 127.0.0.1:0`, as a test that drives
+    the command line itself starts it: `port` once it listens, `stdout`
+    as it comes, stderr in `base`/serve.stderr."""
+
+    def __init__(self, base: Path, *args: str):
+        self.stderr_path = base / "serve.stderr"
+        self.argv = [str(copyless_binary()), "serve", *args, "--listen", "127.0.0.1:0"]
+        with open(self.stderr_path, "w") as stderr:
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.PIPE, stderr=stderr, text=True)
+        self.stdout: list[str] = []
+        lines: queue.Queue = queue.Queue()
+
+        def drain():
+            for line in self.proc.stdout:
+                self.stdout.append(line.rstrip("\n"))
+                lines.put(line.rstrip("\n"))
+            lines.put(None)
+
+        threading.Thread(target=drain, daemon=True).start()
+        self.port = None
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while self.port is None and time.monotonic() < deadline:
+            try:
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            if m := LISTENING_RE.match(line):
+                self.port = int(m.group(1))
+        if self.port is None:
+            self.proc.kill()
+            self.proc.wait()
+            pytest.fail(f"no listening line from {' '.join(self.argv)}\n"
+                        f"stdout: {self.stdout}\nstderr: {self.stderr()}", pytrace=False)
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def stop(self) -> int:
+        """SIGTERM; the exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            pytest.fail("copyless did not stop on SIGTERM", pytrace=False)

@@ -7,28 +7,20 @@ from __future__ import annotations
 
 import grp
 import os
-import queue
-import re
 import shutil
-import signal
 import subprocess
-import threading
-import time
 import tomllib
 from pathlib import Path
 
 import pytest
 
-from conftest import (SERVER_KIND, STARTUP_TIMEOUT, Server, _ensure_unix_user, copyless_binary,
+from conftest import (SERVER_KIND, Server, _ensure_unix_user, copyless_binary,
                       make_temp_dir)
-from support import NT_STATUS_RE, smbclient
+from support import NT_STATUS_RE, Serve, smbclient
 
 pytestmark = pytest.mark.skipif(
     SERVER_KIND != "copyless", reason="copyless's own commands"
 )
-
-LISTENING_RE = re.compile(r"^copyless listening on 127\.0\.0\.1:(\d+)$")
-
 
 def copyless(*args, stdin=None):
     return subprocess.run([str(copyless_binary()), *args], input=stdin,
@@ -264,54 +256,6 @@ def samba_tool(argv, stdin=None):
     return r.stdout
 
 
-class Serve:
-    """`copyless serve` with a config, on a free loopback port."""
-
-    def __init__(self, base: Path, config: Path, state: Path):
-        self.stderr_path = base / "serve.stderr"
-        argv = [str(copyless_binary()), "serve", "--config", str(config),
-                "--listen", "127.0.0.1:0", "--state-dir", str(state)]
-        with open(self.stderr_path, "w") as stderr:
-            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                         stderr=stderr, text=True)
-        lines: queue.Queue = queue.Queue()
-
-        def drain():
-            for line in self.proc.stdout:
-                lines.put(line.rstrip("\n"))
-            lines.put(None)
-
-        threading.Thread(target=drain, daemon=True).start()
-        self.port = None
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while self.port is None and time.monotonic() < deadline:
-            try:
-                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                break
-            if line is None:
-                break
-            if m := LISTENING_RE.match(line):
-                self.port = int(m.group(1))
-        if self.port is None:
-            self.stop()
-            pytest.fail(f"no listening line from {' '.join(argv)}\n{self.stderr()}",
-                        pytrace=False)
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            pytest.fail("copyless did not stop on SIGTERM", pytrace=False)
-
-
 @pytest.mark.skipif(os.geteuid() != 0,
                     reason="Samba's users need Unix accounts (useradd), and so root")
 def test_samba_users_log_on_to_copyless_with_their_old_passwords(base, client_conf):
@@ -369,7 +313,7 @@ def test_samba_users_log_on_to_copyless_with_their_old_passwords(base, client_co
     assert again.returncode == 0
     assert f"user {SAMBA_USER} not imported: exists already" in again.stderr
 
-    serve = Serve(base, config, state)
+    serve = Serve(base, "--config", str(config), "--state-dir", str(state))
     try:
         server = Server("127.0.0.1", serve.port, "data", data, SAMBA_USER, SAMBA_PASSWORD)
         r = smbclient(server, client_conf, "mkdir from-samba; ls", timeout=60)

@@ -6,13 +6,9 @@ store do."""
 from __future__ import annotations
 
 import os
-import queue
-import re
 import shutil
-import signal
 import stat
 import subprocess
-import threading
 import time
 import uuid
 
@@ -22,8 +18,9 @@ from smbprotocol.exceptions import SMBException
 from smbprotocol.session import Session
 from smbprotocol.tree import TreeConnect
 
-from conftest import (SERVER_KIND, STARTUP_TIMEOUT, Server, copyless_binary, make_temp_dir,
+from conftest import (SERVER_KIND, Server, copyless_binary, make_temp_dir,
                       unix_user_args)
+import support
 from support import NT_STATUS_RE, smbclient
 
 pytestmark = pytest.mark.skipif(
@@ -34,7 +31,6 @@ OWNER, OWNER_PASSWORD = "owner", "Owner-pass1"
 BOB = "bob"
 # How long a change may take to be noticed: the server looks every second.
 WITHIN = 15.0
-LISTENING_RE = re.compile(r"^copyless listening on 127\.0\.0\.1:(\d+)$")
 
 
 def copyless(*args, stdin=None):
@@ -64,60 +60,19 @@ def eventually(check, what, timeout=WITHIN):
         time.sleep(0.2)
 
 
-class Serve:
-    """`copyless serve` on a free loopback port, its stdout read as it comes."""
+class Serve(support.Serve):
+    """`copyless serve` of `base`/share with the user store `state`."""
 
     def __init__(self, base, state):
         self.share = base / "share"
         self.share.mkdir(exist_ok=True)
-        self.stderr_path = base / "serve.stderr"
-        self.argv = [str(copyless_binary()), "serve", "--listen", "127.0.0.1:0",
-                     "--share", f"share={self.share}", "--state-dir", str(state)]
-        with open(self.stderr_path, "w") as stderr:
-            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.PIPE, stderr=stderr, text=True)
-        self.stdout = []
-        lines = queue.Queue()
-
-        def drain():
-            for line in self.proc.stdout:
-                self.stdout.append(line.rstrip("\n"))
-                lines.put(line.rstrip("\n"))
-            lines.put(None)
-
-        threading.Thread(target=drain, daemon=True).start()
-        self.port = None
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while self.port is None and time.monotonic() < deadline:
-            try:
-                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                break
-            if line is None:
-                break
-            if m := LISTENING_RE.match(line):
-                self.port = int(m.group(1))
-        if self.port is None:
-            self.proc.kill()
-            self.proc.wait()
-            pytest.fail(f"no listening line from {' '.join(self.argv)}\n"
-                        f"stdout: {self.stdout}\nstderr: {self.stderr()}", pytrace=False)
-
-    def stderr(self):
-        return self.stderr_path.read_text(errors="replace")
+        super().__init__(base, "--share", f"share={self.share}", "--state-dir", str(state))
 
     def server(self, name, password):
         return Server("127.0.0.1", self.port, "share", self.share, name, password)
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            status = self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            pytest.fail("copyless did not stop on SIGTERM", pytrace=False)
+        status = super().stop()
         assert status == 0, f"exit status {status}\n{self.stderr()}"
 
 
