@@ -59,6 +59,7 @@ def nas_conf(base: Path) -> list[str]:
     load printers = no
     hosts allow = 192.168.10. 127.
     vfs objects = acl_xattr
+    fruit:model = MacSamba
 
 [homes]
     comment = Home Directories
@@ -118,6 +119,7 @@ def test_an_office_smb_conf_becomes_a_config_check_config_accepts(base):
     config = tomllib.loads(out.read_text())
     assert config["server_name"] == "OFFICENAS"
     assert config["security"] == {"signing": "enabled", "encryption": "desired", "guest": True}
+    assert config["discovery"] == {"workgroup": "OFFICE", "model": "MacSamba"}
     shares = {share["name"]: share for share in config["share"]}
     assert list(shares) == ["projects", "public", "archive"]
     group = grp.getgrgid(os.getgid()).gr_name
@@ -153,7 +155,6 @@ def test_an_office_smb_conf_becomes_a_config_check_config_accepts(base):
         return f"{prefix}{line_of(lines, marker)}: {what}"
 
     expected = [
-        note("workgroup", "option `workgroup` not carried over: "),
         note("server string", "option `server string` not carried over: "),
         note("passdb backend", "option `passdb backend` not carried over: "),
         note("log file", "option `log file` not carried over: "),

@@ -364,6 +364,12 @@ pub(crate) fn is_server_name(name: &str) -> bool {
     (1..=MAX_SERVER_NAME).contains(&name.chars().count()) && name.chars().all(is_server_name_char)
 }
 
+/// A `_device-info` model. A TXT value may hold any bytes, but Finder
+/// matches known model names: printable ASCII keeps typos visible.
+pub(crate) fn is_model(text: &str) -> bool {
+    (1..=MAX_MODEL).contains(&text.len()) && text.chars().all(|c| c.is_ascii_graphic() || c == ' ')
+}
+
 fn is_server_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '-' || c == '_'
 }
@@ -798,12 +804,7 @@ fn parse_discovery(raw: Option<raw::Discovery>) -> Result<Discovery, SpanError> 
     discovery.wsd = raw.wsd.unwrap_or(true);
     if let Some(model) = &raw.model {
         let text = model.get_ref();
-        // A TXT value may hold any bytes, but Finder matches known
-        // model names: printable ASCII keeps typos visible.
-        if text.is_empty()
-            || text.len() > MAX_MODEL
-            || !text.chars().all(|c| c.is_ascii_graphic() || c == ' ')
-        {
+        if !is_model(text) {
             return Err(SpanError::at(
                 model,
                 format!("model {text:?} must be 1 to {MAX_MODEL} printable ASCII characters"),
@@ -813,10 +814,7 @@ fn parse_discovery(raw: Option<raw::Discovery>) -> Result<Discovery, SpanError> 
     }
     if let Some(workgroup) = &raw.workgroup {
         let text = workgroup.get_ref();
-        if text.is_empty()
-            || text.chars().count() > MAX_SERVER_NAME
-            || !text.chars().all(is_server_name_char)
-        {
+        if !is_server_name(text) {
             return Err(SpanError::at(
                 workgroup,
                 format!(

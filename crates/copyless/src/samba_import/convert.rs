@@ -17,7 +17,7 @@ use toml::Value;
 use super::host::{Host, LocalAddress};
 use super::options::{self, Verdict};
 use super::smbconf::{normalize, split_list, Origin, Param, ParseError, Section, SmbConf};
-use crate::config::{check_share_name, is_server_name};
+use crate::config::{check_share_name, is_model, is_server_name};
 
 /// One line of the report: where, and what became of it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -56,6 +56,9 @@ const GLOBAL_KEYS: &[&str] = &[
     "realm",
     "dedicatedkeytabfile",
     "kerberosmethod",
+    "workgroup",
+    "fruit:model",
+    "multicastdnsregister",
 ];
 
 /// Options of a share that become copyless keys; in `[global]` they are
@@ -252,6 +255,38 @@ impl Converter<'_> {
             }
         }
         self.kerberos(g, doc);
+        self.discovery(g, doc)
+    }
+
+    /// `[discovery]`: the workgroup Explorer files the server under, the
+    /// model Finder's icon comes from (vfs_fruit's), and whether smbd
+    /// registered with Avahi.
+    fn discovery(&mut self, g: &[&Param], doc: &mut Doc) -> Result<(), ParseError> {
+        if let Some(p) = last(g, &["workgroup"]) {
+            if is_server_name(&p.value) {
+                let value = p.value.to_uppercase();
+                doc.discovery.push(Entry::new("workgroup", value, &[p]));
+            } else {
+                self.lacking(
+                    p,
+                    "copyless takes 1 to 15 ASCII letters, digits, '-' and '_' as workgroup",
+                );
+            }
+        }
+        if let Some(p) = last(g, &["fruit:model"]) {
+            if is_model(&p.value) {
+                doc.discovery
+                    .push(Entry::new("model", p.value.as_str(), &[p]));
+            } else {
+                self.lacking(
+                    p,
+                    "copyless takes 1 to 64 printable ASCII characters as model",
+                );
+            }
+        }
+        if let Some(p) = last(g, &["multicastdnsregister"]) {
+            doc.discovery.push(Entry::new("mdns", boolean(p)?, &[p]));
+        }
         Ok(())
     }
 
@@ -858,6 +893,7 @@ struct Doc {
     top: Vec<Entry>,
     security: Vec<Entry>,
     kerberos: Vec<Entry>,
+    discovery: Vec<Entry>,
     shares: Vec<ShareTable>,
 }
 
@@ -878,6 +914,7 @@ impl Doc {
         for (header, entries) in [
             ("[security]", &self.security),
             ("[kerberos]", &self.kerberos),
+            ("[discovery]", &self.discovery),
         ] {
             if !entries.is_empty() {
                 out.push_str(&format!("\n{header}\n"));

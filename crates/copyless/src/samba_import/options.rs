@@ -61,7 +61,6 @@ fn reason(key: &str, value: &str) -> &'static str {
         };
     }
     match key {
-        "workgroup" => "copyless takes part in no workgroup or domain; clients connect without one",
         "serverstring" => "copyless announces no server description",
         "serverrole" | "security" | "passwordserver" | "allowtrusteddomains" => {
             "copyless is a standalone server with its own users: it joins and serves no domain"

@@ -162,6 +162,8 @@ fn a_family_nas() {
     assert_eq!(security["guest"].as_bool(), Some(true));
     assert_eq!(security["guest_account"].as_str(), Some("smbguest"));
     assert!(t.get("kerberos").is_none());
+    let discovery = t["discovery"].as_table().unwrap();
+    assert_eq!(discovery["workgroup"].as_str(), Some("HOME"));
 
     let shares = shares(&c);
     assert_eq!(shares.len(), 3);
@@ -189,8 +191,6 @@ fn a_family_nas() {
     assert_eq!(
         notes(&c),
         [
-            "smb.conf:4: option `workgroup` not carried over: copyless takes part in no \
-             workgroup or domain; clients connect without one",
             "smb.conf:6: option `server string` not carried over: copyless announces no \
              server description",
             "smb.conf:9: option `map to guest` carried over in part: copyless makes no guest \
@@ -526,4 +526,35 @@ fn share_names_with_toml_specials_are_quoted() {
     let s = shares(&c);
     assert_eq!(s[0]["name"].as_str(), Some("Music & Film's"));
     assert_eq!(s[0]["path"].as_str(), Some("/srv/mu\"sic\\x"));
+}
+
+#[test]
+fn discovery_settings_carry_over() {
+    let c = convert_text(
+        "[global]\nworkgroup = family\nfruit:model = MacSamba\nmulticast dns register = no\n\
+         [s]\npath = /s\nfruit:model = Xserve\n",
+    );
+    let discovery = table(&c)["discovery"].as_table().unwrap().clone();
+    assert_eq!(discovery["workgroup"].as_str(), Some("FAMILY"));
+    assert_eq!(discovery["model"].as_str(), Some("MacSamba"));
+    assert_eq!(discovery["mdns"].as_bool(), Some(false));
+    assert_eq!(
+        notes(&c),
+        [
+            "smb.conf:7: option `fruit:model` not carried over: a global option, which Samba \
+          ignores in a share too"
+        ]
+    );
+
+    let c = convert_text("[global]\nworkgroup = not a name\nfruit:model = \u{7f}\n");
+    assert!(table(&c).get("discovery").is_none());
+    assert_eq!(
+        notes(&c),
+        [
+            "smb.conf:2: option `workgroup` not carried over: copyless takes 1 to 15 ASCII \
+             letters, digits, '-' and '_' as workgroup",
+            "smb.conf:3: option `fruit:model` not carried over: copyless takes 1 to 64 \
+             printable ASCII characters as model",
+        ]
+    );
 }
