@@ -1,15 +1,22 @@
 """`copyless status`: a real smbclient holding a file open shows up, with
-its session and the file, as smbstatus would show them."""
+its session and the file, as smbstatus would show them; a file under a
+lease and with locked ranges shows both."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 
 import pytest
+from smbprotocol.connection import Dialects
+from smbprotocol.open import LockFlags, Open
 
 from conftest import SERVER_KIND, copyless_binary
+from test_acl import connect
+from test_leases import create
+from test_locks import element
 
 pytestmark = pytest.mark.skipif(SERVER_KIND == "samba", reason="copyless's own command")
 
@@ -68,3 +75,36 @@ def test_status_lists_an_smbclient_session_and_the_file_it_holds_open(server):
             break
         time.sleep(0.2)
     assert doc == {"sessions": [], "open_files": []}
+
+
+def test_status_shows_a_lease_and_byte_range_locks(server):
+    """smbprotocol, as Office would: a file under a read-write-handle
+    lease, with an exclusive and a shared range locked."""
+    tree = connect(server, Dialects.SMB_3_1_1)
+    try:
+        h = Open(tree, "report.docx")
+        create(h, os.urandom(16))
+        h.lock([element(0, 100, LockFlags.SMB2_LOCKFLAG_EXCLUSIVE_LOCK
+                        | LockFlags.SMB2_LOCKFLAG_FAIL_IMMEDIATELY),
+                element(4096, 1, LockFlags.SMB2_LOCKFLAG_SHARED_LOCK
+                        | LockFlags.SMB2_LOCKFLAG_FAIL_IMMEDIATELY)])
+        doc = json.loads(status(server, "--json"))
+        [held] = [o for o in doc["open_files"] if o["path"] == "report.docx"]
+        assert held["lease"] == "RWH", held
+        assert held["oplock"] == "none", held
+        assert held["locks"] == [
+            {"offset": 0, "length": 100, "type": "exclusive"},
+            {"offset": 4096, "length": 1, "type": "shared"},
+        ], held
+        shown = status(server)
+        assert "Byte-range locks: 2" in shown, shown
+        assert any(line.startswith(server.user) and "report.docx" in line and "lease(RWH)" in line
+                   for line in shown.splitlines()), shown
+
+        h.lock([element(0, 100, LockFlags.SMB2_LOCKFLAG_UNLOCK)])
+        [held] = [o for o in json.loads(status(server, "--json"))["open_files"]
+                  if o["path"] == "report.docx"]
+        assert held["locks"] == [{"offset": 4096, "length": 1, "type": "shared"}], held
+        h.close()
+    finally:
+        tree.session.connection.disconnect()

@@ -64,6 +64,13 @@ pub fn to_json(status: &ServerStatus) -> Value {
                 "share_modes": share_modes(o.share_access),
                 "delete_pending": o.delete_pending,
                 "disconnected": o.disconnected,
+                "oplock": oplock_name(o.oplock),
+                "lease": o.lease.map(lease_name),
+                "locks": o.locks.iter().map(|l| json!({
+                    "offset": l.offset,
+                    "length": l.length,
+                    "type": if l.exclusive { "exclusive" } else { "shared" },
+                })).collect::<Vec<Value>>(),
             })
         })
         .collect();
@@ -80,6 +87,24 @@ fn dialect_name(dialect: u16) -> String {
         0x0311 => "3.1.1".into(),
         other => format!("{other:#06x}"),
     }
+}
+
+fn oplock_name(level: u8) -> &'static str {
+    match level {
+        0x01 => "level2",
+        0x08 => "exclusive",
+        0x09 => "batch",
+        _ => "none",
+    }
+}
+
+/// A lease's caching as smbstatus shows it: R, W and H.
+fn lease_name(state: u32) -> String {
+    [(1, 'R'), (4, 'W'), (2, 'H')]
+        .iter()
+        .filter(|(bit, _)| state & bit != 0)
+        .map(|(_, c)| *c)
+        .collect()
 }
 
 /// FILE_SHARE_READ, WRITE and DELETE as smbstatus shows them.
@@ -161,7 +186,18 @@ fn render(status: &Value) -> String {
     }
     let mut out = format!("Sessions: {}\n{}", sessions.len(), table(&rows));
     let opens = status["open_files"].as_array().unwrap_or(&empty);
-    let mut rows = vec![["USER", "CLIENT", "SHARE", "PATH", "SHARE MODES", "STATE"]
+    let mut rows = vec![[
+        "USER",
+        "CLIENT",
+        "SHARE",
+        "PATH",
+        "SHARE MODES",
+        "OPLOCK",
+        "STATE",
+    ]
+    .map(String::from)
+    .to_vec()];
+    let mut locks = vec![["USER", "SHARE", "PATH", "TYPE", "OFFSET", "LENGTH"]
         .map(String::from)
         .to_vec()];
     for o in opens {
@@ -176,16 +212,36 @@ fn render(status: &Value) -> String {
             p if p.is_empty() => "\\".to_string(),
             p => p,
         };
+        let oplock = match o["lease"].as_str() {
+            Some(lease) => format!("lease({lease})"),
+            None => text(o, "oplock"),
+        };
+        for l in o["locks"].as_array().unwrap_or(&empty) {
+            locks.push(vec![
+                text(o, "user"),
+                text(o, "share"),
+                path.clone(),
+                text(l, "type"),
+                text(l, "offset"),
+                text(l, "length"),
+            ]);
+        }
         rows.push(vec![
             text(o, "user"),
             text(o, "client"),
             text(o, "share"),
             path,
             text(o, "share_modes"),
+            oplock,
             state.to_string(),
         ]);
     }
     out.push_str(&format!("\nOpen files: {}\n{}", opens.len(), table(&rows)));
+    out.push_str(&format!(
+        "\nByte-range locks: {}\n{}",
+        locks.len() - 1,
+        table(&locks)
+    ));
     out
 }
 
@@ -217,7 +273,7 @@ fn table(rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use copyless_core::status::{ConnectionStatus, OpenStatus, SessionStatus};
+    use copyless_core::status::{ConnectionStatus, LockStatus, OpenStatus, SessionStatus};
 
     #[test]
     fn sessions_and_open_files_with_their_holders() {
@@ -246,6 +302,13 @@ mod tests {
                 share_access: 3,
                 delete_pending: false,
                 disconnected: false,
+                oplock: 0,
+                lease: Some(3),
+                locks: vec![LockStatus {
+                    offset: 4096,
+                    length: 512,
+                    exclusive: true,
+                }],
             }],
         };
         let v = to_json(&status);
@@ -255,12 +318,29 @@ mod tests {
         assert_eq!(v["sessions"][0]["shares"], json!(["IPC$", "share"]));
         assert_eq!(v["open_files"][0]["user"], "alice");
         assert_eq!(v["open_files"][0]["share_modes"], "READ|WRITE");
+        assert_eq!(v["open_files"][0]["lease"], "RH");
+        assert_eq!(
+            v["open_files"][0]["locks"],
+            json!([{"offset": 4096, "length": 512, "type": "exclusive"}])
+        );
         let shown = render(&v);
         assert!(shown.contains("Sessions: 1"), "{shown}");
         assert!(
-            shown
-                .lines()
-                .any(|l| l.starts_with("alice") && l.contains("a/b.txt")),
+            shown.lines().any(|l| l.starts_with("alice")
+                && l.contains("a/b.txt")
+                && l.contains("lease(RH)")),
+            "{shown}"
+        );
+        assert!(shown.contains("Byte-range locks: 1"), "{shown}");
+        assert!(
+            shown.lines().any(|l| l.split_whitespace().eq([
+                "alice",
+                "share",
+                "a/b.txt",
+                "exclusive",
+                "4096",
+                "512"
+            ])),
             "{shown}"
         );
     }

@@ -800,6 +800,22 @@ impl FileTable {
                         share_access: o.share_access,
                         delete_pending: state.delete_pending,
                         disconnected: self.parked.contains(&o.id),
+                        oplock: state
+                            .oplocks
+                            .iter()
+                            .find(|op| op.open == o.id)
+                            .map_or(0, |op| op.level),
+                        lease: o.lease.and_then(|id| self.leases.get(&id)).map(|l| l.state),
+                        locks: state
+                            .locks
+                            .iter()
+                            .filter(|l| l.open == o.id)
+                            .map(|l| crate::status::LockStatus {
+                                offset: l.offset,
+                                length: l.length,
+                                exclusive: l.exclusive,
+                            })
+                            .collect(),
                     };
                     (key.0, open)
                 })

@@ -1,6 +1,7 @@
 //! What `copyless status` shows, as smbstatus does: each connection with
 //! its sessions (user, dialect, signing, encryption) and their tree
-//! connects, and every open file with its share modes.
+//! connects, and every open file with its share modes, its oplock or
+//! lease, and its byte-range locks.
 //!
 //! A connection publishes its own view whenever its sessions or tree
 //! connects change (rare events: logons, logoffs, tree connects), so
@@ -55,6 +56,20 @@ pub struct OpenStatus {
     pub delete_pending: bool,
     /// Kept as a durable handle after its connection went.
     pub disconnected: bool,
+    /// Its oplock level (OPLOCK_LEVEL_II, _EXCLUSIVE, _BATCH), 0 for none.
+    pub oplock: u8,
+    /// Its lease's caching (READ_CACHING 1, HANDLE 2, WRITE 4), when it
+    /// has a lease.
+    pub lease: Option<u32>,
+    /// Its byte-range locks, in the order they were taken.
+    pub locks: Vec<LockStatus>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockStatus {
+    pub offset: u64,
+    pub length: u64,
+    pub exclusive: bool,
 }
 
 #[derive(Debug, Clone, Default)]

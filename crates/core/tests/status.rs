@@ -3,7 +3,17 @@
 
 use std::sync::Arc;
 
-use copyless_scripted::{config, memory_server, Client, Dialect, Users};
+use copyless_core::status::LockStatus;
+use copyless_proto::client::{self as wire, CreateParams, CreateReply};
+use copyless_proto::command;
+use copyless_proto::create_context as cc;
+use copyless_proto::lease::{LeaseContext, HANDLE_CACHING, READ_CACHING, WRITE_CACHING};
+use copyless_proto::messages::{
+    LOCKFLAG_EXCLUSIVE, LOCKFLAG_FAIL_IMMEDIATELY, LOCKFLAG_SHARED, OPLOCK_LEVEL_BATCH,
+    OPLOCK_LEVEL_LEASE,
+};
+use copyless_proto::status;
+use copyless_scripted::{config, memory_server, Client, Dialect, Request, Users};
 
 #[test]
 fn the_board_follows_logons_tree_connects_and_opens() {
@@ -36,4 +46,86 @@ fn the_board_follows_logons_tree_connects_and_opens() {
     assert!(server.status().opens.is_empty());
     let _ = c.conn.shutdown();
     assert!(server.status().connections.is_empty());
+}
+
+/// A CREATE of `name` asking for `oplock_level` (a lease when `lease`
+/// names its key and caching).
+fn create_asking(name: &str, oplock_level: u8, lease: Option<([u8; 16], u32)>) -> Request {
+    let contexts = lease.map_or_else(Vec::new, |(key, state)| {
+        let lease = LeaseContext {
+            key,
+            state,
+            flags: 0,
+            v2: Some(([0; 16], 0)),
+        };
+        cc::build_chain(&[(cc::RQLS, lease.encode())])
+    });
+    Request::new(command::CREATE, 1, |w| {
+        wire::write_create_request(
+            w,
+            &CreateParams {
+                oplock_level,
+                desired_access: 0x0012_019f,
+                file_attributes: 0,
+                share_access: 7,
+                disposition: 3,
+                options: 0x40,
+                name,
+                contexts: &contexts,
+            },
+        )
+        .unwrap()
+    })
+}
+
+#[test]
+fn open_files_show_their_oplock_lease_and_locks() {
+    let users = Arc::new(Users::default());
+    users.add("alice", "alice-pw");
+    let (server, _) = memory_server(config(), users);
+    let mut c = Client::login_with(server.clone(), Dialect::Smb311, "alice", "alice-pw");
+    let r = c.call(create_asking("batch.txt", OPLOCK_LEVEL_BATCH, None));
+    let batch = CreateReply::parse(&r.msg).unwrap().file_id;
+    let r = c.call(create_asking(
+        "leased.txt",
+        OPLOCK_LEVEL_LEASE,
+        Some(([5; 16], READ_CACHING | HANDLE_CACHING | WRITE_CACHING)),
+    ));
+    assert_eq!(r.status(), status::SUCCESS);
+    let lock = Request::new(command::LOCK, 1, |w| {
+        w.u16(48).u16(2).u32(0);
+        w.u64(batch.persistent).u64(batch.volatile);
+        // More than one range: each must fail at once rather than wait.
+        let (ex, sh) = (LOCKFLAG_EXCLUSIVE, LOCKFLAG_SHARED);
+        w.u64(0).u64(10).u32(ex | LOCKFLAG_FAIL_IMMEDIATELY).u32(0);
+        w.u64(100).u64(1).u32(sh | LOCKFLAG_FAIL_IMMEDIATELY).u32(0);
+    });
+    assert_eq!(c.call(lock).status(), status::SUCCESS);
+
+    let opens = server.status().opens;
+    let [b, l] = &opens[..] else {
+        panic!("two opens: {opens:?}");
+    };
+    assert_eq!(
+        (b.path.as_str(), b.oplock, b.lease),
+        ("batch.txt", OPLOCK_LEVEL_BATCH, None)
+    );
+    assert_eq!(
+        b.locks,
+        [
+            LockStatus {
+                offset: 0,
+                length: 10,
+                exclusive: true
+            },
+            LockStatus {
+                offset: 100,
+                length: 1,
+                exclusive: false
+            }
+        ]
+    );
+    assert_eq!((l.path.as_str(), l.oplock), ("leased.txt", 0));
+    assert_eq!(l.lease, Some(READ_CACHING | HANDLE_CACHING | WRITE_CACHING));
+    assert!(l.locks.is_empty());
 }
