@@ -184,3 +184,40 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
     .filter_map(|(key, changed)| changed.then_some(key))
     .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_changed_limit_is_said_with_what_it_applies_to() {
+        let old = Limits {
+            max_local_watches: 0,
+            ..Limits::default()
+        };
+        let new = Limits {
+            max_open_files: 10,
+            max_read_write: 1 << 20,
+            preauth_timeout_secs: 5,
+            max_open_files_total: Some(100),
+            max_local_watches: 64,
+            ..old.clone()
+        };
+        assert_eq!(
+            limit_changes(&old, &new),
+            [
+                "limits.max_read_write 8388608 -> 1048576: for connections made from now on",
+                "limits.max_open_files 16384 -> 10: in force now",
+                "limits.max_open_files_total derived -> 100: in force now",
+                "limits.preauth_timeout_secs 10 -> 5: for connections accepted from now on",
+                "limits.max_local_watches 0 -> 64: takes effect when the server restarts",
+            ]
+        );
+        let back = limit_changes(&new, &old);
+        assert_eq!(
+            back.last().map(String::as_str),
+            Some("limits.max_local_watches 64 -> 0: in force now")
+        );
+        assert!(limit_changes(&old, &old).is_empty());
+    }
+}
