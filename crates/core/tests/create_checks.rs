@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use copyless_proto::client::{self as wire, CreateParams, CreateReply};
+use copyless_proto::client::{self as wire, CreateReply};
 use copyless_proto::{command, status};
 use copyless_scripted::{config, memory_server, Client, Request, Users};
 
@@ -32,22 +32,18 @@ fn create(
     disposition: u32,
     options: u32,
 ) -> Result<u32, u32> {
-    let r = c.call(Request::new(command::CREATE, 1, |w| {
-        wire::write_create_request(
-            w,
-            &CreateParams {
-                oplock_level: 0,
-                desired_access: access,
-                file_attributes: attributes,
-                share_access: 7,
-                disposition,
-                options,
-                name,
-                contexts: &[],
-            },
-        )
-        .unwrap()
-    }));
+    let r = c.call(copyless_scripted::create_request_from(
+        &wire::CreateParams {
+            oplock_level: 0,
+            desired_access: access,
+            file_attributes: attributes,
+            share_access: 7,
+            disposition,
+            options,
+            name,
+            contexts: &[],
+        },
+    ));
     match r.status() {
         status::SUCCESS => {
             let reply = CreateReply::parse(&r.msg).unwrap();

@@ -1,8 +1,7 @@
 //! CREATE contexts: names too short to be one, a snapshot asked for, an
 //! unknown one, and the allocation a new file asks for (AlSi).
 
-use copyless_proto::client::{self as wire, CreateParams, CreateReply};
-use copyless_proto::command;
+use copyless_proto::client::{self as wire, CreateReply};
 use copyless_proto::create_context as cc;
 use copyless_proto::status;
 use copyless_scripted::{config, memory_server, Client, Request, Users};
@@ -18,21 +17,15 @@ fn setup() -> Client {
 /// A CREATE (OVERWRITE_IF) of "new" with these contexts.
 fn create_with(contexts: &[(&[u8], Vec<u8>)]) -> Request {
     let contexts = cc::build_chain(contexts);
-    Request::new(command::CREATE, 1, |w| {
-        wire::write_create_request(
-            w,
-            &CreateParams {
-                oplock_level: 0,
-                desired_access: 0x0012_019f,
-                file_attributes: 0,
-                share_access: 7,
-                disposition: 5,
-                options: 0x40,
-                name: "new",
-                contexts: &contexts,
-            },
-        )
-        .unwrap()
+    copyless_scripted::create_request_from(&wire::CreateParams {
+        oplock_level: 0,
+        desired_access: 0x0012_019f,
+        file_attributes: 0,
+        share_access: 7,
+        disposition: 5,
+        options: 0x40,
+        name: "new",
+        contexts: &contexts,
     })
 }
 

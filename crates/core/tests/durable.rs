@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use copyless_proto::client::{self as wire, CreateParams, CreateReply};
+use copyless_proto::client::{self as wire, CreateReply};
 use copyless_proto::command;
 use copyless_proto::create_context::{self as cc};
 use copyless_proto::messages::{
@@ -25,21 +25,15 @@ const MINUTE: u64 = 60 * 10_000_000;
 
 fn create(name: &str, oplock_level: u8, contexts: &[(&[u8], Vec<u8>)]) -> Request {
     let contexts = cc::build_chain(contexts);
-    Request::new(command::CREATE, 1, |w| {
-        wire::write_create_request(
-            w,
-            &CreateParams {
-                oplock_level,
-                desired_access: READ_WRITE,
-                file_attributes: 0,
-                share_access: 7,
-                disposition: OPEN_IF,
-                options: 0x40,
-                name,
-                contexts: &contexts,
-            },
-        )
-        .unwrap()
+    copyless_scripted::create_request_from(&wire::CreateParams {
+        oplock_level,
+        desired_access: READ_WRITE,
+        file_attributes: 0,
+        share_access: 7,
+        disposition: OPEN_IF,
+        options: 0x40,
+        name,
+        contexts: &contexts,
     })
 }
 

@@ -2,7 +2,7 @@
 //! connection): granted, broken by the other's open and by writes,
 //! acknowledged, and held opens run again.
 
-use copyless_proto::client::{self as wire, CreateParams, CreateReply};
+use copyless_proto::client::{self as wire, CreateReply};
 use copyless_proto::command;
 use copyless_proto::create_context::{self as cc, RQLS};
 use copyless_proto::lease::{
@@ -42,21 +42,15 @@ fn lease_create(
     }
     .encode();
     let contexts = cc::build_chain(&[(RQLS, lease)]);
-    Request::new(command::CREATE, 1, |w| {
-        wire::write_create_request(
-            w,
-            &CreateParams {
-                oplock_level: OPLOCK_LEVEL_LEASE,
-                desired_access: 0x0012_019f,
-                file_attributes: 0,
-                share_access: 7,
-                disposition: 3,
-                options: if dir { 1 } else { 0x40 },
-                name,
-                contexts: &contexts,
-            },
-        )
-        .unwrap()
+    copyless_scripted::create_request_from(&wire::CreateParams {
+        oplock_level: OPLOCK_LEVEL_LEASE,
+        desired_access: 0x0012_019f,
+        file_attributes: 0,
+        share_access: 7,
+        disposition: 3,
+        options: if dir { 1 } else { 0x40 },
+        name,
+        contexts: &contexts,
     })
 }
 

@@ -256,21 +256,15 @@ fn leased_dir(name: &str, key: [u8; 16]) -> Request {
     }
     .encode();
     let contexts = cc::build_chain(&[(cc::RQLS, lease)]);
-    Request::new(command::CREATE, 1, |w| {
-        wire::write_create_request(
-            w,
-            &wire::CreateParams {
-                oplock_level: 0xff,
-                desired_access: 0x0012_0089,
-                file_attributes: 0,
-                share_access: 7,
-                disposition: 3,
-                options: 1,
-                name,
-                contexts: &contexts,
-            },
-        )
-        .unwrap()
+    copyless_scripted::create_request_from(&wire::CreateParams {
+        oplock_level: 0xff,
+        desired_access: 0x0012_0089,
+        file_attributes: 0,
+        share_access: 7,
+        disposition: 3,
+        options: 1,
+        name,
+        contexts: &contexts,
     })
 }
 

@@ -2,7 +2,7 @@
 //! broken by the other's open, acknowledged, given up by closing, timed
 //! out, and broken to none by a write.
 
-use copyless_proto::client::{self as wire, CreateParams, CreateReply};
+use copyless_proto::client::{self as wire, CreateReply};
 use copyless_proto::command;
 use copyless_proto::header::FLAG_ASYNC_COMMAND;
 use copyless_proto::messages::{
@@ -17,21 +17,15 @@ const OPEN_IF: u32 = 3;
 const OVERWRITE_IF: u32 = 5;
 
 fn create(name: &str, oplock_level: u8, disposition: u32) -> Request {
-    Request::new(command::CREATE, 1, |w| {
-        wire::write_create_request(
-            w,
-            &CreateParams {
-                oplock_level,
-                desired_access: READ_WRITE,
-                file_attributes: 0,
-                share_access: 7,
-                disposition,
-                options: 0x40,
-                name,
-                contexts: &[],
-            },
-        )
-        .unwrap()
+    copyless_scripted::create_request_from(&wire::CreateParams {
+        oplock_level,
+        desired_access: READ_WRITE,
+        file_attributes: 0,
+        share_access: 7,
+        disposition,
+        options: 0x40,
+        name,
+        contexts: &[],
     })
 }
 

@@ -11,7 +11,7 @@ use copyless_fscc::descriptor::{
     INHERITED_ACE, INHERIT_ONLY_ACE, OBJECT_INHERIT_ACE, SE_DACL_AUTO_INHERITED,
     SE_DACL_AUTO_INHERIT_REQ, SE_DACL_PRESENT,
 };
-use copyless_proto::client::{self as wire, CreateParams};
+use copyless_proto::client::{self as wire};
 use copyless_proto::create_context as cc;
 use copyless_proto::messages::FileId;
 use copyless_proto::{command, status};
@@ -42,22 +42,18 @@ fn create(c: &mut Client, name: &str, dir: bool, sd: Option<&Descriptor>) -> Res
 }
 
 fn create_with(c: &mut Client, name: &str, dir: bool, contexts: &[u8]) -> Result<FileId, u32> {
-    c.open(Request::new(command::CREATE, 1, |w| {
-        wire::write_create_request(
-            w,
-            &CreateParams {
-                oplock_level: 0,
-                desired_access: FILE_ALL_ACCESS,
-                file_attributes: 0,
-                share_access: 7,
-                disposition: 2,
-                options: if dir { 1 } else { 0x40 },
-                name,
-                contexts,
-            },
-        )
-        .unwrap()
-    }))
+    c.open(copyless_scripted::create_request_from(
+        &wire::CreateParams {
+            oplock_level: 0,
+            desired_access: FILE_ALL_ACCESS,
+            file_attributes: 0,
+            share_access: 7,
+            disposition: 2,
+            options: if dir { 1 } else { 0x40 },
+            name,
+            contexts,
+        },
+    ))
 }
 
 fn query(c: &mut Client, id: FileId, parts: u32) -> Descriptor {

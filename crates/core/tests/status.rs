@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use copyless_core::status::LockStatus;
-use copyless_proto::client::{self as wire, CreateParams, CreateReply};
+use copyless_proto::client::{self as wire, CreateReply};
 use copyless_proto::command;
 use copyless_proto::create_context as cc;
 use copyless_proto::lease::{LeaseContext, HANDLE_CACHING, READ_CACHING, WRITE_CACHING};
@@ -60,21 +60,15 @@ fn create_asking(name: &str, oplock_level: u8, lease: Option<([u8; 16], u32)>) -
         };
         cc::build_chain(&[(cc::RQLS, lease.encode())])
     });
-    Request::new(command::CREATE, 1, |w| {
-        wire::write_create_request(
-            w,
-            &CreateParams {
-                oplock_level,
-                desired_access: 0x0012_019f,
-                file_attributes: 0,
-                share_access: 7,
-                disposition: 3,
-                options: 0x40,
-                name,
-                contexts: &contexts,
-            },
-        )
-        .unwrap()
+    copyless_scripted::create_request_from(&wire::CreateParams {
+        oplock_level,
+        desired_access: 0x0012_019f,
+        file_attributes: 0,
+        share_access: 7,
+        disposition: 3,
+        options: 0x40,
+        name,
+        contexts: &contexts,
     })
 }
 

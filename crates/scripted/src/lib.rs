@@ -823,21 +823,22 @@ pub fn create_request_with(
     disposition: u32,
     options: u32,
 ) -> Request {
+    create_request_from(&CreateParams {
+        oplock_level: 0,
+        desired_access,
+        file_attributes: 0,
+        share_access,
+        disposition,
+        options,
+        name,
+        contexts: &[],
+    })
+}
+
+/// CREATE with every field as `params` says.
+pub fn create_request_from(params: &CreateParams<'_>) -> Request {
     Request::new(command::CREATE, 1, |w| {
-        wire::write_create_request(
-            w,
-            &CreateParams {
-                oplock_level: 0,
-                desired_access,
-                file_attributes: 0,
-                share_access,
-                disposition,
-                options,
-                name,
-                contexts: &[],
-            },
-        )
-        .unwrap()
+        wire::write_create_request(w, params).unwrap()
     })
 }
 
