@@ -184,15 +184,7 @@ impl Converter<'_> {
 
     fn globals(&mut self, g: &[&Param], doc: &mut Doc) -> Result<(), ParseError> {
         if let Some(p) = last(g, &["netbiosname"]) {
-            if is_server_name(&p.value) {
-                doc.top
-                    .push(Entry::new("server_name", p.value.to_uppercase(), &[p]));
-            } else {
-                self.lacking(
-                    p,
-                    "copyless takes 1 to 15 ASCII letters, digits, '-' and '_' as server_name",
-                );
-            }
+            doc.top.extend(self.name_entry(p, "server_name"));
         }
         if let Some(entry) = self.listen(g)? {
             doc.top.push(entry);
@@ -258,20 +250,25 @@ impl Converter<'_> {
         self.discovery(g, doc)
     }
 
+    /// `key` from a NetBIOS-style name, in upper case as Samba takes it;
+    /// None, and a note, for one copyless would refuse.
+    fn name_entry(&mut self, p: &Param, key: &'static str) -> Option<Entry> {
+        if is_server_name(&p.value) {
+            return Some(Entry::new(key, p.value.to_uppercase(), &[p]));
+        }
+        self.lacking(
+            p,
+            format!("copyless takes 1 to 15 ASCII letters, digits, '-' and '_' as {key}"),
+        );
+        None
+    }
+
     /// `[discovery]`: the workgroup Explorer files the server under, the
     /// model Finder's icon comes from (vfs_fruit's), and whether smbd
     /// registered with Avahi.
     fn discovery(&mut self, g: &[&Param], doc: &mut Doc) -> Result<(), ParseError> {
         if let Some(p) = last(g, &["workgroup"]) {
-            if is_server_name(&p.value) {
-                let value = p.value.to_uppercase();
-                doc.discovery.push(Entry::new("workgroup", value, &[p]));
-            } else {
-                self.lacking(
-                    p,
-                    "copyless takes 1 to 15 ASCII letters, digits, '-' and '_' as workgroup",
-                );
-            }
+            doc.discovery.extend(self.name_entry(p, "workgroup"));
         }
         if let Some(p) = last(g, &["fruit:model"]) {
             if is_model(&p.value) {
