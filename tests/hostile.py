@@ -482,7 +482,10 @@ class RawSmb:
         client = cls(host, port, **kwargs)
         try:
             client.negotiate()
-            client.session_setup(user, password)
+            if user:
+                client.session_setup(user, password)
+            else:
+                client.anonymous_session_setup()
             client.tree_connect(share)
         except BaseException:
             client.close()
@@ -632,6 +635,24 @@ class RawSmb:
             token = context.step(reply.body[offset - HEADER_LEN:offset - HEADER_LEN + length])
         # SMB 2.x signs with the session key itself (MS-SMB2 3.2.5.3.1).
         self.signing_key = context.session_key[:16].ljust(16, b"\0")
+
+    def anonymous_session_setup(self) -> None:
+        """An anonymous logon: raw NTLMSSP, whose AUTHENTICATE names no
+        user and answers with an empty NT response and a one-byte LM one
+        (MS-NLMP 3.2.5.1.2). It has no session key, so nothing is signed."""
+        flags = 0x1 | 0x2 | 0x4 | 0x200 | 0x8000 | 0x80000 | 0x2000000 | 0x20000000 | 0x80000000
+        field = lambda length, offset: struct.pack("<HHI", length, length, offset)  # noqa: E731
+        negotiate = (b"NTLMSSP\0" + struct.pack("<II", 1, flags) + field(0, 40) * 2
+                     + bytes([10, 0, 0x61, 0x4A, 0, 0, 0, 0x0F]))
+        reply = self.call(SESSION_SETUP, session_setup_body(negotiate))
+        if reply.status != STATUS_MORE_PROCESSING_REQUIRED:
+            raise SmbError(f"anonymous NEGOTIATE: {status_name(reply.status)}")
+        self.session_id = reply.session_id
+        authenticate = (b"NTLMSSP\0" + struct.pack("<I", 3) + field(1, 88) + field(0, 89) * 5
+                        + struct.pack("<I", flags | 0x800) + bytes(24) + b"\0")
+        reply = self.call(SESSION_SETUP, session_setup_body(authenticate))
+        if reply.status != STATUS_SUCCESS:
+            raise SmbError(f"anonymous AUTHENTICATE: {status_name(reply.status)}")
 
     def tree_connect(self, share: str) -> None:
         reply = self.call(TREE_CONNECT, tree_connect_body(f"\\\\{self.host}\\{share}"))

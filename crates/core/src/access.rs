@@ -5,7 +5,11 @@ pub const FILE_READ_DATA: u32 = 0x0000_0001;
 /// FILE_READ_DATA, as a directory's right to be listed.
 pub const FILE_LIST_DIRECTORY: u32 = FILE_READ_DATA;
 pub const FILE_WRITE_DATA: u32 = 0x0000_0002;
+/// FILE_WRITE_DATA, as a directory's right to take a new file.
+pub const FILE_ADD_FILE: u32 = FILE_WRITE_DATA;
 pub const FILE_APPEND_DATA: u32 = 0x0000_0004;
+/// FILE_APPEND_DATA, as a directory's right to take a new subdirectory.
+pub const FILE_ADD_SUBDIRECTORY: u32 = FILE_APPEND_DATA;
 pub const FILE_READ_EA: u32 = 0x0000_0008;
 pub const FILE_WRITE_EA: u32 = 0x0000_0010;
 pub const FILE_EXECUTE: u32 = 0x0000_0020;

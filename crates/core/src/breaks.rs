@@ -90,7 +90,7 @@ impl Connection {
         if !self.server.has_oplocks() || path.is_empty() {
             return;
         }
-        let dir = path.rsplit_once('/').map_or("", |(dir, _)| dir);
+        let dir = crate::path::parent(path);
         let breaks = self.server.files().break_dir_leases(share, dir, except);
         self.send_lease_breaks(breaks);
     }

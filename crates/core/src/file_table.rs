@@ -482,7 +482,14 @@ impl FileTable {
                 oplock.purge = purge;
                 return Err(status::SHARING_VIOLATION);
             }
-            let conflict = state.counts.conflicts(open.access, open.share_access);
+            // Emptying a file writes it, whatever access the open asked
+            // for: another open that shares no writing keeps it whole.
+            let as_writer = if oplock.truncating {
+                open.access | access::FILE_WRITE_DATA
+            } else {
+                open.access
+            };
+            let conflict = state.counts.conflicts(as_writer, open.share_access);
             let ask = Ask {
                 access: open.access,
                 truncating: oplock.truncating,
@@ -1326,7 +1333,7 @@ impl FileTable {
         let mut dir = path;
         let mut direct = true;
         loop {
-            let parent = dir.rsplit_once('/').map_or("", |(p, _)| p);
+            let parent = crate::path::parent(dir);
             let name = if parent.is_empty() {
                 path
             } else {

@@ -26,6 +26,7 @@ pub mod path;
 mod pending;
 pub mod post;
 pub mod quota;
+pub mod rights;
 pub mod security;
 pub mod server;
 mod session;

@@ -339,7 +339,7 @@ impl Server {
             }
             // The entry of a leased directory changed: its lease breaks,
             // as for another client's change.
-            let dir = c.path.rsplit_once('/').map_or("", |(dir, _)| dir);
+            let dir = crate::path::parent(&c.path);
             breaks.extend(files.break_dir_leases(c.share, dir, None));
         }
         let mut out = letters(seen);

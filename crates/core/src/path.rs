@@ -131,6 +131,12 @@ pub fn check_component(comp: &str) -> Result<(), NtStatus> {
     Ok(())
 }
 
+/// The folder a VFS path is in ("" for the share's root and what lies
+/// directly in it).
+pub fn parent(path: &str) -> &str {
+    path.rsplit_once('/').map_or("", |(dir, _)| dir)
+}
+
 /// The last component of a VFS path.
 pub fn file_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)

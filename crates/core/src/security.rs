@@ -13,10 +13,11 @@
 
 use copyless_fscc::descriptor::{sids, Descriptor};
 use copyless_proto::status::{self, NtStatus};
-use copyless_vfs::{FileStat, Identity, Opened, Vfs, VfsError};
+use copyless_vfs::{FileStat, Identity, Opened, UnixAccess, Vfs, VfsError};
 
-use crate::access::{self, DELETE, FILE_DELETE_CHILD, FILE_READ_ATTRIBUTES, MAXIMUM_ALLOWED};
+use crate::access;
 use crate::handlers::vfs_status;
+use crate::rights;
 use crate::server::ServerConfig;
 
 pub type Token = Vec<Vec<u8>>;
@@ -64,6 +65,26 @@ impl Caller<'_> {
         });
         token
     }
+
+    /// The SIDs the caller may make an object's owner: its own, and its
+    /// Unix groups'.
+    pub fn own_sids(&self) -> Token {
+        self.token()
+            .into_iter()
+            .filter(|s| {
+                s != sids::EVERYONE && s != sids::AUTHENTICATED_USERS && s != sids::ANONYMOUS
+            })
+            .collect()
+    }
+
+    /// Whether the caller owns an object with `st`: its Unix owner, or
+    /// the server itself when it runs as root.
+    pub fn owns(&self, st: &FileStat) -> bool {
+        match self.who {
+            Identity::Server => self.config.unix_uid == 0 || st.uid == self.config.unix_uid,
+            Identity::Unix(ids) => st.uid == ids.uid,
+        }
+    }
 }
 
 /// A user's RID under the machine SID, from its uid as Samba's algorithmic
@@ -80,9 +101,18 @@ pub fn stored(vfs: &dyn Vfs, h: &copyless_vfs::FileHandle) -> Result<Option<Desc
     Ok(raw.as_deref().map(parse_stored))
 }
 
-fn dir_stored(vfs: &dyn Vfs, who: &Identity, path: &str) -> Result<Option<Descriptor>, NtStatus> {
+/// The stored descriptor of the folder at `path`, and the uid owning the
+/// folder.
+fn dir_stored(
+    vfs: &dyn Vfs,
+    who: &Identity,
+    path: &str,
+) -> Result<Option<(Descriptor, u32)>, NtStatus> {
     match vfs.dir_security(who, path) {
-        Ok(raw) => Ok(raw.as_deref().map(parse_stored)),
+        // One that leaves its DACL open leaves the folder to the kernel.
+        Ok(raw) => Ok(raw
+            .map(|(raw, owner)| (parse_stored(&raw), owner))
+            .filter(|(sd, _)| rights::decides(sd))),
         // The open itself reports a missing directory.
         Err(VfsError::NameNotFound | VfsError::PathNotFound | VfsError::NotADirectory) => Ok(None),
         Err(e) => Err(vfs_status(&e)),
@@ -101,63 +131,140 @@ fn parent(path: &str) -> Option<&str> {
     if path.is_empty() {
         return None;
     }
-    Some(path.rsplit_once('/').map_or("", |(p, _)| p))
+    Some(crate::path::parent(path))
 }
 
-/// Rights on an existing object: the access asked for (`desired`, as the
-/// client sent it) checked against its stored descriptor. Returns
-/// (granted, maximal) or ACCESS_DENIED; objects without a descriptor get
-/// `granted` and `maximal` back unchanged.
-///
-/// As on Windows, DELETE is also granted when the parent directory grants
-/// FILE_DELETE_CHILD, and FILE_READ_ATTRIBUTES when it grants
-/// FILE_LIST_DIRECTORY.
-pub fn check_open(
-    vfs: &dyn Vfs,
-    opened: &Opened,
-    caller: &Caller<'_>,
-    desired: u32,
-    granted: u32,
-    maximal: u32,
-) -> Result<(u32, u32), NtStatus> {
-    let Some(mut sd) = stored(vfs, &opened.handle)? else {
-        return Ok((granted, maximal));
-    };
-    // The owner's implicit rights belong to the file's owner when the
-    // descriptor names none.
-    if sd.owner.is_none() {
-        sd.owner = Some(sids::unix_user(opened.stat.uid));
+/// The facts of an open object, gathered as a decision asks for them
+/// (see [`rights`]).
+pub struct OpenedFacts<'a> {
+    vfs: &'a dyn Vfs,
+    caller: &'a Caller<'a>,
+    opened: &'a Opened,
+    token: Option<Token>,
+    /// The kernel's own answer, once asked.
+    kernel: Option<UnixAccess>,
+}
+
+impl<'a> OpenedFacts<'a> {
+    pub fn new(vfs: &'a dyn Vfs, caller: &'a Caller<'a>, opened: &'a Opened) -> Self {
+        OpenedFacts {
+            vfs,
+            caller,
+            opened,
+            token: None,
+            kernel: None,
+        }
     }
-    let path = opened.path.as_str();
-    let token = &caller.token();
-    let mut allowed = sd.granted(token);
-    if allowed & (DELETE | FILE_READ_ATTRIBUTES) != DELETE | FILE_READ_ATTRIBUTES {
-        let parent_rights = match parent(path) {
-            Some(p) => match dir_stored(vfs, caller.who, p)? {
-                Some(psd) => psd.granted(token),
-                None => access::FILE_ALL_ACCESS,
-            },
-            None => 0,
+
+    fn token(&mut self) -> &Token {
+        self.token.get_or_insert_with(|| self.caller.token())
+    }
+
+    /// What the kernel lets the caller do: the mode bits answer where they
+    /// grant all that matters for `wanted`; where they refuse, the kernel
+    /// is asked, since a POSIX ACL may grant what the mode does not. (An
+    /// ACL that refuses what the mode grants is met when the kernel checks
+    /// the operation itself.)
+    fn unix(&mut self, wanted: u32) -> Result<UnixAccess, NtStatus> {
+        if let Some(k) = self.kernel {
+            return Ok(k);
+        }
+        let st = &self.opened.stat;
+        let owner = self.caller.owns(st);
+        let mode = UnixAccess::from_mode(st.mode, st.uid, st.gid, self.caller.who);
+        let every = UnixAccess {
+            read: true,
+            write: true,
+            execute: true,
         };
-        if parent_rights & FILE_DELETE_CHILD != 0 {
-            allowed |= DELETE;
+        let matters = |u| rights::derived(u, owner, st.is_dir) & wanted;
+        if matters(mode) == matters(every) {
+            return Ok(mode);
         }
-        if parent_rights & access::FILE_READ_DATA != 0 {
-            allowed |= FILE_READ_ATTRIBUTES;
+        let k = self
+            .vfs
+            .unix_access(&self.opened.handle)
+            .map_err(|e| vfs_status(&e))?;
+        self.kernel = Some(k);
+        Ok(k)
+    }
+}
+
+impl rights::Facts for OpenedFacts<'_> {
+    fn own(&mut self, wanted: u32) -> Result<u32, NtStatus> {
+        let st = &self.opened.stat;
+        let sd = stored(self.vfs, &self.opened.handle)?;
+        if let Some(sd) = sd.as_ref().filter(|sd| rights::decides(sd)) {
+            let owner = sids::unix_user(st.uid);
+            return Ok(rights::stored_rights(sd, &owner, self.token()));
         }
+        let (owner, is_dir) = (self.caller.owns(st), st.is_dir);
+        let mut own = rights::derived(self.unix(wanted)?, owner, is_dir);
+        if let Some(sd) = &sd {
+            own |= rights::stored_owner_rights(sd, self.token());
+        }
+        Ok(own)
     }
-    let explicit = access::map_generic(desired & !MAXIMUM_ALLOWED, 0);
-    // System security is a privilege, not something a DACL grants.
-    if explicit & !allowed & !access::ACCESS_SYSTEM_SECURITY != 0 {
-        return Err(status::ACCESS_DENIED);
+
+    fn parent(&mut self) -> Result<Option<u32>, NtStatus> {
+        let Some(p) = parent(&self.opened.path) else {
+            return Ok(None);
+        };
+        let Some((sd, owner)) = dir_stored(self.vfs, self.caller.who, p)? else {
+            return Ok(None);
+        };
+        let owner = sids::unix_user(owner);
+        Ok(Some(rights::stored_rights(&sd, &owner, self.token())))
     }
-    let maximal = allowed & maximal;
-    let granted = if desired & MAXIMUM_ALLOWED != 0 {
-        explicit | maximal
-    } else {
-        explicit
+
+    fn may_unlink(&mut self) -> Result<bool, NtStatus> {
+        Ok(self
+            .vfs
+            .may_delete(self.caller.who, &self.opened.path)
+            .is_ok())
+    }
+
+    fn may_write(&mut self) -> Result<bool, NtStatus> {
+        Ok(self.unix(access::FILE_WRITE_DATA)?.write)
+    }
+}
+
+/// What the stored descriptor of the folder at the real path `path`
+/// grants the caller; None when it has none.
+pub fn folder_rights(
+    vfs: &dyn Vfs,
+    caller: &Caller<'_>,
+    path: &str,
+) -> Result<Option<u32>, NtStatus> {
+    Ok(dir_stored(vfs, caller.who, path)?
+        .map(|(sd, owner)| rights::stored_rights(&sd, &sids::unix_user(owner), &caller.token())))
+}
+
+/// What the stored descriptor of the object at `path` grants the caller
+/// (0 when it has none: a derived descriptor leaves DELETE to the
+/// parent, and so do objects the caller may not even open).
+pub fn stored_rights_at(vfs: &dyn Vfs, caller: &Caller<'_>, path: &str) -> Result<u32, NtStatus> {
+    let req = copyless_vfs::OpenRequest {
+        who: caller.who,
+        path,
+        disposition: copyless_vfs::Disposition::Open,
+        kind: copyless_vfs::Kind::Any,
+        read: false,
+        write: false,
+        attributes: 0,
+        allocation_size: 0,
     };
-    Ok((granted, maximal))
+    let opened = match vfs.open(&req) {
+        Ok(o) => o,
+        Err(VfsError::AccessDenied) => return Ok(0),
+        Err(e) => return Err(vfs_status(&e)),
+    };
+    Ok(match stored(vfs, &opened.handle)? {
+        Some(sd) if rights::decides(&sd) => {
+            rights::stored_rights(&sd, &sids::unix_user(opened.stat.uid), &caller.token())
+        }
+        _ => 0,
+    })
 }
 
 /// What creating `path` needs from its parent's stored descriptor: the
@@ -173,17 +280,15 @@ pub fn check_create(
     let Some(p) = parent(path) else {
         return Ok(None);
     };
-    let Some(psd) = dir_stored(vfs, caller.who, p)? else {
+    let Some((psd, owner)) = dir_stored(vfs, caller.who, p)? else {
         return Ok(None);
     };
-    // FILE_ADD_FILE and FILE_ADD_SUBDIRECTORY share their bits with
-    // FILE_WRITE_DATA and FILE_APPEND_DATA.
     let need = if is_dir {
-        access::FILE_APPEND_DATA
+        access::FILE_ADD_SUBDIRECTORY
     } else {
-        access::FILE_WRITE_DATA
+        access::FILE_ADD_FILE
     };
-    if psd.granted(&caller.token()) & need == 0 {
+    if rights::stored_rights(&psd, &sids::unix_user(owner), &caller.token()) & need == 0 {
         return Err(status::ACCESS_DENIED);
     }
     Ok(Some(psd))

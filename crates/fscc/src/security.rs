@@ -74,11 +74,12 @@ const WORLD_AUTHORITY: u8 = 1;
 /// holding only the parts `additional_information` asks for (OWNER 1,
 /// GROUP 2, DACL 4; SACL 8 is answered with no SACL).
 ///
-/// Rights per class: r gives FILE_GENERIC_READ, w FILE_GENERIC_WRITE (and
-/// FILE_DELETE_CHILD on a directory, where w allows removing entries),
-/// x FILE_GENERIC_EXECUTE. The owner always has READ_CONTROL, WRITE_DAC and
-/// WRITE_OWNER, and with w also DELETE and FILE_DELETE_CHILD, so rwx is
-/// FILE_ALL_ACCESS ("Full control"). A directory's ACEs carry
+/// Rights per class: r gives FILE_GENERIC_READ, w FILE_GENERIC_WRITE and
+/// FILE_DELETE_CHILD (on a directory, w allows removing entries), a
+/// directory's x FILE_GENERIC_EXECUTE; a file's execute comes with r,
+/// since running a file over SMB is reading it. The owner always has
+/// READ_CONTROL, WRITE_DAC and WRITE_OWNER, and with w also DELETE, so a
+/// file's rw and a directory's rwx are FILE_ALL_ACCESS ("Full control"). A directory's ACEs carry
 /// OBJECT_INHERIT | CONTAINER_INHERIT, as Windows gives a folder's ACEs.
 pub fn security_descriptor(
     uid: u32,
@@ -150,18 +151,19 @@ fn sid(authority: u8, sub_authorities: &[u32]) -> Vec<u8> {
     s
 }
 
+/// The rights of one class's rwx bits, as the server enforces them
+/// (copyless_core::rights::derived): a file's execute comes with reading
+/// it, since running a file over SMB is reading it.
 fn class_rights(bits: u32, is_dir: bool) -> u32 {
     let mut m = 0;
     if bits & 4 != 0 {
         m |= FILE_GENERIC_READ;
     }
     if bits & 2 != 0 {
-        m |= FILE_GENERIC_WRITE;
-        if is_dir {
-            m |= FILE_DELETE_CHILD;
-        }
+        m |= FILE_GENERIC_WRITE | FILE_DELETE_CHILD;
     }
-    if bits & 1 != 0 {
+    let execute = if is_dir { bits & 1 } else { bits & 4 };
+    if execute != 0 {
         m |= FILE_GENERIC_EXECUTE;
     }
     m
@@ -240,14 +242,14 @@ mod tests {
             1, 2, 0, 0, 0, 0, 0, 22, 2, 0, 0, 0, 100, 0, 0, 0,
             // ACL: revision 2, size 8 + 24 + 24 + 20 = 76, 3 ACEs
             2, 0, 76, 0, 3, 0, 0, 0,
-            // owner: rw- -> GENERIC_READ|GENERIC_WRITE|DELETE|DELETE_CHILD|RC|WDAC|WO
-            0, 0, 24, 0, 0xDF, 0x01, 0x1F, 0x00,
+            // owner: rw- -> FILE_ALL_ACCESS (a file's execute comes with r)
+            0, 0, 24, 0, 0xFF, 0x01, 0x1F, 0x00,
             1, 2, 0, 0, 0, 0, 0, 22, 1, 0, 0, 0, 0xE8, 0x03, 0, 0,
-            // group: r-- -> FILE_GENERIC_READ
-            0, 0, 24, 0, 0x89, 0x00, 0x12, 0x00,
+            // group: r-- -> FILE_GENERIC_READ | FILE_GENERIC_EXECUTE
+            0, 0, 24, 0, 0xA9, 0x00, 0x12, 0x00,
             1, 2, 0, 0, 0, 0, 0, 22, 2, 0, 0, 0, 100, 0, 0, 0,
             // Everyone: r--
-            0, 0, 20, 0, 0x89, 0x00, 0x12, 0x00,
+            0, 0, 20, 0, 0xA9, 0x00, 0x12, 0x00,
             1, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0,
         ];
         assert_eq!(sd, want);

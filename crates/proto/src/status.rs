@@ -22,6 +22,8 @@ pub const NO_MEMORY: NtStatus = 0xC000_0017;
 pub const ACCESS_DENIED: NtStatus = 0xC000_0022;
 pub const FILE_LOCK_CONFLICT: NtStatus = 0xC000_0054;
 pub const LOCK_NOT_GRANTED: NtStatus = 0xC000_0055;
+/// A SID that may not be made the owner of an object (MS-ERREF 2.3).
+pub const INVALID_OWNER: NtStatus = 0xC000_005A;
 pub const RANGE_NOT_LOCKED: NtStatus = 0xC000_007E;
 pub const INVALID_OPLOCK_PROTOCOL: NtStatus = 0xC000_00E3;
 pub const INVALID_DEVICE_STATE: NtStatus = 0xC000_0184;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use copyless_vfs::{
     CreateAction, Disposition, FileHandle, FileStat, FsStat, Identity, OpenRequest, Opened,
-    SetTimes, Vfs, VfsResult,
+    SetTimes, UnixAccess, Vfs, VfsResult,
 };
 
 use crate::clock;
@@ -147,6 +147,10 @@ impl Vfs for TimedVfs {
         })
     }
 
+    fn unix_access(&self, h: &FileHandle) -> VfsResult<UnixAccess> {
+        self.timed(Syscall::Resolve, || self.inner.unix_access(h))
+    }
+
     fn may_read_entry(&self, dir: &FileHandle, name: &str) -> VfsResult<bool> {
         self.timed(Syscall::Resolve, || self.inner.may_read_entry(dir, name))
     }
@@ -171,7 +175,7 @@ impl Vfs for TimedVfs {
         self.timed(Syscall::Security, || self.inner.set_security(h, sd))
     }
 
-    fn dir_security(&self, who: &Identity, path: &str) -> VfsResult<Option<Vec<u8>>> {
+    fn dir_security(&self, who: &Identity, path: &str) -> VfsResult<Option<(Vec<u8>, u32)>> {
         self.timed(Syscall::Security, || self.inner.dir_security(who, path))
     }
 

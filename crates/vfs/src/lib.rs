@@ -258,6 +258,37 @@ pub struct SetTimes {
     pub change_time: Option<u64>,
 }
 
+/// What the kernel lets whoever opened a handle do with its object, by
+/// its own rules (mode bits, POSIX ACLs): read (a directory: list),
+/// write (a directory: add and remove entries) and execute (a directory:
+/// pass through).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct UnixAccess {
+    pub read: bool,
+    pub write: bool,
+    pub execute: bool,
+}
+
+impl UnixAccess {
+    /// What the mode bits alone give `who` on an object owned by
+    /// `uid`:`gid` (the owner class, else the group class for a member of
+    /// its group, else the rest), as the kernel decides without ACLs; the
+    /// server's own identity is taken to own what it serves.
+    pub fn from_mode(mode: u32, uid: u32, gid: u32, who: &Identity) -> UnixAccess {
+        let bits = match who {
+            Identity::Server => mode >> 6,
+            Identity::Unix(ids) if ids.uid == uid => mode >> 6,
+            Identity::Unix(ids) if ids.gid == gid || ids.groups.contains(&gid) => mode >> 3,
+            Identity::Unix(_) => mode,
+        };
+        UnixAccess {
+            read: bits & 4 != 0,
+            write: bits & 2 != 0,
+            execute: bits & 1 != 0,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct FsStat {
     pub block_size: u32,
@@ -327,6 +358,10 @@ pub trait Vfs: Send + Sync {
     /// or a directory's list): for listings that leave out what the
     /// reader may not open (access-based enumeration).
     fn may_read_entry(&self, dir: &FileHandle, name: &str) -> VfsResult<bool>;
+    /// What the kernel lets whoever opened `h` do with its object (a
+    /// stream's: its file's), asked of the kernel itself so that POSIX
+    /// ACLs count.
+    fn unix_access(&self, h: &FileHandle) -> VfsResult<UnixAccess>;
     /// Whether [`Vfs::list_names`] would list nothing, without listing a
     /// large directory to find out.
     fn is_empty_dir(&self, h: &FileHandle) -> VfsResult<bool> {
@@ -364,8 +399,9 @@ pub trait Vfs: Send + Sync {
     /// Stores a security descriptor for the object, replacing any other.
     fn set_security(&self, h: &FileHandle, sd: &[u8]) -> VfsResult<()>;
     /// The security descriptor stored for the directory at the real path
-    /// `path` (as returned by open).
-    fn dir_security(&self, who: &Identity, path: &str) -> VfsResult<Option<Vec<u8>>>;
+    /// `path` (as returned by open), with the uid that owns the directory
+    /// (the owner a descriptor that names none stands for).
+    fn dir_security(&self, who: &Identity, path: &str) -> VfsResult<Option<(Vec<u8>, u32)>>;
     /// Opens the alternate data stream `name` of the open object `base`,
     /// creating or truncating it as `disposition` says (matched
     /// case-insensitively). The handle's reads, writes, set_len and stat

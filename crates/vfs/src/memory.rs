@@ -26,7 +26,7 @@ use rustix::io::Errno;
 use crate::names::{fold, join, split};
 use crate::{
     attr, CreateAction, Disposition, FileHandle, FileStat, FsStat, Identity, Kind, OpenRequest,
-    Opened, SetTimes, Vfs, VfsError, VfsResult,
+    Opened, SetTimes, UnixAccess, Vfs, VfsError, VfsResult,
 };
 
 /// 2024-01-01T00:00:00Z, where every instance's clock starts.
@@ -104,6 +104,11 @@ struct Node {
     streams: BTreeMap<String, Vec<u8>>,
     security: Option<Vec<u8>>,
     pin: Weak<Pin>,
+    /// Who owns it (its creator; the server's own work makes root's), and
+    /// its permission bits, which [`Vfs::unix_access`] answers by.
+    uid: u32,
+    gid: u32,
+    perm: u32,
 }
 
 enum Body {
@@ -189,7 +194,16 @@ impl FileData {
 
 impl Node {
     fn new(body: Body, parent: u64, attrs: u32, now: u64) -> Node {
+        // What 0o777 and 0o666 become under the usual umask 022.
+        let perm = if matches!(body, Body::Dir(_)) {
+            0o755
+        } else {
+            0o644
+        };
         Node {
+            uid: 0,
+            gid: 0,
+            perm,
             body,
             parent: Some(parent),
             linked: true,
@@ -287,6 +301,23 @@ impl MemoryVfs {
             is_dir,
             stream,
         ))
+    }
+
+    /// Gives the object at `path` (a real path) an owner and permission
+    /// bits, as chown and chmod would.
+    pub fn set_owner(&self, path: &str, uid: u32, gid: u32, perm: u32) -> VfsResult<()> {
+        let comps = split(path)?;
+        let mut st = self.lock();
+        let id = match comps.split_last() {
+            None => ROOT,
+            Some((last, parents)) => {
+                let (dir, _) = st.resolve_dir(parents)?;
+                st.find_child(dir, last)?.ok_or(VfsError::NameNotFound)?.1
+            }
+        };
+        let node = st.node_mut(id)?;
+        (node.uid, node.gid, node.perm) = (uid, gid, perm & 0o7777);
+        Ok(())
     }
 
     fn open_root(&self, st: &mut State, req: &OpenRequest<'_>) -> VfsResult<Opened> {
@@ -396,10 +427,9 @@ impl State {
             last_write_time: node.last_write_time,
             change_time: node.change_time,
             attributes,
-            // What 0o777 and 0o666 become under the usual umask 022.
-            mode: if is_dir { 0o040_755 } else { 0o100_644 },
-            uid: 0,
-            gid: 0,
+            mode: node.perm | if is_dir { 0o040_000 } else { 0o100_000 },
+            uid: node.uid,
+            gid: node.gid,
         })
     }
 
@@ -568,7 +598,11 @@ impl Vfs for MemoryVfs {
             (Body::File(data), settable | attr::ARCHIVE)
         };
         let id = st.new_id();
-        st.nodes.insert(id, Node::new(body, dir, attrs, now));
+        let mut node = Node::new(body, dir, attrs, now);
+        if let Identity::Unix(ids) = req.who {
+            (node.uid, node.gid) = (ids.uid, ids.gid);
+        }
+        st.nodes.insert(id, node);
         let parent = st.node_mut(dir)?;
         parent.modified(now);
         if let Some(children) = parent.children_mut() {
@@ -847,12 +881,21 @@ impl Vfs for MemoryVfs {
         Ok(new_path)
     }
 
-    /// Memory objects have no owners: whoever may list may read.
+    fn unix_access(&self, h: &FileHandle) -> VfsResult<UnixAccess> {
+        let node = self.node_of(h)?;
+        let st = self.lock();
+        let n = st.node(node.pin.node)?;
+        Ok(UnixAccess::from_mode(n.perm, n.uid, n.gid, h.who()))
+    }
+
+    /// Memory objects keep their permission bits out of listings: whoever
+    /// may list may read.
     fn may_read_entry(&self, _dir: &FileHandle, _name: &str) -> VfsResult<bool> {
         Ok(true)
     }
 
-    /// Memory objects have no owners: whoever may open may delete.
+    /// Memory objects keep their permission bits out of deleting: whoever
+    /// may open may delete.
     fn may_delete(&self, _who: &Identity, _path: &str) -> VfsResult<()> {
         Ok(())
     }
@@ -926,7 +969,7 @@ impl Vfs for MemoryVfs {
         Ok(())
     }
 
-    fn dir_security(&self, _who: &Identity, path: &str) -> VfsResult<Option<Vec<u8>>> {
+    fn dir_security(&self, _who: &Identity, path: &str) -> VfsResult<Option<(Vec<u8>, u32)>> {
         let st = self.lock();
         if !st.acls_in_use {
             return Ok(None);
@@ -944,7 +987,7 @@ impl Vfs for MemoryVfs {
         if !node.is_dir() {
             return Err(VfsError::PathNotFound);
         }
-        Ok(node.security.clone())
+        Ok(node.security.clone().map(|sd| (sd, node.uid)))
     }
 
     fn open_stream(

@@ -16,7 +16,7 @@ mod streams;
 mod sys;
 mod time;
 
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 
 use rustix::fs::{
@@ -29,7 +29,7 @@ use rustix::io::{pread, pwrite, Errno};
 use crate::names::{fold, join, split};
 use crate::{
     attr, CreateAction, Disposition, FileHandle, FileStat, FsStat, Identity, Kind, OpenRequest,
-    Opened, SetTimes, Vfs, VfsError, VfsResult,
+    Opened, SetTimes, UnixAccess, Vfs, VfsError, VfsResult,
 };
 use case_cache::{CaseCache, Lookup};
 use errno::{io_err, path_err};
@@ -223,7 +223,19 @@ impl PosixVfs {
                 Lookup::Unknown => {
                     // The listing answers this lookup even when it cannot
                     // be kept for the next one.
-                    let names = scan_names(dir)?;
+                    let names = match scan_names(dir) {
+                        Ok(names) => names,
+                        // A folder its caller may pass through but not
+                        // list (held as O_PATH): no other case of the name
+                        // can be found, and the kernel decides on this one.
+                        Err(VfsError::AccessDenied) => return Ok(None),
+                        Err(VfsError::Io(e))
+                            if e.raw_os_error() == Some(Errno::BADF.raw_os_error()) =>
+                        {
+                            return Ok(None)
+                        }
+                        Err(e) => return Err(e),
+                    };
                     let real = names.iter().find(|n| fold(n) == folded).cloned();
                     self.cache.fill(key, stamp(&dstx), generation, names);
                     let Some(real) = real else {
@@ -598,6 +610,27 @@ fn timespec(t: Option<u64>) -> Timespec {
 /// The descriptor of a handle this backend opened. A handle of another
 /// backend is refused as a descriptor that is not open would be.
 /// The handle's descriptor, this thread acting as whoever opened it.
+/// The process's /proc/self/fd, opened once; None where /proc is not
+/// mounted (or is not procfs).
+fn proc_self_fd() -> Option<BorrowedFd<'static>> {
+    static FDS: std::sync::OnceLock<Option<OwnedFd>> = std::sync::OnceLock::new();
+    FDS.get_or_init(|| {
+        let fd = rustix::fs::open(
+            "/proc/self/fd",
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()?;
+        let fs = rustix::fs::fstatfs(&fd).ok()?;
+        (fs.f_type == PROC_SUPER_MAGIC).then_some(fd)
+    })
+    .as_ref()
+    .map(|fd| fd.as_fd())
+}
+
+/// statfs's f_type of procfs.
+const PROC_SUPER_MAGIC: rustix::fs::FsWord = 0x9fa0;
+
 fn fd_of(h: &FileHandle) -> VfsResult<BorrowedFd<'_>> {
     let fd = h.fd().ok_or_else(|| VfsError::Io(Errno::BADF.into()))?;
     creds::act_as(h.who())?;
@@ -937,6 +970,43 @@ impl Vfs for PosixVfs {
         }
     }
 
+    fn unix_access(&self, h: &FileHandle) -> VfsResult<UnixAccess> {
+        let fd = fd_of(h)?;
+        let Some(fds) = proc_self_fd() else {
+            // Without /proc the mode bits answer, as the kernel would for
+            // a file without POSIX ACLs.
+            let st = statx_fd(fd).map_err(io_err)?;
+            let own;
+            let who = match h.who() {
+                Identity::Server => {
+                    own = creds::own_identity();
+                    &own
+                }
+                who => who,
+            };
+            return Ok(UnixAccess::from_mode(
+                u32::from(st.stx_mode),
+                st.stx_uid,
+                st.stx_gid,
+                who,
+            ));
+        };
+        // /proc/self/fd/N leads to the open object itself, whatever its
+        // name is now; faccessat2 with AT_EACCESS checks it as this
+        // thread's identity.
+        let name = fd.as_raw_fd().to_string();
+        let may = |access| match accessat(fds, name.as_str(), access, AtFlags::EACCESS) {
+            Ok(()) => Ok(true),
+            Err(Errno::ACCESS | Errno::PERM | Errno::ROFS) => Ok(false),
+            Err(e) => Err(io_err(e)),
+        };
+        Ok(UnixAccess {
+            read: may(Access::READ_OK)?,
+            write: may(Access::WRITE_OK)?,
+            execute: may(Access::EXEC_OK)?,
+        })
+    }
+
     fn may_delete(&self, who: &Identity, path: &str) -> VfsResult<()> {
         let comps = split(path)?;
         let Some((last, parents)) = comps.split_last() else {
@@ -1003,7 +1073,12 @@ impl Vfs for PosixVfs {
     }
 
     fn security(&self, h: &FileHandle) -> VfsResult<Option<Vec<u8>>> {
-        self.acls.get(fd_of(h)?)
+        let fd = h.fd().ok_or_else(|| VfsError::Io(Errno::BADF.into()))?;
+        // A descriptor decides who may use its object, so the server reads
+        // it as itself: a caller who may not read the object's data may
+        // still be granted what the descriptor (or the folder's) gives.
+        creds::act_as(&Identity::Server)?;
+        self.acls.get(fd)
     }
 
     fn set_security(&self, h: &FileHandle, sd: &[u8]) -> VfsResult<()> {
@@ -1016,13 +1091,19 @@ impl Vfs for PosixVfs {
         self.acls.set(fd_of(h)?, sd)
     }
 
-    fn dir_security(&self, who: &Identity, path: &str) -> VfsResult<Option<Vec<u8>>> {
+    fn dir_security(&self, who: &Identity, path: &str) -> VfsResult<Option<(Vec<u8>, u32)>> {
         if !self.acls.in_use() {
             return Ok(None);
         }
         creds::act_as(who)?;
         let fd = self.open_dir(path).map_err(|e| path_err(e, true))?;
-        self.acls.get(fd.as_fd())
+        // Reached as `who`, read as the server (see `security`).
+        creds::act_as(&Identity::Server)?;
+        let Some(sd) = self.acls.get(fd.as_fd())? else {
+            return Ok(None);
+        };
+        let owner = statx_fd(fd.as_fd()).map_err(io_err)?.stx_uid;
+        Ok(Some((sd, owner)))
     }
 
     fn open_stream(

@@ -1010,7 +1010,9 @@ fn security_descriptors() {
         r.vfs.set_security(&d.handle, b"dir sd 2").unwrap();
         let got = r.vfs.dir_security(&Identity::Server, "d");
         r.outcome("dir_security d", &got, |v| format!("{v:?}"));
-        assert_eq!(got.unwrap().as_deref(), Some(&b"dir sd 2"[..]));
+        let (dir_sd, owner) = got.unwrap().unwrap();
+        assert_eq!(dir_sd, b"dir sd 2");
+        assert_eq!(owner, r.vfs.stat(&d.handle).unwrap().uid);
         assert_eq!(r.vfs.dir_security(&Identity::Server, "").unwrap(), None);
         assert_eq!(
             r.vfs.dir_security(&Identity::Server, "d/sub").unwrap(),

@@ -21,6 +21,7 @@ use crate::file_table::{stream_id, AppOpen, FileKey, LeaseAsk, OpenRef, OplockRe
 use crate::handlers::{file_times, vfs_status};
 use crate::leases;
 use crate::open::{FileOpen, Open, OpenKind};
+use crate::rights;
 use crate::security::{self, Caller};
 use crate::server::Server;
 use crate::tree::TreeKind;
@@ -62,6 +63,13 @@ struct Outcome {
     /// Access granted, and the most that could have been (MxAc).
     granted: u32,
     maximal: u32,
+}
+
+/// What the tree allows an open, and whether the client asked to hear
+/// its maximal access (MxAc).
+struct TreeRights {
+    maximal: u32,
+    maximal_wanted: bool,
 }
 
 impl Connection {
@@ -307,7 +315,10 @@ impl Connection {
             who: &tree.who,
         };
         let vfs = share.vfs.as_ref();
-        let rights = (granted, tree.maximal_access);
+        let rights = TreeRights {
+            maximal: tree.maximal_access,
+            maximal_wanted: contexts.iter().any(|c| c.name == cc::MXAC),
+        };
         // Whatever the open creates, truncates or stamps there is the
         // server's own change (local.rs).
         let own = server.own_changes().begin(index, &[&path]);
@@ -320,7 +331,7 @@ impl Connection {
                 &cr,
                 creator_sd.as_ref(),
                 kind,
-                rights,
+                &rights,
                 &caller,
                 read_only,
                 id,
@@ -334,8 +345,9 @@ impl Connection {
                 name,
                 &cr,
                 creator_sd.as_ref(),
-                rights,
+                &rights,
                 &caller,
+                read_only,
                 id,
                 &mut oplock,
             ),
@@ -526,17 +538,22 @@ fn open_or_create(
     cr: &CreateRequest<'_>,
     creator_sd: Option<&Descriptor>,
     kind: Kind,
-    (granted, maximal): (u32, u32),
+    tree: &TreeRights,
     caller: &Caller<'_>,
     read_only: bool,
     id: u64,
     oplock: &mut OplockRequest,
 ) -> Result<Outcome, NtStatus> {
     let disposition = cr.create_disposition;
+    let granted = map_generic(cr.desired_access, tree.maximal);
     let wants_read = granted & (access::FILE_READ_DATA | access::FILE_EXECUTE) != 0;
     let truncating = matches!(disposition, SUPERSEDE | OVERWRITE | OVERWRITE_IF);
-    let wants_write =
-        granted & (access::FILE_WRITE_DATA | access::FILE_APPEND_DATA) != 0 || truncating;
+    let data_write = access::FILE_WRITE_DATA | access::FILE_APPEND_DATA;
+    let needs_write = map_generic(cr.desired_access & !access::MAXIMUM_ALLOWED, 0) & data_write
+        != 0
+        || truncating;
+    let mut write = granted & data_write != 0 || truncating;
+    let mut write_refused = false;
     for _attempt in 0..3 {
         let req = OpenRequest {
             who: caller.who,
@@ -544,11 +561,20 @@ fn open_or_create(
             disposition: Disposition::Open,
             kind,
             read: wants_read,
-            write: wants_write,
+            write,
             attributes: cr.file_attributes,
             allocation_size: 0,
         };
-        match vfs.open(&req) {
+        let opened = match vfs.open(&req) {
+            // MAXIMUM_ALLOWED asks for write only if the caller may.
+            Err(VfsError::AccessDenied) if write && !needs_write => {
+                write = false;
+                write_refused = true;
+                continue;
+            }
+            r => r,
+        };
+        match opened {
             Ok(opened) => {
                 if disposition == CREATE {
                     return Err(status::OBJECT_NAME_COLLISION);
@@ -556,38 +582,44 @@ fn open_or_create(
                 if opened.stat.is_dir && truncating {
                     return Err(status::INVALID_PARAMETER);
                 }
-                if !opened.stat.is_dir
-                    && opened.stat.attributes & attr::READONLY != 0
-                    && (granted & (access::FILE_WRITE_DATA | access::FILE_APPEND_DATA) != 0
-                        || truncating)
-                {
+                let read_only_file =
+                    !opened.stat.is_dir && opened.stat.attributes & attr::READONLY != 0;
+                // MS-FSA 2.1.5.1.2.1: a read-only file is not written.
+                if read_only_file && needs_write {
                     return Err(status::ACCESS_DENIED);
                 }
-                let (granted, maximal) = security::check_open(
-                    vfs,
-                    &opened,
-                    caller,
-                    cr.desired_access,
-                    granted,
-                    maximal,
-                )?;
-                let (granted, maximal) = may_delete(
-                    vfs,
-                    caller,
-                    &opened.path,
-                    cr.desired_access,
-                    granted,
-                    maximal,
-                )?;
-                if opened.stat.attributes & attr::READONLY != 0
-                    && cr.create_options & FILE_DELETE_ON_CLOSE != 0
-                {
+                let ask = rights::Ask {
+                    desired: cr.desired_access,
+                    implied: rights::implied(disposition, false, opened.stat.is_dir),
+                    tree_maximal: tree.maximal,
+                    is_root: opened.path.is_empty(),
+                    is_dir: opened.stat.is_dir,
+                    read_only_file,
+                    maximal_wanted: tree.maximal_wanted,
+                };
+                let mut facts = security::OpenedFacts::new(vfs, caller, &opened);
+                let mut g = rights::open(&mut facts, &ask)?;
+                if write_refused {
+                    // What the kernel refused, whatever the mode said.
+                    let data = access::FILE_WRITE_DATA | access::FILE_APPEND_DATA;
+                    g.granted &= !data;
+                    g.maximal &= !data;
+                }
+                if read_only_file && cr.create_options & FILE_DELETE_ON_CLOSE != 0 {
                     return Err(status::CANNOT_DELETE);
                 }
                 if truncating {
                     no_encryption(cr)?;
                 }
-                register(server, index, &opened, id, granted, cr.share_access, oplock)?;
+                register(
+                    server,
+                    index,
+                    &opened,
+                    id,
+                    g.granted,
+                    cr.share_access,
+                    oplock,
+                )?;
                 let mut opened = opened;
                 let action = if truncating {
                     let attrs = (cr.file_attributes & attr::SETTABLE) | attr::ARCHIVE;
@@ -613,8 +645,8 @@ fn open_or_create(
                 return Ok(Outcome {
                     opened,
                     action,
-                    granted,
-                    maximal,
+                    granted: g.granted,
+                    maximal: g.maximal,
                 });
             }
             Err(VfsError::NameNotFound) => {
@@ -648,7 +680,7 @@ fn open_or_create(
                             opened,
                             action: ACTION_CREATED,
                             granted,
-                            maximal,
+                            maximal: tree.maximal,
                         });
                     }
                     // Someone created it meanwhile: open it instead.
@@ -669,28 +701,6 @@ fn no_encryption(cr: &CreateRequest<'_>) -> Result<(), NtStatus> {
         return Err(status::ACCESS_DENIED);
     }
     Ok(())
-}
-
-/// DELETE only where the file system would let the caller delete: asked
-/// for explicitly, it is refused (ACCESS_DENIED); granted through
-/// MAXIMUM_ALLOWED, it is left out.
-fn may_delete(
-    vfs: &dyn Vfs,
-    caller: &Caller<'_>,
-    path: &str,
-    desired: u32,
-    granted: u32,
-    maximal: u32,
-) -> Result<(u32, u32), NtStatus> {
-    let explicit = access::map_generic(desired & !access::MAXIMUM_ALLOWED, 0) & access::DELETE != 0;
-    let implied = desired & access::MAXIMUM_ALLOWED != 0 && granted & access::DELETE != 0;
-    if !(explicit || implied) || vfs.may_delete(caller.who, path).is_ok() {
-        return Ok((granted, maximal));
-    }
-    if explicit {
-        return Err(status::ACCESS_DENIED);
-    }
-    Ok((granted & !access::DELETE, maximal & !access::DELETE))
 }
 
 /// Adds the open to the shared table after checking delete-pending and
@@ -779,8 +789,9 @@ fn open_or_create_stream(
     name: &str,
     cr: &CreateRequest<'_>,
     creator_sd: Option<&Descriptor>,
-    (granted, maximal): (u32, u32),
+    tree: &TreeRights,
     caller: &Caller<'_>,
+    read_only: bool,
     id: u64,
     oplock: &mut OplockRequest,
 ) -> Result<Outcome, NtStatus> {
@@ -805,15 +816,39 @@ fn open_or_create_stream(
     };
     let (base, base_created, granted, maximal) = match vfs.open(&base_req) {
         Ok(base) => {
-            let (granted, maximal) =
-                security::check_open(vfs, &base, caller, cr.desired_access, granted, maximal)?;
-            let writes = granted & (access::FILE_WRITE_DATA | access::FILE_APPEND_DATA) != 0;
-            if !base.stat.is_dir && base.stat.attributes & attr::READONLY != 0 && writes {
+            // Opening a stream that is not there yet writes to its file.
+            let new_stream = may_create
+                && match vfs.open_stream(&base.handle, name, Disposition::Open) {
+                    Ok(_) => false,
+                    Err(VfsError::NameNotFound) => true,
+                    Err(e) => return Err(vfs_status(&e)),
+                };
+            let implied = rights::implied(cr.create_disposition, new_stream, base.stat.is_dir);
+            let explicit = map_generic(cr.desired_access & !access::MAXIMUM_ALLOWED, 0);
+            let writes =
+                (explicit | implied) & (access::FILE_WRITE_DATA | access::FILE_APPEND_DATA);
+            let read_only_file = !base.stat.is_dir && base.stat.attributes & attr::READONLY != 0;
+            if read_only_file && writes != 0 {
                 return Err(status::ACCESS_DENIED);
             }
-            (base, false, granted, maximal)
+            // A stream holds data: its writes are the kernel's to allow
+            // even on a folder, whose xattrs hold its streams.
+            let ask = rights::Ask {
+                desired: cr.desired_access,
+                implied,
+                tree_maximal: tree.maximal,
+                is_root: base.path.is_empty(),
+                is_dir: false,
+                read_only_file,
+                maximal_wanted: tree.maximal_wanted,
+            };
+            let g = rights::open(&mut security::OpenedFacts::new(vfs, caller, &base), &ask)?;
+            (base, false, g.granted, g.maximal)
         }
         Err(VfsError::NameNotFound) if may_create => {
+            if read_only {
+                return Err(status::ACCESS_DENIED);
+            }
             let req = OpenRequest {
                 disposition: Disposition::Create,
                 attributes: cr.file_attributes & attr::SETTABLE,
@@ -821,7 +856,8 @@ fn open_or_create_stream(
             };
             let base = create_inheriting(vfs, &req, caller, creator_sd)?
                 .ok_or(status::OBJECT_NAME_COLLISION)?;
-            (base, true, granted, maximal)
+            let granted = map_generic(cr.desired_access, tree.maximal);
+            (base, true, granted, tree.maximal)
         }
         Err(e) => return Err(vfs_status(&e)),
     };

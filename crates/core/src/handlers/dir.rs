@@ -56,7 +56,7 @@ impl Connection {
             let parent = if path.is_empty() {
                 own.clone()
             } else {
-                let parent_path = path.rsplit_once('/').map(|(p, _)| p).unwrap_or("");
+                let parent_path = crate::path::parent(&path);
                 let po = f
                     .vfs
                     .open(&OpenRequest {

@@ -17,7 +17,8 @@ use crate::file_table::stream_id;
 use crate::handlers::{file_info, vfs_status};
 use crate::open::{current_path, FileOpen, OpenKind};
 use crate::path;
-use crate::security;
+use crate::rights;
+use crate::security::{self, Caller};
 use crate::server::Server;
 use copyless_fscc::descriptor::{Descriptor, ALL_PARTS};
 
@@ -131,6 +132,10 @@ impl Connection {
         self.check_charge(req, s.buffer.len() as u32)?;
         let server = self.server.clone();
         let read_only = self.tree_read_only(req);
+        let anonymous = self
+            .sessions
+            .get(&req.session_id)
+            .is_some_and(|s| s.anonymous);
         let my_id = self.file_id(s.file_id, compound)?.volatile;
         // A rename or delete first takes handle caching from the other
         // clients' leases, and waits for them to let go, as `hold`.
@@ -159,11 +164,17 @@ impl Connection {
         let mut changed: Vec<(String, u32, u32)> = Vec::new();
         let mut seen = Vec::new();
         let mut renamed_file = None;
+        let who = f.handle.who().clone();
+        let caller = Caller {
+            config: &server.config,
+            anonymous,
+            who: &who,
+        };
         if s.info_type == messages::INFO_SECURITY {
             if read_only {
                 return Err(status::ACCESS_DENIED);
             }
-            set_security(f, granted, s.additional_information, s.buffer)?;
+            set_security(f, &caller, granted, s.additional_information, s.buffer)?;
             self.report_change(share, &here, action::MODIFIED, filter::SECURITY);
             messages::write_set_info_response(w);
             return Ok(status::SUCCESS);
@@ -244,12 +255,11 @@ impl Connection {
                 if let Some(h) = handles_cached(&server, f, my_id, hold) {
                     return self.hold_for_leases(h, reply, hold.1);
                 }
-                let (from, to) = rename(&server, f, my_id, &target, r.replace_if_exists)?;
-                let parent = |p: &str| p.rsplit_once('/').map_or("", |(d, _)| d).to_owned();
+                let (from, to) = rename(&server, f, &caller, my_id, &target, r.replace_if_exists)?;
                 if !f.is_dir {
                     renamed_file = Some(to.clone());
                 }
-                if parent(&from) == parent(&to) {
+                if path::parent(&from) == path::parent(&to) {
                     changed.push((from, action::RENAMED_OLD_NAME, name_class));
                     changed.push((to, action::RENAMED_NEW_NAME, name_class));
                 } else {
@@ -398,6 +408,7 @@ fn fs_info(share_name: &str, fs: &copyless_vfs::FsStat) -> FsInfo {
 fn rename(
     server: &Server,
     f: &FileOpen,
+    caller: &Caller<'_>,
     my_id: u64,
     target: &str,
     replace: bool,
@@ -411,7 +422,7 @@ fn rename(
         }
         // An open of the parent directory with DELETE access pins its
         // entries' names: Windows refuses to rename a file out from under it.
-        let parent = state.path().rsplit_once('/').map(|(p, _)| p).unwrap_or("");
+        let parent = path::parent(state.path());
         if table.dir_open_for_delete(share, parent) {
             return Err(status::SHARING_VIOLATION);
         }
@@ -422,14 +433,25 @@ fn rename(
         }
         state.path().to_owned()
     };
-    if let Ok(existing) = f.vfs.resolve(f.handle.who(), target) {
-        if !existing.eq_ignore_ascii_case(&from)
-            && replace
-            && server.files().is_open_at(share, &existing)
-        {
-            return Err(status::ACCESS_DENIED);
-        }
+    let vfs = f.vfs.as_ref();
+    let replaced = vfs
+        .resolve(caller.who, target)
+        .ok()
+        .filter(|existing| replace && !existing.eq_ignore_ascii_case(&from));
+    if replaced
+        .as_ref()
+        .is_some_and(|existing| server.files().is_open_at(share, existing))
+    {
+        return Err(status::ACCESS_DENIED);
     }
+    // A folder that is not there fails the rename itself.
+    let new_parent = match vfs.resolve(caller.who, path::parent(target)) {
+        Ok(folder) => security::folder_rights(vfs, caller, &folder)?,
+        Err(_) => None,
+    };
+    rights::rename(new_parent, f.is_dir, replaced.is_some(), || {
+        security::stored_rights_at(vfs, caller, replaced.as_deref().unwrap_or_default())
+    })?;
     // Both names are the server's own change (local.rs).
     let own = server.own_changes().begin(share, &[&from, target]);
     let new_path = f
@@ -564,7 +586,13 @@ fn rename_status(e: &VfsError) -> NtStatus {
 /// SET_INFO of a security descriptor (MS-SMB2 3.3.5.21.3): the parts
 /// named in `info` replace the stored ones; the parts never set stay
 /// derived from the object's owner and mode.
-fn set_security(f: &FileOpen, granted: u32, info: u32, buffer: &[u8]) -> Result<(), NtStatus> {
+fn set_security(
+    f: &FileOpen,
+    caller: &Caller<'_>,
+    granted: u32,
+    info: u32,
+    buffer: &[u8],
+) -> Result<(), NtStatus> {
     use fscc::additional_info::*;
     let mut need = 0;
     if info & (OWNER_SECURITY_INFORMATION | GROUP_SECURITY_INFORMATION) != 0 {
@@ -580,7 +608,18 @@ fn set_security(f: &FileOpen, granted: u32, info: u32, buffer: &[u8]) -> Result<
         return Err(status::ACCESS_DENIED);
     }
     let new = Descriptor::parse(buffer).map_err(|e| e.ntstatus())?;
-    let mut sd = security::stored(f.vfs.as_ref(), &f.handle)?.unwrap_or_default();
+    let stored = security::stored(f.vfs.as_ref(), &f.handle)?;
+    if let (true, Some(owner)) = (info & OWNER_SECURITY_INFORMATION != 0, &new.owner) {
+        let present = match stored.as_ref().and_then(|sd| sd.owner.clone()) {
+            Some(sid) => sid,
+            None => {
+                let st = f.vfs.stat(&f.handle).map_err(|e| vfs_status(&e))?;
+                copyless_fscc::descriptor::sids::unix_user(st.uid)
+            }
+        };
+        rights::may_take_owner(owner, &present, &caller.own_sids())?;
+    }
+    let mut sd = stored.unwrap_or_default();
     sd.merge(new, info);
     f.vfs
         .set_security(&f.handle, &sd.encode(ALL_PARTS))

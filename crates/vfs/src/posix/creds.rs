@@ -40,6 +40,16 @@ fn own() -> &'static Own {
     })
 }
 
+/// The server's own ids as an identity, for rules that need numbers.
+pub(super) fn own_identity() -> Identity {
+    let own = own();
+    Identity::unix(
+        own.uid.as_raw(),
+        own.gid.as_raw(),
+        own.groups.iter().map(|g| g.as_raw()).collect(),
+    )
+}
+
 /// Makes this thread act as `who` from now on. An error (the server may
 /// not change identity) leaves the thread acting as no user at all
 /// rather than as the wrong one: it is then back to the server's own ids
