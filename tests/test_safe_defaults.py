@@ -1,0 +1,126 @@
+"""Safe by default (issue 25): a configuration cannot hand out root,
+check-config refuses what serve refuses (through the one validation both
+use), a first start killed half way does not block the next one, the
+commands find the server's state through its config, and a share nobody
+allowed to write can write to is said at start and at reload."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import (SERVER_KIND, TEST_PASSWORD, TEST_USER, Server, copyless_binary,
+                      make_temp_dir, unix_user_args)
+from support import Serve, smbclient_ok
+
+pytestmark = pytest.mark.skipif(
+    SERVER_KIND != "copyless", reason="copyless's own configuration and commands"
+)
+
+
+def copyless(*args, timeout=60):
+    return subprocess.run([str(copyless_binary()), *args], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=timeout)
+
+
+@pytest.fixture
+def base():
+    path = make_temp_dir("safe")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def add_user(state, name=TEST_USER, password=TEST_PASSWORD, *via):
+    """`copyless user add`, the store found by `via` (--state-dir STATE
+    unless given)."""
+    where = list(via) or ["--state-dir", str(state)]
+    r = subprocess.run([str(copyless_binary()), "user", "add", name, *unix_user_args(),
+                        "--password-stdin", *where],
+                       input=password + "\n", capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def write_config(base, share_keys="", top="", share=None):
+    """A config of one share `data` (base/share unless `share`) whose extra
+    keys start at line 7."""
+    if share is None:
+        share = base / "share"
+        share.mkdir(exist_ok=True)
+    config = base / "copyless.toml"
+    config.write_text(
+        f"state_dir = {json.dumps(str(base / 'state'))}\n"       # 1
+        f"control = {json.dumps(str(base / 'control.sock'))}\n"  # 2
+        "\n"                                                     # 3
+        "[[share]]\n"                                            # 4
+        'name = "data"\n'                                        # 5
+        f"path = {json.dumps(str(share))}\n"                     # 6
+        + share_keys + top)
+    return config
+
+
+def refused_by_both(base, config, line, said):
+    """check-config and serve both refuse `config`, naming its `line` and
+    saying `said`, with status 2; serve never listens."""
+    r = copyless("check-config", str(config))
+    assert r.returncode == 2, f"check-config accepted it:\n{r.stdout}{r.stderr}"
+    assert f"{config}:{line}: " in r.stderr and said in r.stderr, r.stderr
+    r = copyless("serve", "--config", str(config), "--listen", "127.0.0.1:0", timeout=60)
+    assert r.returncode == 2, f"serve: status {r.returncode}\n{r.stdout}{r.stderr}"
+    assert f"{config}:{line}: " in r.stderr and said in r.stderr, r.stderr
+    assert "listening" not in r.stdout, r.stdout
+
+
+def login_ls(port, share_path, password, client_conf, user="copyless"):
+    server = Server("127.0.0.1", port, "share", share_path, user, password)
+    smbclient_ok(server, client_conf, "ls", timeout=60)
+
+
+def test_an_initial_password_left_without_a_store_lets_the_next_start_work(base, client_conf):
+    # What a first start of an older version left when killed between
+    # writing the password and the store.
+    state = base / "state"
+    state.mkdir(mode=0o700)
+    secret = state / "initial-password"
+    secret.write_text("Noted-Passw0rd-1\n")
+    secret.chmod(0o600)
+    (base / "share").mkdir()
+    serve = Serve(base, "--share", f"share={base / 'share'}", "--state-dir", str(state))
+    try:
+        said = "\n".join(serve.stdout)
+        assert f"created user copyless with the password in {secret}" in said, said
+        login_ls(serve.port, base / "share", "Noted-Passw0rd-1", client_conf)
+    finally:
+        assert serve.stop() == 0, serve.stderr()
+
+
+def test_a_first_start_killed_after_the_store_is_completed_by_the_next(base, client_conf):
+    state = base / "state"
+    account = ["--unix-user", pwd.getpwuid(os.geteuid()).pw_name]
+    if os.geteuid() == 0:
+        account = ["--create-unix-user"]
+    # The store as the killed start saved it, and its password still aside.
+    r = subprocess.run([str(copyless_binary()), "user", "add", "copyless", *account,
+                        "--password-stdin", "--state-dir", str(state)],
+                       input="Pair-Passw0rd-2\n", capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    pending = state / "initial-password.new"
+    pending.write_text("Pair-Passw0rd-2\n")
+    pending.chmod(0o600)
+    (base / "share").mkdir()
+    serve = Serve(base, "--share", f"share={base / 'share'}", "--state-dir", str(state))
+    try:
+        said = "\n".join(serve.stdout)
+        assert "a first start was interrupted after it made user copyless" in said, said
+        assert (state / "initial-password").read_text() == "Pair-Passw0rd-2\n"
+        assert not pending.exists()
+        login_ls(serve.port, base / "share", "Pair-Passw0rd-2", client_conf)
+    finally:
+        assert serve.stop() == 0, serve.stderr()
