@@ -124,3 +124,31 @@ def test_a_first_start_killed_after_the_store_is_completed_by_the_next(base, cli
         login_ls(serve.port, base / "share", "Pair-Passw0rd-2", client_conf)
     finally:
         assert serve.stop() == 0, serve.stderr()
+
+
+def test_user_commands_find_the_store_through_the_config(base):
+    config = write_config(base)
+    add_user(None, "alice-cfg", "Alice-Passw0rd", "--config", str(config))
+    r = copyless("user", "list", "--config", str(config))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("alice-cfg\tunix "), r.stdout
+    assert (base / "state" / "users").exists()
+    # --state-dir still wins.
+    other = base / "other"
+    r = copyless("user", "list", "--config", str(config), "--state-dir", str(other))
+    assert r.returncode == 0 and r.stdout == "", r.stdout + r.stderr
+
+
+def test_status_reaches_the_server_through_its_config(base, client_conf):
+    config = write_config(base)
+    add_user(base / "state")
+    owner = pwd.getpwnam(TEST_USER) if os.geteuid() == 0 else None
+    if owner:
+        os.chown(base / "share", owner.pw_uid, owner.pw_gid)
+    serve = Serve(base, "--config", str(config))
+    try:
+        r = copyless("status", "--json", "--config", str(config))
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["sessions"] == [], r.stdout
+    finally:
+        assert serve.stop() == 0, serve.stderr()

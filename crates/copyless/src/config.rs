@@ -23,7 +23,8 @@ use toml::Spanned;
 
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct ServeArgs {
-    /// Configuration file (TOML).
+    /// Configuration file (TOML); default: /etc/copyless/copyless.toml when
+    /// run as root and it exists, else the built-in defaults.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Address to listen on, ADDR:PORT; repeat for several. Replaces the configured list.
@@ -303,6 +304,30 @@ const MAX_SERVER_NAME: usize = 15;
 const DEFAULT_SERVER_NAME: &str = "COPYLESS";
 /// The account guests act as on disk unless the config names another.
 pub const DEFAULT_GUEST_ACCOUNT: &str = "nobody";
+/// The file the service reads (dist/copyless.service), and so the one
+/// every command reads when run as root without --config.
+pub const DEFAULT_CONFIG_FILE: &str = "/etc/copyless/copyless.toml";
+
+/// The configuration file a command reads when not given one: the
+/// service's, for root, when it exists; None for the built-in defaults.
+pub fn default_config_file() -> Option<PathBuf> {
+    let path = Path::new(DEFAULT_CONFIG_FILE);
+    (rustix::process::geteuid().is_root() && path.exists()).then(|| path.to_path_buf())
+}
+
+impl ServeArgs {
+    /// The file this serve reads: --config, else the default one.
+    pub fn config_file(&self) -> Option<PathBuf> {
+        self.config.clone().or_else(default_config_file)
+    }
+
+    /// Whether the built-in default share is served (no file, no
+    /// --share): the only one made when missing, since a configured path
+    /// that is missing is more likely a typo.
+    pub fn serves_builtin_share(&self) -> bool {
+        self.config_file().is_none() && self.share.is_empty()
+    }
+}
 
 /// Where the user store and other state live unless told otherwise.
 pub fn default_state_dir() -> PathBuf {
@@ -447,9 +472,11 @@ impl Config {
         })
     }
 
-    /// The built-in default or the --config file, then the CLI overrides.
+    /// The built-in default or the configuration file
+    /// ([`ServeArgs::config_file`]), then the CLI overrides.
     pub fn from_serve_args(args: &ServeArgs) -> Result<Config, ConfigError> {
-        let mut config = match &args.config {
+        let file = args.config_file();
+        let mut config = match &file {
             Some(path) => Config::load(path)?,
             None => Config::builtin(),
         };
@@ -470,7 +497,7 @@ impl Config {
             config.state_dir = absolute(dir);
         }
         if config.shares.is_empty() {
-            let source = match &args.config {
+            let source = match &file {
                 Some(path) => format!("{}: ", path.display()),
                 None => String::new(),
             };

@@ -54,11 +54,16 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve(args) => match config::Config::from_serve_args(&args) {
+        Command::Serve(mut args) => match config::Config::from_serve_args(&args) {
             Ok(config) => {
-                // Only the built-in default share is created on demand: a
-                // configured path that is missing is more likely a typo.
-                let builtin = args.config.is_none() && args.share.is_empty();
+                let builtin = args.serves_builtin_share();
+                if args.config.is_none() {
+                    if let Some(file) = args.config_file() {
+                        eprintln!("copyless: configuration {}", file.display());
+                        // A reload reads the same file, whatever appears meanwhile.
+                        args.config = Some(file);
+                    }
+                }
                 match serve::serve(config, args, builtin) {
                     Ok(()) => ExitCode::SUCCESS,
                     Err((msg, code)) => {
