@@ -78,6 +78,33 @@ def refused_by_both(base, config, line, said):
     assert "listening" not in r.stdout, r.stdout
 
 
+@pytest.mark.parametrize("key, said", [
+    ('force_user = "root"', 'force_user "root" is root (uid 0)'),
+    ('force_group = "root"', 'force_group: "root" is the root group (gid 0)'),
+    ('valid_users = ["alice", "@root"]', 'valid_users: "@root" is the root group'),
+    ('write_users = ["root"]', 'write_users: user "root" would act as the Unix account root'),
+])
+def test_keys_naming_root_are_refused_with_file_and_line(base, key, said):
+    add_user(base / "state")
+    config = write_config(base, f"read_only = true\n{key}\n")
+    refused_by_both(base, config, 8, said)
+
+
+def test_a_guest_account_that_is_root_is_refused(base):
+    add_user(base / "state")
+    config = write_config(base, top='\n[security]\nguest = true\nguest_account = "root"\n')
+    refused_by_both(base, config, 10, 'guest_account "root" is root (uid 0)')
+
+
+def test_a_guest_account_without_a_unix_account_is_refused_by_check_config(base):
+    config = write_config(base, top=('\n[security]\nguest = true\n'
+                                     'guest_account = "copyless-no-such-account"\n'))
+    r = copyless("check-config", str(config))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"{config}:10: " in r.stderr, r.stderr
+    assert 'no Unix account "copyless-no-such-account"' in r.stderr, r.stderr
+
+
 def login_ls(port, share_path, password, client_conf, user="copyless"):
     server = Server("127.0.0.1", port, "share", share_path, user, password)
     smbclient_ok(server, client_conf, "ls", timeout=60)

@@ -668,7 +668,7 @@ mod raw {
     pub struct Security {
         pub signing: Option<Spanned<String>>,
         pub encryption: Option<Spanned<String>>,
-        pub guest: Option<bool>,
+        pub guest: Option<Spanned<bool>>,
         pub guest_account: Option<Spanned<String>>,
     }
 
@@ -769,6 +769,7 @@ fn parse(text: &str, base: &Path) -> Result<Config, SpanError> {
         }
         Some(name) => name.get_ref().clone(),
     };
+    check_guest_account(file.security.as_ref(), &guest_account)?;
     let (signing, encryption, guest) = parse_security(file.security)?;
     let shares = parse_shares(file.share.unwrap_or_default(), base)?;
     let limits = parse_limits(file.limits)?;
@@ -999,7 +1000,25 @@ fn parse_security(
             }
         },
     };
-    Ok((signing, encryption, security.guest.unwrap_or(false)))
+    let guest = security.guest.as_ref().is_some_and(|g| *g.get_ref());
+    Ok((signing, encryption, guest))
+}
+
+/// Guests act as `guest_account` on disk: when they are allowed it must
+/// exist, and it may never be root (as serve takes it, see
+/// [`crate::no_root::guest_identity`]).
+fn check_guest_account(security: Option<&raw::Security>, account: &str) -> Result<(), SpanError> {
+    let guest = security.and_then(|s| s.guest.as_ref());
+    let on = guest.is_some_and(|g| *g.get_ref());
+    crate::no_root::guest_identity(account, on)
+        .map(drop)
+        .map_err(|message| SpanError {
+            // The account's line, else the line that let guests in.
+            span: security
+                .and_then(|s| s.guest_account.as_ref().map(Spanned::span))
+                .or(guest.map(Spanned::span)),
+            message,
+        })
 }
 
 fn parse_shares(raw: Vec<raw::Share>, base: &Path) -> Result<Vec<ShareConfig>, SpanError> {
@@ -1016,22 +1035,11 @@ fn parse_shares(raw: Vec<raw::Share>, base: &Path) -> Result<Vec<ShareConfig>, S
         }
         let force_user = match &share.force_user {
             None => None,
-            Some(name) => {
-                let account = copyless_auth::unix::lookup(name.get_ref())
-                    .map_err(|e| SpanError::at(name, format!("force_user: {e}")))?;
-                Some(Identity::unix(account.uid, account.gid, account.groups))
-            }
+            Some(name) => Some(force_user(name)?),
         };
         let force_group = match &share.force_group {
             None => None,
-            Some(name) => Some(
-                copyless_auth::unix::group_id(name.get_ref()).ok_or_else(|| {
-                    SpanError::at(
-                        name,
-                        format!("force_group: no Unix group {:?}", name.get_ref()),
-                    )
-                })?,
-            ),
+            Some(name) => Some(force_group(name)?),
         };
         let access = ShareAccess {
             valid_users: share
@@ -1063,16 +1071,49 @@ fn parse_shares(raw: Vec<raw::Share>, base: &Path) -> Result<Vec<ShareConfig>, S
     Ok(shares)
 }
 
+/// `force_user`: an existing account without root's powers.
+fn force_user(name: &Spanned<String>) -> Result<Identity, SpanError> {
+    let account = copyless_auth::unix::lookup(name.get_ref())
+        .map_err(|e| SpanError::at(name, format!("force_user: {e}")))?;
+    if let Some(why) = crate::no_root::account_refusal("force_user", name.get_ref(), &account) {
+        return Err(SpanError::at(name, why));
+    }
+    Ok(Identity::unix(account.uid, account.gid, account.groups))
+}
+
+/// `force_group`: an existing group other than root's.
+fn force_group(name: &Spanned<String>) -> Result<u32, SpanError> {
+    let gid = copyless_auth::unix::group_id(name.get_ref()).ok_or_else(|| {
+        SpanError::at(
+            name,
+            format!("force_group: no Unix group {:?}", name.get_ref()),
+        )
+    })?;
+    match crate::no_root::group_refusal("force_group", name.get_ref(), gid) {
+        Some(why) => Err(SpanError::at(name, why)),
+        None => Ok(gid),
+    }
+}
+
 /// User names, and Unix groups as `@group`, of a share's access list.
 fn principals(list: &Spanned<Vec<String>>, key: &str) -> Result<Vec<Principal>, SpanError> {
     list.get_ref()
         .iter()
         .map(|entry| match entry.strip_prefix('@') {
-            Some(group) => copyless_auth::unix::group_id(group)
-                .map(Principal::Group)
-                .ok_or_else(|| SpanError::at(list, format!("{key}: no Unix group {group:?}"))),
+            Some(group) => {
+                let gid = copyless_auth::unix::group_id(group).ok_or_else(|| {
+                    SpanError::at(list, format!("{key}: no Unix group {group:?}"))
+                })?;
+                match crate::no_root::group_refusal(key, &format!("@{group}"), gid) {
+                    Some(why) => Err(SpanError::at(list, why)),
+                    None => Ok(Principal::Group(gid)),
+                }
+            }
             None if entry.is_empty() => Err(SpanError::at(list, format!("{key}: an empty name"))),
-            None => Ok(Principal::User(entry.clone())),
+            None => match crate::no_root::user_refusal(key, entry) {
+                Some(why) => Err(SpanError::at(list, why)),
+                None => Ok(Principal::User(entry.clone())),
+            },
         })
         .collect()
 }
@@ -1394,23 +1435,27 @@ max_open_files_total = 1000
 
     #[test]
     fn who_may_use_a_share() {
-        // root and nobody exist on every system this runs on.
+        // nobody and the group users exist on every system this runs on.
+        let users = copyless_auth::unix::group_id("users").unwrap();
         let (_dir, config) = load_text(
             "[[share]]\nname = \"s\"\npath = \"/srv/s\"\nread_only = true\n\
-             valid_users = [\"alice\", \"@root\"]\nwrite_users = [\"alice\"]\n\
+             valid_users = [\"alice\", \"@users\"]\nwrite_users = [\"alice\"]\n\
              guest_ok = true\nbrowseable = false\nforce_user = \"nobody\"\n\
-             force_group = \"root\"\n",
+             force_group = \"users\"\n",
         );
         let a = &config.shares[0].access;
         assert_eq!(
             a.valid_users,
-            Some(vec![Principal::User("alice".into()), Principal::Group(0)])
+            Some(vec![
+                Principal::User("alice".into()),
+                Principal::Group(users)
+            ])
         );
         assert_eq!(a.write_users, vec![Principal::User("alice".into())]);
         assert!(a.read_only_users.is_empty());
         assert!(a.guest_ok && !a.browseable);
         assert!(matches!(&a.force_user, Some(Identity::Unix(ids)) if ids.uid == 65534));
-        assert_eq!(a.force_group, Some(0));
+        assert_eq!(a.force_group, Some(users));
         let (_dir, config) = load_text("[[share]]\nname = \"s\"\npath = \"/srv/s\"\n");
         let a = &config.shares[0].access;
         assert!(a.valid_users.is_none() && !a.guest_ok && a.browseable);
@@ -1424,6 +1469,58 @@ max_open_files_total = 1000
             let m = error_at(&format!("{share}{key}\n"), line);
             assert!(m.contains(key.split(' ').next().unwrap()), "{m}");
         }
+    }
+
+    #[test]
+    fn no_key_hands_out_root() {
+        let share = "[[share]]\nname = \"s\"\npath = \"/srv/s\"\n";
+        for (key, line, said) in [
+            (
+                "force_user = \"root\"",
+                4,
+                "force_user \"root\" is root (uid 0)",
+            ),
+            (
+                "force_group = \"root\"",
+                4,
+                "force_group: \"root\" is the root group",
+            ),
+            (
+                "valid_users = [\"@root\"]",
+                4,
+                "valid_users: \"@root\" is the root group",
+            ),
+            (
+                "read_only_users = [\"alice\", \"@root\"]",
+                4,
+                "read_only_users: \"@root\"",
+            ),
+            (
+                "write_users = [\"ROOT\"]",
+                4,
+                "write_users: user \"ROOT\" would act as",
+            ),
+        ] {
+            let m = error_at(&format!("{share}{key}\n"), line);
+            assert!(m.contains(said), "{key}: {m}");
+        }
+        // Guests neither, even when guests are off (anonymous sessions
+        // act as the guest account too).
+        let m = error_at("[security]\nguest_account = \"root\"\n", 2);
+        assert!(m.contains("guest_account \"root\" is root"), "{m}");
+        let m = error_at("[security]\nguest = true\nguest_account = \"root\"\n", 3);
+        assert!(m.contains("is root"), "{m}");
+    }
+
+    #[test]
+    fn guests_need_their_account() {
+        let m = error_at(
+            "[security]\nguest = true\nguest_account = \"no-such-account-here\"\n",
+            3,
+        );
+        assert!(m.contains("no Unix account"), "{m}");
+        // Without guests a missing account is no error: nobody's ids stand in.
+        load_text("[security]\nguest_account = \"no-such-account-here\"\n");
     }
 
     #[test]

@@ -9,6 +9,7 @@ mod discovery;
 mod first_user;
 mod machine_sid;
 mod metrics;
+mod no_root;
 mod privileges;
 mod reload;
 mod samba_import;

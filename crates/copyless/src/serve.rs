@@ -10,7 +10,7 @@ use copyless_core::{Server, ServerConfig, Share};
 use copyless_trace::prometheus::ClientLabels;
 use copyless_trace::{TimedVfs, Tracer};
 use copyless_vfs::posix::PosixVfs;
-use copyless_vfs::{Identity, Vfs};
+use copyless_vfs::Vfs;
 
 use crate::config::{Config, Encryption, Limits, ServeArgs, ShareConfig, Signing};
 use crate::descriptors::Budget;
@@ -84,7 +84,8 @@ pub fn serve(
             rustix::process::geteuid().as_raw()
         );
     }
-    let guest_identity = guest_identity(&config)?;
+    let guest_identity =
+        crate::no_root::guest_identity(&config.guest_account, config.guest).map_err(|e| (e, 2))?;
     let machine_sid = crate::machine_sid::load_or_create(&config.state_dir).map_err(|e| (e, 1))?;
     let mut guid = [0u8; 16];
     getrandom::fill(&mut guid).map_err(|e| (format!("random: {e}"), 1))?;
@@ -291,28 +292,6 @@ fn contain_panic_messages() {
         let name = thread.name().unwrap_or("unnamed").to_string();
         PANICKED.log(|| format!("internal error in thread {name}: {info}"));
     }));
-}
-
-/// Who guests act as on disk: the configured account, which must exist
-/// when guests are allowed and may never be root. Without guests only
-/// anonymous sessions use it, and the conventional ids of `nobody` stand
-/// in for a missing account.
-fn guest_identity(config: &Config) -> Result<Identity, (String, u8)> {
-    let account = match copyless_auth::unix::lookup(&config.guest_account) {
-        Ok(a) => a,
-        Err(_) if !config.guest => return Ok(Identity::unix(65534, 65534, vec![65534])),
-        Err(e) => return Err((format!("guest_account {:?}: {e}", config.guest_account), 1)),
-    };
-    if account.uid == 0 {
-        return Err((
-            format!(
-                "guest_account {:?} is root: guests must act as an unprivileged account",
-                config.guest_account
-            ),
-            1,
-        ));
-    }
-    Ok(Identity::unix(account.uid, account.gid, account.groups))
 }
 
 /// A share directory the server made itself belongs to the first user's

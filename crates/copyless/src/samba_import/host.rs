@@ -6,6 +6,8 @@
 use std::net::IpAddr;
 use std::path::Path;
 
+use copyless_auth::UnixAccount;
+
 use crate::config::Config;
 
 /// An address of one of the machine's network interfaces.
@@ -18,9 +20,10 @@ pub struct LocalAddress {
 }
 
 pub trait Host {
-    /// The uid of Unix account `name`, if there is one.
-    fn account_uid(&self, name: &str) -> Option<u32>;
-    fn group_exists(&self, name: &str) -> bool;
+    /// Unix account `name`, if there is one.
+    fn account(&self, name: &str) -> Option<UnixAccount>;
+    /// The gid of Unix group `name`, if there is one.
+    fn group_id(&self, name: &str) -> Option<u32>;
     /// Every address of every interface.
     fn addresses(&self) -> Vec<LocalAddress>;
     /// Why `[kerberos] keytab = path` would not pass check-config, if it
@@ -32,12 +35,12 @@ pub trait Host {
 pub struct System;
 
 impl Host for System {
-    fn account_uid(&self, name: &str) -> Option<u32> {
-        copyless_auth::unix::lookup(name).ok().map(|a| a.uid)
+    fn account(&self, name: &str) -> Option<UnixAccount> {
+        copyless_auth::unix::lookup(name).ok()
     }
 
-    fn group_exists(&self, name: &str) -> bool {
-        copyless_auth::unix::group_id(name).is_some()
+    fn group_id(&self, name: &str) -> Option<u32> {
+        copyless_auth::unix::group_id(name)
     }
 
     fn addresses(&self) -> Vec<LocalAddress> {
