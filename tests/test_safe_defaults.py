@@ -96,6 +96,29 @@ def test_a_guest_account_that_is_root_is_refused(base):
     refused_by_both(base, config, 10, 'guest_account "root" is root (uid 0)')
 
 
+@pytest.mark.parametrize("target, said", [
+    ("/", "the root of the whole file system"),
+    ("/etc", "the system folder /etc"),
+    ("/etc/ssh", "inside the system folder /etc"),
+])
+def test_system_folders_are_refused_even_through_a_symlink(base, target, said):
+    if not os.path.isdir(target):
+        pytest.skip(f"no {target} here")
+    add_user(base / "state")
+    link = base / "link"
+    link.symlink_to(target)
+    refused_by_both(base, write_config(base, share=link), 6,
+                    f"(which resolves to {target}) is {said}")
+    refused_by_both(base, write_config(base, share=Path(target)), 6, f"{target} is {said}")
+
+
+def test_a_missing_share_folder_is_refused_by_check_config(base):
+    config = write_config(base, share=base / "nothing-here")
+    r = copyless("check-config", str(config))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"{config}:6: " in r.stderr and "does not exist" in r.stderr, r.stderr
+
+
 def test_a_guest_account_without_a_unix_account_is_refused_by_check_config(base):
     config = write_config(base, top=('\n[security]\nguest = true\n'
                                      'guest_account = "copyless-no-such-account"\n'))
@@ -103,6 +126,19 @@ def test_a_guest_account_without_a_unix_account_is_refused_by_check_config(base)
     assert r.returncode == 2, r.stdout + r.stderr
     assert f"{config}:10: " in r.stderr, r.stderr
     assert 'no Unix account "copyless-no-such-account"' in r.stderr, r.stderr
+
+
+def test_a_guest_share_while_guests_are_off_is_named(base):
+    add_user(base / "state")
+    config = write_config(base, "guest_ok = true\nvalid_users = [\"ghost\"]\n")
+    r = copyless("check-config", str(config))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == f"{config}: ok"
+    assert (f"{config}:7: warning: share \"data\" says guest_ok, but guests are off"
+            in r.stderr), r.stderr
+    # A user the store does not hold: a warning, since it may be added later.
+    assert (f"{config}:8: warning: share \"data\": valid_users names \"ghost\", who is not "
+            "in the user store") in r.stderr, r.stderr
 
 
 def login_ls(port, share_path, password, client_conf, user="copyless"):
@@ -177,5 +213,47 @@ def test_status_reaches_the_server_through_its_config(base, client_conf):
         r = copyless("status", "--json", "--config", str(config))
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["sessions"] == [], r.stdout
+    finally:
+        assert serve.stop() == 0, serve.stderr()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="users act as their own accounts only as root")
+def test_a_share_nobody_allowed_can_write_to_is_said_at_start_and_reload(base):
+    add_user(base / "state")
+    share = base / "share"
+    share.mkdir()
+    os.chown(share, 0, 0)
+    share.chmod(0o755)
+    mine = base / "mine"
+    mine.mkdir()
+    owner = pwd.getpwnam(TEST_USER)
+    os.chown(mine, owner.pw_uid, owner.pw_gid)
+    config = write_config(base, share=share)
+    text = config.read_text()
+    config.write_text(text + f'\n[[share]]\nname = "mine"\npath = {json.dumps(str(mine))}\n')
+    warning = (f'warning: share "data": users may write to it, but {TEST_USER} '
+               f"(uid {owner.pw_uid}) cannot add files to {share} (owner root, group root, "
+               f"mode 755); give it to them (chown {TEST_USER} {share})")
+    serve = Serve(base, "--config", str(config))
+    try:
+        log = serve.stderr()
+        assert "running as root: each session acts on disk as its user's Unix account" in log
+        assert log.count(warning) == 1, log
+        assert 'share "mine"' not in log, log
+        # A reload says it again, and of a share added unwritable.
+        config.write_text(config.read_text() + "\n[[share]]\nname = \"more\"\n"
+                          f"path = {json.dumps(str(share))}\n")
+        serve.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 20
+        while "share more added" not in serve.stderr() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        log = serve.stderr()
+        assert "share more added" in log, log
+        assert log.count(warning) == 2, log
+        assert 'warning: share "more": users may write to it' in log, log
+        # Given to the user, the folder is quiet.
+        os.chown(share, owner.pw_uid, owner.pw_gid)
+        r = copyless("check-config", str(config))
+        assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
     finally:
         assert serve.stop() == 0, serve.stderr()

@@ -114,6 +114,9 @@ def nas_conf(base: Path) -> list[str]:
 
 
 def test_an_office_smb_conf_becomes_a_config_check_config_accepts(base):
+    # check-config refuses a share folder that is not there.
+    for name in ("projects", "public", "archive"):
+        (base / name).mkdir()
     lines = nas_conf(base)
     conf = base / "smb.conf"
     conf.write_text("\n".join(lines) + "\n")

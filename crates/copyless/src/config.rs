@@ -21,6 +21,8 @@ use copyless_vfs::Identity;
 use serde::Deserialize;
 use toml::Spanned;
 
+pub use crate::validate::ShareSource;
+
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct ServeArgs {
     /// Configuration file (TOML); default: /etc/copyless/copyless.toml when
@@ -65,6 +67,8 @@ pub struct ShareConfig {
     /// Who may use the share, and as whom (Unix groups and accounts
     /// looked up when the config is read).
     pub access: ShareAccess,
+    /// Where it was configured, for what later checks say of it.
+    pub source: ShareSource,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -265,7 +269,9 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    fn plain(message: impl Into<String>) -> ConfigError {
+    /// An error without a place in a file (a command line argument, the
+    /// built-in default).
+    pub(crate) fn plain(message: impl Into<String>) -> ConfigError {
         ConfigError {
             file: None,
             line: None,
@@ -276,6 +282,15 @@ impl ConfigError {
     /// What is wrong, without the file and line.
     pub fn message(&self) -> &str {
         &self.message
+    }
+
+    /// An error found after parsing, at `line` of `file`.
+    pub(crate) fn in_file(file: &Path, line: usize, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            file: Some(file.to_path_buf()),
+            line: Some(line),
+            message: message.into(),
+        }
     }
 }
 
@@ -422,6 +437,7 @@ impl Config {
                 path: absolute(Path::new("share")),
                 read_only: false,
                 access: ShareAccess::default(),
+                source: ShareSource::Builtin,
             }],
             limits: Limits::default(),
             server_name: default_server_name(),
@@ -465,7 +481,7 @@ impl Config {
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("/"));
-        parse(text, &base).map_err(|e| ConfigError {
+        parse(text, &base, path).map_err(|e| ConfigError {
             file: Some(path.to_path_buf()),
             line: e.span.map(|span| line_of(text, span.start)),
             message: e.message,
@@ -554,6 +570,7 @@ fn parse_share_args(args: &[String]) -> Result<Vec<ShareConfig>, ConfigError> {
             path: absolute(Path::new(path)),
             read_only: false,
             access: ShareAccess::default(),
+            source: ShareSource::Argument(arg.clone()),
         });
     }
     Ok(shares)
@@ -682,8 +699,7 @@ mod raw {
         pub valid_users: Option<Spanned<Vec<String>>>,
         pub read_only_users: Option<Spanned<Vec<String>>>,
         pub write_users: Option<Spanned<Vec<String>>>,
-        #[serde(default)]
-        pub guest_ok: bool,
+        pub guest_ok: Option<Spanned<bool>>,
         pub browseable: Option<bool>,
         #[serde(default)]
         pub access_based_enumeration: bool,
@@ -728,7 +744,7 @@ impl SpanError {
     }
 }
 
-fn parse(text: &str, base: &Path) -> Result<Config, SpanError> {
+fn parse(text: &str, base: &Path, file_name: &Path) -> Result<Config, SpanError> {
     let file: raw::File = toml::from_str(text).map_err(|e| SpanError {
         span: e.span(),
         message: e.message().trim_end().to_string(),
@@ -771,7 +787,14 @@ fn parse(text: &str, base: &Path) -> Result<Config, SpanError> {
     };
     check_guest_account(file.security.as_ref(), &guest_account)?;
     let (signing, encryption, guest) = parse_security(file.security)?;
-    let shares = parse_shares(file.share.unwrap_or_default(), base)?;
+    let source = |spans: Vec<(&'static str, Range<usize>)>| ShareSource::File {
+        file: file_name.to_path_buf(),
+        lines: spans
+            .into_iter()
+            .map(|(key, span)| (key, line_of(text, span.start)))
+            .collect(),
+    };
+    let shares = parse_shares(file.share.unwrap_or_default(), base, &source)?;
     let limits = parse_limits(file.limits)?;
 
     let control = match file.control {
@@ -1021,7 +1044,11 @@ fn check_guest_account(security: Option<&raw::Security>, account: &str) -> Resul
         })
 }
 
-fn parse_shares(raw: Vec<raw::Share>, base: &Path) -> Result<Vec<ShareConfig>, SpanError> {
+fn parse_shares(
+    raw: Vec<raw::Share>,
+    base: &Path,
+    source: &dyn Fn(Vec<(&'static str, Range<usize>)>) -> ShareSource,
+) -> Result<Vec<ShareConfig>, SpanError> {
     let mut seen = HashSet::new();
     let mut shares = Vec::with_capacity(raw.len());
     for share in raw {
@@ -1055,17 +1082,31 @@ fn parse_shares(raw: Vec<raw::Share>, base: &Path) -> Result<Vec<ShareConfig>, S
                 .write_users
                 .as_ref()
                 .map_or(Ok(Vec::new()), |l| principals(l, "write_users"))?,
-            guest_ok: share.guest_ok,
+            guest_ok: share.guest_ok.as_ref().is_some_and(|g| *g.get_ref()),
             browseable: share.browseable.unwrap_or(true),
             access_based_enumeration: share.access_based_enumeration,
             force_user,
             force_group,
         };
+        // The keys checks made after parsing name.
+        let mut spans = vec![("name", share.name.span()), ("path", share.path.span())];
+        let lists = [
+            ("valid_users", &share.valid_users),
+            ("read_only_users", &share.read_only_users),
+            ("write_users", &share.write_users),
+        ];
+        spans.extend(
+            lists
+                .iter()
+                .filter_map(|(k, l)| Some((*k, l.as_ref()?.span()))),
+        );
+        spans.extend(share.guest_ok.as_ref().map(|g| ("guest_ok", g.span())));
         shares.push(ShareConfig {
             name: name.clone(),
             path: file_path(&share.path, base, "path")?,
             read_only: share.read_only,
             access,
+            source: source(spans),
         });
     }
     Ok(shares)

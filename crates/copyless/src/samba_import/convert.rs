@@ -2,9 +2,9 @@
 //! the list of what could not be carried over, and why.
 //!
 //! Only what `copyless check-config` accepts on this machine is written:
-//! groups, accounts and keytabs are looked up as it looks them up, and
-//! whatever is missing here (or would hand out root's powers) is left out
-//! and said so. Where copyless's
+//! groups, accounts, share folders and keytabs are looked up as it looks
+//! them up, and whatever is missing here (or would hand out root's
+//! powers) is left out and said so. Where copyless's
 //! defaults differ from Samba's (a share is writable unless it says
 //! otherwise), the key is written out.
 
@@ -621,6 +621,10 @@ impl Converter<'_> {
         }
         if let Some(p) = last(&params, &["vfsobjects", "vfsobject"]) {
             self.vfs_objects(p);
+        }
+        // Last: what Samba itself would refuse in the share comes first.
+        if let Some(why) = self.host.folder_problem(&path.value, &share.name) {
+            return skip(self, &format!("its path {} {why}", path.value));
         }
         Ok(Some(table))
     }

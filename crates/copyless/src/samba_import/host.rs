@@ -1,5 +1,5 @@
 //! What the converter asks of the machine it runs on: accounts, groups,
-//! network addresses and keytabs. `copyless check-config` looks the same
+//! share folders, network addresses and keytabs. `copyless check-config` looks the same
 //! things up, so a config that names only what is here passes it. A trait,
 //! so that the converter's tests do not depend on the machine.
 
@@ -8,7 +8,7 @@ use std::path::Path;
 
 use copyless_auth::UnixAccount;
 
-use crate::config::Config;
+use crate::config::{default_state_dir, Config};
 
 /// An address of one of the machine's network interfaces.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,6 +24,9 @@ pub trait Host {
     fn account(&self, name: &str) -> Option<UnixAccount>;
     /// The gid of Unix group `name`, if there is one.
     fn group_id(&self, name: &str) -> Option<u32>;
+    /// Why check-config would refuse `path` as the folder of share
+    /// `name`, if it would.
+    fn folder_problem(&self, path: &str, name: &str) -> Option<String>;
     /// Every address of every interface.
     fn addresses(&self) -> Vec<LocalAddress>;
     /// Why `[kerberos] keytab = path` would not pass check-config, if it
@@ -41,6 +44,11 @@ impl Host for System {
 
     fn group_id(&self, name: &str) -> Option<u32> {
         copyless_auth::unix::group_id(name)
+    }
+
+    fn folder_problem(&self, path: &str, name: &str) -> Option<String> {
+        // The config written names no state_dir: the default one.
+        crate::validate::folder_problem(Path::new(path), name, &default_state_dir())
     }
 
     fn addresses(&self) -> Vec<LocalAddress> {

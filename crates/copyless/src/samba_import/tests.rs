@@ -40,6 +40,12 @@ impl Host for Machine {
         })
     }
 
+    /// Every folder exists here but `/missing...`.
+    fn folder_problem(&self, path: &str, _name: &str) -> Option<String> {
+        path.starts_with("/missing")
+            .then(|| "does not exist".to_string())
+    }
+
     fn addresses(&self) -> Vec<LocalAddress> {
         self.addresses.clone()
     }
@@ -245,10 +251,15 @@ fn a_family_nas() {
 
 #[test]
 fn the_config_written_passes_check_config() {
-    // Only names every machine has, since check-config looks them up.
-    let text = "[global]\nnetbios name = files\nguest account = nobody\n\
-                [s]\npath = /srv/s\nvalid users = @users alice\nforce user = nobody\n\
-                force group = users\nguest ok = yes\n";
+    // Only names every machine has, since check-config looks them up,
+    // and a folder that exists.
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[global]\nnetbios name = files\nguest account = nobody\n\
+         [s]\npath = {}\nvalid users = @users alice\nforce user = nobody\n\
+         force group = users\nguest ok = yes\n",
+        dir.path().display()
+    );
     let conf = smbconf::load(Path::new("smb.conf"), &mut |_| Ok(text.as_bytes().to_vec())).unwrap();
     let c = convert(&conf, "smb.conf", &super::host::System).unwrap();
     let config = Config::from_text(&c.toml, Path::new("/etc/copyless.toml"))
@@ -264,6 +275,7 @@ fn the_config_written_passes_check_config() {
         share.access.force_group,
         copyless_auth::unix::group_id("users")
     );
+    crate::validate::validate(&config, Err(String::new())).unwrap();
     // Each key says where it came from.
     assert!(
         c.toml
@@ -277,10 +289,10 @@ fn the_config_written_passes_check_config() {
 }
 
 #[test]
-fn root_is_left_out() {
+fn root_and_folders_check_config_refuses_are_left_out() {
     let c = convert_text(
         "[s]\npath = /s\nvalid users = root @root alice\nforce user = root\n\
-         force group = root\n",
+         force group = root\n[gone]\npath = /missing/x\n",
     );
     let s = shares(&c);
     assert_eq!(s.len(), 1);
@@ -294,6 +306,7 @@ fn root_is_left_out() {
         "smb.conf:4: option `force user` not carried over: force_user \"root\" is root",
         "smb.conf:5: option `force group` not carried over: force_group: \"root\" is the root \
          group",
+        "smb.conf:6: share [gone] not carried over: its path /missing/x does not exist",
     ] {
         assert!(
             n.iter().any(|note| note.starts_with(said)),
