@@ -212,17 +212,17 @@ fn describe(root: &Path) -> String {
 
 /// Who the writers act as, by account name and uid.
 fn who(writers: &[Identity]) -> String {
-    let mut names: Vec<String> = writers
-        .iter()
-        .map(|w| match w {
-            Identity::Unix(ids) => match unix::account_name(ids.uid) {
-                Some(name) => format!("{name} (uid {})", ids.uid),
-                None => format!("uid {}", ids.uid),
-            },
-            Identity::Server => format!("uid {}", rustix::process::geteuid().as_raw()),
-        })
-        .collect();
-    names.dedup();
+    let mut names: Vec<String> = Vec::new();
+    for uid in writers.iter().map(uid_of) {
+        let name = match unix::account_name(uid) {
+            Some(name) => format!("{name} (uid {uid})"),
+            None => format!("uid {uid}"),
+        };
+        // Users forced to other groups are still one account.
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
     let more = names.len().saturating_sub(NAMED);
     names.truncate(NAMED);
     let mut said = names.join(", ");
@@ -232,16 +232,84 @@ fn who(writers: &[Identity]) -> String {
     said
 }
 
+fn uid_of(who: &Identity) -> u32 {
+    match who {
+        Identity::Unix(ids) => ids.uid,
+        Identity::Server => rustix::process::geteuid().as_raw(),
+    }
+}
+
 /// How to let the first writer in.
 fn advice(root: &Path, writers: &[Identity]) -> String {
-    let uid = match writers.first() {
-        Some(Identity::Unix(ids)) => ids.uid,
-        _ => rustix::process::geteuid().as_raw(),
-    };
+    let uid = writers
+        .first()
+        .map_or_else(|| rustix::process::geteuid().as_raw(), uid_of);
     let owner = unix::account_name(uid).unwrap_or_else(|| uid.to_string());
     format!(
         "give it to them (chown {owner} {0}) or let a group of theirs write \
          (chgrp GROUP {0}; chmod g+rwx {0})",
         root.display()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use copyless_core::Principal;
+
+    /// Who may write to a share of `access` (read only when `read_only`),
+    /// as the settings say, with bob, acting as nobody, in the store.
+    fn who_may(read_only: bool, access: ShareAccess, guest: bool) -> Vec<Identity> {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = UserStore::load(dir.path()).unwrap();
+        store.add_linked("bob", "pw", "nobody").unwrap();
+        let mut config = Config::builtin();
+        config.guest = guest;
+        let share = ShareConfig {
+            read_only,
+            access,
+            ..config.shares[0].clone()
+        };
+        writers(&config, &share, &store)
+    }
+
+    #[test]
+    fn the_settings_say_who_may_write() {
+        let nobody = || Identity::unix(65534, 65534, vec![65534]);
+        let bob = || vec![Principal::User("bob".into())];
+        assert_eq!(who_may(false, ShareAccess::default(), false), [nobody()]);
+        assert!(who_may(true, ShareAccess::default(), false).is_empty());
+        let writers = ShareAccess {
+            write_users: bob(),
+            ..ShareAccess::default()
+        };
+        assert_eq!(who_may(true, writers, false), [nobody()]);
+        let readers = ShareAccess {
+            read_only_users: bob(),
+            ..ShareAccess::default()
+        };
+        assert!(who_may(false, readers, false).is_empty());
+        let others = ShareAccess {
+            valid_users: Some(vec![Principal::User("carol".into())]),
+            ..ShareAccess::default()
+        };
+        assert!(who_may(false, others, false).is_empty());
+        let forced = ShareAccess {
+            force_user: Some(Identity::unix(1500, 1500, vec![1500])),
+            force_group: Some(100),
+            ..ShareAccess::default()
+        };
+        assert_eq!(
+            who_may(false, forced, false),
+            [Identity::unix(1500, 100, vec![1500, 100])]
+        );
+        // Guests, on a guest share with guests on, as the guest account.
+        let guests = ShareAccess {
+            guest_ok: true,
+            valid_users: Some(Vec::new()),
+            ..ShareAccess::default()
+        };
+        assert!(who_may(false, guests.clone(), false).is_empty());
+        assert_eq!(who_may(false, guests, true), [nobody()]);
+    }
 }
