@@ -26,7 +26,8 @@ pub use crate::validate::ShareSource;
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct ServeArgs {
     /// Configuration file (TOML); default: /etc/copyless/copyless.toml when
-    /// run as root and it exists, else the built-in defaults.
+    /// run as root without --share and it exists, else the built-in
+    /// defaults.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Address to listen on, ADDR:PORT; repeat for several. Replaces the configured list.
@@ -331,9 +332,15 @@ pub fn default_config_file() -> Option<PathBuf> {
 }
 
 impl ServeArgs {
-    /// The file this serve reads: --config, else the default one.
+    /// The file this serve reads: --config, else the default one unless
+    /// --share gives the shares (scripts that serve a folder of theirs
+    /// get the built-in defaults, whatever is installed).
     pub fn config_file(&self) -> Option<PathBuf> {
-        self.config.clone().or_else(default_config_file)
+        match &self.config {
+            Some(file) => Some(file.clone()),
+            None if self.share.is_empty() => default_config_file(),
+            None => None,
+        }
     }
 
     /// Whether the built-in default share is served (no file, no
@@ -1982,6 +1989,18 @@ read_only = false
             state_dir: None,
             engine: None,
         }
+    }
+
+    #[test]
+    fn share_arguments_never_read_the_default_file() {
+        assert_eq!(args(None, &[], &["s=/srv/s"]).config_file(), None);
+        let file = Path::new("/x/c.toml");
+        assert_eq!(
+            args(Some(file), &[], &["s=/srv/s"])
+                .config_file()
+                .as_deref(),
+            Some(file)
+        );
     }
 
     #[test]
