@@ -4,6 +4,7 @@ installed with apt on this machine, checked, and purged again."""
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import stat
 import subprocess
@@ -11,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, SERVER_KIND
+from conftest import REPO_ROOT, SERVER_KIND, Server, make_temp_dir
+from support import Serve, smbclient_ok
 
 pytestmark = [
     pytest.mark.skipif(SERVER_KIND == "samba", reason="copyless's own package"),
@@ -31,7 +33,43 @@ def installed() -> bool:
     return r.returncode == 0 and "installed" in r.stdout.split()
 
 
-def test_the_package_installs_checks_its_config_and_purges_cleanly(tmp_path):
+def serve_as_installed(monkeypatch, client_conf):
+    """The installed server with its defaults (only the port moved off
+    445), started as the unit starts it, without a terminal: the first
+    user it makes, with the password from its file, puts a file into the
+    packaged share; `copyless status` and `copyless user list` find it
+    without flags."""
+    monkeypatch.setenv("COPYLESS_BIN", "/usr/bin/copyless")
+    base = make_temp_dir("deb")
+    serve = Serve(base, "--config", "/etc/copyless/copyless.toml")
+    try:
+        secret = Path("/var/lib/copyless/initial-password")
+        said = "\n".join(serve.stdout)
+        assert f"created user copyless; its password is in {secret}" in said, said
+        password = secret.read_text().strip()
+        share = Path("/srv/copyless")
+        (base / "hello.txt").write_text("from the first user")
+        server = Server("127.0.0.1", serve.port, "share", share, "copyless", password)
+        smbclient_ok(server, client_conf, "put hello.txt", cwd=base, timeout=60)
+        put = share / "hello.txt"
+        assert put.read_text() == "from the first user"
+        assert put.stat().st_uid == pwd.getpwnam("copyless").pw_uid
+        assert "cannot add files" not in serve.stderr(), serve.stderr()
+        r = subprocess.run(["/usr/bin/copyless", "status", "--json"], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        r = subprocess.run(["/usr/bin/copyless", "user", "list"], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0 and r.stdout.startswith("copyless\tunix copyless (uid "), \
+            r.stdout + r.stderr
+        put.unlink()
+    finally:
+        assert serve.stop() == 0, serve.stderr()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_package_installs_checks_its_config_and_purges_cleanly(tmp_path, monkeypatch,
+                                                                  client_conf):
     assert not installed(), "copyless is already installed here; the test would replace it"
     assert not Path("/usr/bin/copyless").exists()
     out_dir = tmp_path / "deb"
@@ -57,6 +95,8 @@ def test_the_package_installs_checks_its_config_and_purges_cleanly(tmp_path):
         state = Path("/var/lib/copyless")
         assert state.is_dir() and stat.S_IMODE(state.stat().st_mode) == 0o700
         assert Path("/srv/copyless").is_dir()
+        # The share is the account's that the first user acts as.
+        assert Path("/srv/copyless").stat().st_uid == pwd.getpwnam("copyless").pw_uid
         assert "/etc/copyless/copyless.toml: ok" in run(
             "/usr/bin/copyless", "check-config", "/etc/copyless/copyless.toml")
         # The unit as installed, with the binary where it names it.
@@ -65,6 +105,7 @@ def test_the_package_installs_checks_its_config_and_purges_cleanly(tmp_path):
         complaints = [line for line in (r.stdout + r.stderr).splitlines()
                       if line.strip() and "sysinit.target" not in line]
         assert not complaints, "\n".join(complaints)
+        serve_as_installed(monkeypatch, client_conf)
     finally:
         run("apt-get", "purge", "-y", "-q", "copyless", env=env)
     assert not installed()

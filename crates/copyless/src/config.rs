@@ -21,9 +21,13 @@ use copyless_vfs::Identity;
 use serde::Deserialize;
 use toml::Spanned;
 
+pub use crate::validate::ShareSource;
+
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct ServeArgs {
-    /// Configuration file (TOML).
+    /// Configuration file (TOML); default: /etc/copyless/copyless.toml when
+    /// run as root without --share and it exists, else the built-in
+    /// defaults.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Address to listen on, ADDR:PORT; repeat for several. Replaces the configured list.
@@ -64,6 +68,8 @@ pub struct ShareConfig {
     /// Who may use the share, and as whom (Unix groups and accounts
     /// looked up when the config is read).
     pub access: ShareAccess,
+    /// Where it was configured, for what later checks say of it.
+    pub source: ShareSource,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -264,7 +270,9 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    fn plain(message: impl Into<String>) -> ConfigError {
+    /// An error without a place in a file (a command line argument, the
+    /// built-in default).
+    pub(crate) fn plain(message: impl Into<String>) -> ConfigError {
         ConfigError {
             file: None,
             line: None,
@@ -275,6 +283,15 @@ impl ConfigError {
     /// What is wrong, without the file and line.
     pub fn message(&self) -> &str {
         &self.message
+    }
+
+    /// An error found after parsing, at `line` of `file`.
+    pub(crate) fn in_file(file: &Path, line: usize, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            file: Some(file.to_path_buf()),
+            line: Some(line),
+            message: message.into(),
+        }
     }
 }
 
@@ -303,6 +320,36 @@ const MAX_SERVER_NAME: usize = 15;
 const DEFAULT_SERVER_NAME: &str = "COPYLESS";
 /// The account guests act as on disk unless the config names another.
 pub const DEFAULT_GUEST_ACCOUNT: &str = "nobody";
+/// The file the service reads (dist/copyless.service), and so the one
+/// every command reads when run as root without --config.
+pub const DEFAULT_CONFIG_FILE: &str = "/etc/copyless/copyless.toml";
+
+/// The configuration file a command reads when not given one: the
+/// service's, for root, when it exists; None for the built-in defaults.
+pub fn default_config_file() -> Option<PathBuf> {
+    let path = Path::new(DEFAULT_CONFIG_FILE);
+    (rustix::process::geteuid().is_root() && path.exists()).then(|| path.to_path_buf())
+}
+
+impl ServeArgs {
+    /// The file this serve reads: --config, else the default one unless
+    /// --share gives the shares (scripts that serve a folder of theirs
+    /// get the built-in defaults, whatever is installed).
+    pub fn config_file(&self) -> Option<PathBuf> {
+        match &self.config {
+            Some(file) => Some(file.clone()),
+            None if self.share.is_empty() => default_config_file(),
+            None => None,
+        }
+    }
+
+    /// Whether the built-in default share is served (no file, no
+    /// --share): the only one made when missing, since a configured path
+    /// that is missing is more likely a typo.
+    pub fn serves_builtin_share(&self) -> bool {
+        self.config_file().is_none() && self.share.is_empty()
+    }
+}
 
 /// Where the user store and other state live unless told otherwise.
 pub fn default_state_dir() -> PathBuf {
@@ -397,6 +444,7 @@ impl Config {
                 path: absolute(Path::new("share")),
                 read_only: false,
                 access: ShareAccess::default(),
+                source: ShareSource::Builtin,
             }],
             limits: Limits::default(),
             server_name: default_server_name(),
@@ -440,16 +488,18 @@ impl Config {
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("/"));
-        parse(text, &base).map_err(|e| ConfigError {
+        parse(text, &base, path).map_err(|e| ConfigError {
             file: Some(path.to_path_buf()),
             line: e.span.map(|span| line_of(text, span.start)),
             message: e.message,
         })
     }
 
-    /// The built-in default or the --config file, then the CLI overrides.
+    /// The built-in default or the configuration file
+    /// ([`ServeArgs::config_file`]), then the CLI overrides.
     pub fn from_serve_args(args: &ServeArgs) -> Result<Config, ConfigError> {
-        let mut config = match &args.config {
+        let file = args.config_file();
+        let mut config = match &file {
             Some(path) => Config::load(path)?,
             None => Config::builtin(),
         };
@@ -470,7 +520,7 @@ impl Config {
             config.state_dir = absolute(dir);
         }
         if config.shares.is_empty() {
-            let source = match &args.config {
+            let source = match &file {
                 Some(path) => format!("{}: ", path.display()),
                 None => String::new(),
             };
@@ -527,6 +577,7 @@ fn parse_share_args(args: &[String]) -> Result<Vec<ShareConfig>, ConfigError> {
             path: absolute(Path::new(path)),
             read_only: false,
             access: ShareAccess::default(),
+            source: ShareSource::Argument(arg.clone()),
         });
     }
     Ok(shares)
@@ -641,7 +692,7 @@ mod raw {
     pub struct Security {
         pub signing: Option<Spanned<String>>,
         pub encryption: Option<Spanned<String>>,
-        pub guest: Option<bool>,
+        pub guest: Option<Spanned<bool>>,
         pub guest_account: Option<Spanned<String>>,
     }
 
@@ -655,8 +706,7 @@ mod raw {
         pub valid_users: Option<Spanned<Vec<String>>>,
         pub read_only_users: Option<Spanned<Vec<String>>>,
         pub write_users: Option<Spanned<Vec<String>>>,
-        #[serde(default)]
-        pub guest_ok: bool,
+        pub guest_ok: Option<Spanned<bool>>,
         pub browseable: Option<bool>,
         #[serde(default)]
         pub access_based_enumeration: bool,
@@ -701,7 +751,7 @@ impl SpanError {
     }
 }
 
-fn parse(text: &str, base: &Path) -> Result<Config, SpanError> {
+fn parse(text: &str, base: &Path, file_name: &Path) -> Result<Config, SpanError> {
     let file: raw::File = toml::from_str(text).map_err(|e| SpanError {
         span: e.span(),
         message: e.message().trim_end().to_string(),
@@ -742,8 +792,16 @@ fn parse(text: &str, base: &Path) -> Result<Config, SpanError> {
         }
         Some(name) => name.get_ref().clone(),
     };
+    check_guest_account(file.security.as_ref(), &guest_account)?;
     let (signing, encryption, guest) = parse_security(file.security)?;
-    let shares = parse_shares(file.share.unwrap_or_default(), base)?;
+    let source = |spans: Vec<(&'static str, Range<usize>)>| ShareSource::File {
+        file: file_name.to_path_buf(),
+        lines: spans
+            .into_iter()
+            .map(|(key, span)| (key, line_of(text, span.start)))
+            .collect(),
+    };
+    let shares = parse_shares(file.share.unwrap_or_default(), base, &source)?;
     let limits = parse_limits(file.limits)?;
 
     let control = match file.control {
@@ -972,10 +1030,32 @@ fn parse_security(
             }
         },
     };
-    Ok((signing, encryption, security.guest.unwrap_or(false)))
+    let guest = security.guest.as_ref().is_some_and(|g| *g.get_ref());
+    Ok((signing, encryption, guest))
 }
 
-fn parse_shares(raw: Vec<raw::Share>, base: &Path) -> Result<Vec<ShareConfig>, SpanError> {
+/// Guests act as `guest_account` on disk: when they are allowed it must
+/// exist, and it may never be root (as serve takes it, see
+/// [`crate::no_root::guest_identity`]).
+fn check_guest_account(security: Option<&raw::Security>, account: &str) -> Result<(), SpanError> {
+    let guest = security.and_then(|s| s.guest.as_ref());
+    let on = guest.is_some_and(|g| *g.get_ref());
+    crate::no_root::guest_identity(account, on)
+        .map(drop)
+        .map_err(|message| SpanError {
+            // The account's line, else the line that let guests in.
+            span: security
+                .and_then(|s| s.guest_account.as_ref().map(Spanned::span))
+                .or(guest.map(Spanned::span)),
+            message,
+        })
+}
+
+fn parse_shares(
+    raw: Vec<raw::Share>,
+    base: &Path,
+    source: &dyn Fn(Vec<(&'static str, Range<usize>)>) -> ShareSource,
+) -> Result<Vec<ShareConfig>, SpanError> {
     let mut seen = HashSet::new();
     let mut shares = Vec::with_capacity(raw.len());
     for share in raw {
@@ -989,22 +1069,11 @@ fn parse_shares(raw: Vec<raw::Share>, base: &Path) -> Result<Vec<ShareConfig>, S
         }
         let force_user = match &share.force_user {
             None => None,
-            Some(name) => {
-                let account = copyless_auth::unix::lookup(name.get_ref())
-                    .map_err(|e| SpanError::at(name, format!("force_user: {e}")))?;
-                Some(Identity::unix(account.uid, account.gid, account.groups))
-            }
+            Some(name) => Some(force_user(name)?),
         };
         let force_group = match &share.force_group {
             None => None,
-            Some(name) => Some(
-                copyless_auth::unix::group_id(name.get_ref()).ok_or_else(|| {
-                    SpanError::at(
-                        name,
-                        format!("force_group: no Unix group {:?}", name.get_ref()),
-                    )
-                })?,
-            ),
+            Some(name) => Some(force_group(name)?),
         };
         let access = ShareAccess {
             valid_users: share
@@ -1020,20 +1089,58 @@ fn parse_shares(raw: Vec<raw::Share>, base: &Path) -> Result<Vec<ShareConfig>, S
                 .write_users
                 .as_ref()
                 .map_or(Ok(Vec::new()), |l| principals(l, "write_users"))?,
-            guest_ok: share.guest_ok,
+            guest_ok: share.guest_ok.as_ref().is_some_and(|g| *g.get_ref()),
             browseable: share.browseable.unwrap_or(true),
             access_based_enumeration: share.access_based_enumeration,
             force_user,
             force_group,
         };
+        // The keys checks made after parsing name.
+        let mut spans = vec![("name", share.name.span()), ("path", share.path.span())];
+        let lists = [
+            ("valid_users", &share.valid_users),
+            ("read_only_users", &share.read_only_users),
+            ("write_users", &share.write_users),
+        ];
+        spans.extend(
+            lists
+                .iter()
+                .filter_map(|(k, l)| Some((*k, l.as_ref()?.span()))),
+        );
+        spans.extend(share.guest_ok.as_ref().map(|g| ("guest_ok", g.span())));
         shares.push(ShareConfig {
             name: name.clone(),
             path: file_path(&share.path, base, "path")?,
             read_only: share.read_only,
             access,
+            source: source(spans),
         });
     }
     Ok(shares)
+}
+
+/// `force_user`: an existing account without root's powers.
+fn force_user(name: &Spanned<String>) -> Result<Identity, SpanError> {
+    let account = copyless_auth::unix::lookup(name.get_ref())
+        .map_err(|e| SpanError::at(name, format!("force_user: {e}")))?;
+    if let Some(why) = crate::no_root::account_refusal("force_user", name.get_ref(), &account) {
+        return Err(SpanError::at(name, why));
+    }
+    Ok(Identity::unix(account.uid, account.gid, account.groups))
+}
+
+/// `force_group`: an existing group other than root's.
+fn force_group(name: &Spanned<String>) -> Result<u32, SpanError> {
+    let gid = copyless_auth::unix::group_id(name.get_ref()).ok_or_else(|| {
+        SpanError::at(
+            name,
+            format!("force_group: no Unix group {:?}", name.get_ref()),
+        )
+    })?;
+    match crate::no_root::group_refusal("force_group", name.get_ref(), gid) {
+        Some(why) => Err(SpanError::at(name, why)),
+        None => Ok(gid),
+    }
 }
 
 /// User names, and Unix groups as `@group`, of a share's access list.
@@ -1041,11 +1148,20 @@ fn principals(list: &Spanned<Vec<String>>, key: &str) -> Result<Vec<Principal>, 
     list.get_ref()
         .iter()
         .map(|entry| match entry.strip_prefix('@') {
-            Some(group) => copyless_auth::unix::group_id(group)
-                .map(Principal::Group)
-                .ok_or_else(|| SpanError::at(list, format!("{key}: no Unix group {group:?}"))),
+            Some(group) => {
+                let gid = copyless_auth::unix::group_id(group).ok_or_else(|| {
+                    SpanError::at(list, format!("{key}: no Unix group {group:?}"))
+                })?;
+                match crate::no_root::group_refusal(key, &format!("@{group}"), gid) {
+                    Some(why) => Err(SpanError::at(list, why)),
+                    None => Ok(Principal::Group(gid)),
+                }
+            }
             None if entry.is_empty() => Err(SpanError::at(list, format!("{key}: an empty name"))),
-            None => Ok(Principal::User(entry.clone())),
+            None => match crate::no_root::user_refusal(key, entry) {
+                Some(why) => Err(SpanError::at(list, why)),
+                None => Ok(Principal::User(entry.clone())),
+            },
         })
         .collect()
 }
@@ -1367,23 +1483,27 @@ max_open_files_total = 1000
 
     #[test]
     fn who_may_use_a_share() {
-        // root and nobody exist on every system this runs on.
+        // nobody and the group users exist on every system this runs on.
+        let users = copyless_auth::unix::group_id("users").unwrap();
         let (_dir, config) = load_text(
             "[[share]]\nname = \"s\"\npath = \"/srv/s\"\nread_only = true\n\
-             valid_users = [\"alice\", \"@root\"]\nwrite_users = [\"alice\"]\n\
+             valid_users = [\"alice\", \"@users\"]\nwrite_users = [\"alice\"]\n\
              guest_ok = true\nbrowseable = false\nforce_user = \"nobody\"\n\
-             force_group = \"root\"\n",
+             force_group = \"users\"\n",
         );
         let a = &config.shares[0].access;
         assert_eq!(
             a.valid_users,
-            Some(vec![Principal::User("alice".into()), Principal::Group(0)])
+            Some(vec![
+                Principal::User("alice".into()),
+                Principal::Group(users)
+            ])
         );
         assert_eq!(a.write_users, vec![Principal::User("alice".into())]);
         assert!(a.read_only_users.is_empty());
         assert!(a.guest_ok && !a.browseable);
         assert!(matches!(&a.force_user, Some(Identity::Unix(ids)) if ids.uid == 65534));
-        assert_eq!(a.force_group, Some(0));
+        assert_eq!(a.force_group, Some(users));
         let (_dir, config) = load_text("[[share]]\nname = \"s\"\npath = \"/srv/s\"\n");
         let a = &config.shares[0].access;
         assert!(a.valid_users.is_none() && !a.guest_ok && a.browseable);
@@ -1397,6 +1517,58 @@ max_open_files_total = 1000
             let m = error_at(&format!("{share}{key}\n"), line);
             assert!(m.contains(key.split(' ').next().unwrap()), "{m}");
         }
+    }
+
+    #[test]
+    fn no_key_hands_out_root() {
+        let share = "[[share]]\nname = \"s\"\npath = \"/srv/s\"\n";
+        for (key, line, said) in [
+            (
+                "force_user = \"root\"",
+                4,
+                "force_user \"root\" is root (uid 0)",
+            ),
+            (
+                "force_group = \"root\"",
+                4,
+                "force_group: \"root\" is the root group",
+            ),
+            (
+                "valid_users = [\"@root\"]",
+                4,
+                "valid_users: \"@root\" is the root group",
+            ),
+            (
+                "read_only_users = [\"alice\", \"@root\"]",
+                4,
+                "read_only_users: \"@root\"",
+            ),
+            (
+                "write_users = [\"ROOT\"]",
+                4,
+                "write_users: user \"ROOT\" would act as",
+            ),
+        ] {
+            let m = error_at(&format!("{share}{key}\n"), line);
+            assert!(m.contains(said), "{key}: {m}");
+        }
+        // Guests neither, even when guests are off (anonymous sessions
+        // act as the guest account too).
+        let m = error_at("[security]\nguest_account = \"root\"\n", 2);
+        assert!(m.contains("guest_account \"root\" is root"), "{m}");
+        let m = error_at("[security]\nguest = true\nguest_account = \"root\"\n", 3);
+        assert!(m.contains("is root"), "{m}");
+    }
+
+    #[test]
+    fn guests_need_their_account() {
+        let m = error_at(
+            "[security]\nguest = true\nguest_account = \"no-such-account-here\"\n",
+            3,
+        );
+        assert!(m.contains("no Unix account"), "{m}");
+        // Without guests a missing account is no error: nobody's ids stand in.
+        load_text("[security]\nguest_account = \"no-such-account-here\"\n");
     }
 
     #[test]
@@ -1817,6 +1989,18 @@ read_only = false
             state_dir: None,
             engine: None,
         }
+    }
+
+    #[test]
+    fn share_arguments_never_read_the_default_file() {
+        assert_eq!(args(None, &[], &["s=/srv/s"]).config_file(), None);
+        let file = Path::new("/x/c.toml");
+        assert_eq!(
+            args(Some(file), &[], &["s=/srv/s"])
+                .config_file()
+                .as_deref(),
+            Some(file)
+        );
     }
 
     #[test]

@@ -116,13 +116,17 @@ fn serve(stream: UnixStream, tracer: &Tracer, status: &StatusSource) -> io::Resu
 }
 
 /// The control socket a command talks to: `control` when given, else
-/// the one `config` names, else the default one.
+/// the one `config` names, else the one of the default configuration file
+/// (the one `serve` reads), else the default one.
 pub fn socket_path(control: Option<&Path>, config: Option<&Path>) -> Result<PathBuf, String> {
     if let Some(path) = control {
         return Ok(path.to_path_buf());
     }
-    match config {
-        Some(file) => crate::config::Config::load(file)
+    let file = config
+        .map(Path::to_path_buf)
+        .or_else(crate::config::default_config_file);
+    match file {
+        Some(file) => crate::config::Config::load(&file)
             .map(|c| c.control_path())
             .map_err(|e| e.to_string()),
         None => Ok(crate::config::default_control_path(

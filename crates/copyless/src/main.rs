@@ -9,6 +9,7 @@ mod discovery;
 mod first_user;
 mod machine_sid;
 mod metrics;
+mod no_root;
 mod privileges;
 mod reload;
 mod samba_import;
@@ -18,8 +19,10 @@ mod systemd;
 mod top;
 mod user_cmd;
 mod users_watch;
+mod validate;
+mod writable;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -38,7 +41,8 @@ enum Command {
     /// Manage the user store.
     #[command(subcommand)]
     User(user_cmd::UserCommand),
-    /// Check a configuration file and report the first error.
+    /// Check a configuration file as `serve` would: report the first
+    /// error, and warnings.
     CheckConfig { file: PathBuf },
     /// Convert another server's configuration (Samba's smb.conf).
     #[command(subcommand)]
@@ -54,11 +58,16 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve(args) => match config::Config::from_serve_args(&args) {
+        Command::Serve(mut args) => match config::Config::from_serve_args(&args) {
             Ok(config) => {
-                // Only the built-in default share is created on demand: a
-                // configured path that is missing is more likely a typo.
-                let builtin = args.config.is_none() && args.share.is_empty();
+                let builtin = args.serves_builtin_share();
+                if args.config.is_none() {
+                    if let Some(file) = args.config_file() {
+                        eprintln!("copyless: configuration {}", file.display());
+                        // A reload reads the same file, whatever appears meanwhile.
+                        args.config = Some(file);
+                    }
+                }
                 match serve::serve(config, args, builtin) {
                     Ok(()) => ExitCode::SUCCESS,
                     Err((msg, code)) => {
@@ -77,15 +86,43 @@ fn main() -> ExitCode {
         Command::Status(args) => status::run(args),
         Command::Bench(args) => copyless_bench::run(args),
         Command::Import(cmd) => samba_import::run(cmd),
-        Command::CheckConfig { file } => match config::Config::load(&file) {
-            Ok(_) => {
-                println!("{}: ok", file.display());
-                ExitCode::SUCCESS
+        Command::CheckConfig { file } => check_config(&file),
+    }
+}
+
+/// `check-config FILE`: the file as `serve --config FILE` takes it,
+/// through the same validation, with the user store it names.
+fn check_config(file: &Path) -> ExitCode {
+    let args = config::ServeArgs {
+        config: Some(file.to_path_buf()),
+        ..Default::default()
+    };
+    let checked = config::Config::from_serve_args(&args).and_then(|config| {
+        let store = match copyless_auth::UserStore::load(&config.state_dir) {
+            Ok(store) => Ok(store),
+            // Not ours to read (a root service checked by another user):
+            // the rest is still worth checking.
+            Err(copyless_auth::userstore::UserError::Io(e))
+                if e.kind() == std::io::ErrorKind::PermissionDenied =>
+            {
+                Err(e.to_string())
             }
-            Err(e) => {
-                eprintln!("copyless: {e}");
-                ExitCode::from(2)
+            // serve would refuse it.
+            Err(e) => return Err(config::ConfigError::plain(e.to_string())),
+        };
+        validate::validate(&config, store.as_ref().map_err(Clone::clone))
+    });
+    match checked {
+        Ok(warnings) => {
+            for warning in warnings {
+                eprintln!("copyless: {warning}");
             }
-        },
+            println!("{}: ok", file.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("copyless: {e}");
+            ExitCode::from(2)
+        }
     }
 }

@@ -4,11 +4,13 @@
 //! removed or changed one ends its tree connects at their next request
 //! (clients connect again and get the new settings). Limits apply at once
 //! (core/src/limits.rs says how). What cannot change while the server
-//! runs is named, to apply at the next start. A file that does not load
-//! changes nothing.
+//! runs is named, to apply at the next start. A file that does not load,
+//! or does not pass the checks serve makes at start (validate.rs), changes
+//! nothing.
 
 use std::sync::Arc;
 
+use copyless_auth::LiveUsers;
 use copyless_core::Server;
 use copyless_engine::LiveLimits;
 use copyless_trace::Tracer;
@@ -18,6 +20,8 @@ use crate::systemd::Notifier;
 
 pub struct Reloader {
     pub args: ServeArgs,
+    /// The users the shares are checked against, as at start.
+    pub users: Arc<LiveUsers>,
     /// RLIMIT_NOFILE, which limits are fitted to as at start.
     pub descriptors: u64,
     pub engine_limits: Arc<LiveLimits>,
@@ -35,8 +39,15 @@ impl Reloader {
         if let Some(n) = &self.notifier {
             n.reloading();
         }
-        let said = match Config::from_serve_args(&self.args) {
-            Ok(new) => {
+        let loaded = Config::from_serve_args(&self.args).and_then(|new| {
+            let warnings = crate::validate::validate(&new, Ok(&self.users.users()))?;
+            Ok((new, warnings))
+        });
+        let said = match loaded {
+            Ok((new, warnings)) => {
+                for warning in warnings {
+                    eprintln!("copyless: {warning}");
+                }
                 let said = self.apply(&new);
                 self.current = new;
                 said

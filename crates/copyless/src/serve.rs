@@ -35,6 +35,22 @@ pub fn serve(
         println!("{said}");
     }
     let users = Arc::new(LiveUsers::load(&config.state_dir).map_err(|e| (e.to_string(), 1))?);
+    if create_missing_share {
+        for s in &config.shares {
+            if !s.path.exists() {
+                std::fs::create_dir_all(&s.path)
+                    .map_err(|e| (format!("cannot create {}: {e}", s.path.display()), 1))?;
+                give_to_first_user(&s.path, &users)?;
+            }
+        }
+    }
+    // What check-config and a reload check too; a configuration error,
+    // as from parsing.
+    let warnings =
+        crate::validate::validate(&config, Ok(&users.users())).map_err(|e| (e.to_string(), 2))?;
+    for warning in warnings {
+        eprintln!("copyless: {warning}");
+    }
     if users.users().is_empty() {
         eprintln!(
             "copyless: {}",
@@ -52,11 +68,6 @@ pub fn serve(
     );
     let mut shares = Vec::new();
     for (index, s) in config.shares.iter().enumerate() {
-        if create_missing_share && !s.path.exists() {
-            std::fs::create_dir_all(&s.path)
-                .map_err(|e| (format!("cannot create {}: {e}", s.path.display()), 1))?;
-            give_to_first_user(&s.path, &users)?;
-        }
         shares.push(make_share(s, index, &tracer).map_err(|e| (e, 1))?);
     }
     let descriptors = crate::descriptors::raise_limit()
@@ -78,13 +89,12 @@ pub fn serve(
         );
     }
     let act_as_users = rustix::process::geteuid().is_root();
-    if !act_as_users {
-        eprintln!(
-            "copyless: not running as root: every user acts as this process (uid {}) on disk",
-            rustix::process::geteuid().as_raw()
-        );
-    }
-    let guest_identity = guest_identity(&config)?;
+    let guest_identity =
+        crate::no_root::guest_identity(&config.guest_account, config.guest).map_err(|e| (e, 2))?;
+    eprintln!(
+        "copyless: {}",
+        acting_as(act_as_users, &config.guest_account, &guest_identity)
+    );
     let machine_sid = crate::machine_sid::load_or_create(&config.state_dir).map_err(|e| (e, 1))?;
     let mut guid = [0u8; 16];
     getrandom::fill(&mut guid).map_err(|e| (format!("random: {e}"), 1))?;
@@ -105,7 +115,7 @@ pub fn serve(
         guest_identity,
         machine_sid,
     };
-    let server = Server::new(server_config, shares, users);
+    let server = Server::new(server_config, shares, users.clone());
     // Both are served before the SMB listeners are announced, so that a
     // script that waits for those finds them ready.
     let control_path = config.control_path();
@@ -144,6 +154,7 @@ pub fn serve(
     let live_limits = LiveLimits::new(engine_limits(&config.limits, &budget));
     let reloader = crate::reload::Reloader {
         args,
+        users: Arc::clone(&users),
         descriptors,
         engine_limits: live_limits.clone(),
         current: config.clone(),
@@ -293,26 +304,25 @@ fn contain_panic_messages() {
     }));
 }
 
-/// Who guests act as on disk: the configured account, which must exist
-/// when guests are allowed and may never be root. Without guests only
-/// anonymous sessions use it, and the conventional ids of `nobody` stand
-/// in for a missing account.
-fn guest_identity(config: &Config) -> Result<Identity, (String, u8)> {
-    let account = match copyless_auth::unix::lookup(&config.guest_account) {
-        Ok(a) => a,
-        Err(_) if !config.guest => return Ok(Identity::unix(65534, 65534, vec![65534])),
-        Err(e) => return Err((format!("guest_account {:?}: {e}", config.guest_account), 1)),
-    };
-    if account.uid == 0 {
-        return Err((
-            format!(
-                "guest_account {:?} is root: guests must act as an unprivileged account",
-                config.guest_account
-            ),
-            1,
-        ));
+/// Who sessions act as on disk, for the start log: the kernel checks
+/// each file operation against that identity.
+fn acting_as(act_as_users: bool, guest_account: &str, guest: &Identity) -> String {
+    let own = rustix::process::geteuid().as_raw();
+    if !act_as_users {
+        return format!(
+            "not running as root: every session acts on disk as this process's own account \
+             (uid {own}), whoever logs in"
+        );
     }
-    Ok(Identity::unix(account.uid, account.gid, account.groups))
+    let guest = match guest {
+        Identity::Unix(ids) => format!("{guest_account} (uid {})", ids.uid),
+        Identity::Server => format!("uid {own}"),
+    };
+    format!(
+        "running as root: each session acts on disk as its user's Unix account (its uid, \
+         primary group and groups; force_user and force_group where a share sets them), \
+         guests and anonymous sessions as {guest}"
+    )
 }
 
 /// A share directory the server made itself belongs to the first user's

@@ -29,7 +29,8 @@ pub struct TopArgs {
     /// The server's control socket (default: the config's `control`).
     #[arg(long, value_name = "PATH")]
     pub control: Option<PathBuf>,
-    /// Take the control socket's path from this configuration file.
+    /// Take the control socket's path from this configuration file
+    /// (default: the one `copyless serve` reads).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// How many of the busiest clients to show.

@@ -9,8 +9,47 @@ use copyless_auth::unix::{self, UnixAccount, UnixError};
 use copyless_auth::userstore::{UserError, UserStore};
 use zeroize::Zeroizing;
 
-use crate::config::default_state_dir;
+use crate::config::{default_config_file, default_state_dir, Config};
 use crate::machine_sid::user_sid;
+
+/// Where the user store is, as the server finds it: `--state-dir`, else
+/// the `state_dir` of `--config FILE`, else of the default configuration
+/// file (the service's, /etc/copyless/copyless.toml, for root), else the
+/// default state directory.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct StoreArgs {
+    /// Directory that holds the user store (before any configuration's).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Use the state_dir of this configuration file (default: the one
+    /// `copyless serve` reads).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+impl StoreArgs {
+    /// The state directory `dir`, as --state-dir gives it.
+    #[cfg(test)]
+    pub fn at(dir: &Path) -> StoreArgs {
+        StoreArgs {
+            state_dir: Some(dir.to_path_buf()),
+            config: None,
+        }
+    }
+
+    /// The state directory these arguments name.
+    pub fn dir(&self) -> Result<PathBuf, CmdError> {
+        if let Some(dir) = &self.state_dir {
+            return Ok(dir.clone());
+        }
+        match self.config.clone().or_else(default_config_file) {
+            Some(file) => Config::load(&file)
+                .map(|config| config.state_dir)
+                .map_err(|e| CmdError::usage(e.to_string())),
+            None => Ok(default_state_dir()),
+        }
+    }
+}
 
 #[derive(clap::Subcommand, Debug)]
 pub enum UserCommand {
@@ -27,16 +66,14 @@ pub enum UserCommand {
         /// Read the password as one line from standard input instead of the terminal.
         #[arg(long)]
         password_stdin: bool,
-        /// Directory that holds the user store.
-        #[arg(long, value_name = "DIR")]
-        state_dir: Option<PathBuf>,
+        #[command(flatten)]
+        store: StoreArgs,
     },
     /// Delete a user.
     Del {
         name: String,
-        /// Directory that holds the user store.
-        #[arg(long, value_name = "DIR")]
-        state_dir: Option<PathBuf>,
+        #[command(flatten)]
+        store: StoreArgs,
     },
     /// Change a user's password.
     Passwd {
@@ -44,9 +81,8 @@ pub enum UserCommand {
         /// Read the password as one line from standard input instead of the terminal.
         #[arg(long)]
         password_stdin: bool,
-        /// Directory that holds the user store.
-        #[arg(long, value_name = "DIR")]
-        state_dir: Option<PathBuf>,
+        #[command(flatten)]
+        store: StoreArgs,
     },
     /// Link a user to another Unix account.
     Link {
@@ -54,22 +90,19 @@ pub enum UserCommand {
         /// The existing Unix account the user acts as from now on.
         #[arg(long, value_name = "ACCOUNT")]
         unix_user: String,
-        /// Directory that holds the user store.
-        #[arg(long, value_name = "DIR")]
-        state_dir: Option<PathBuf>,
+        #[command(flatten)]
+        store: StoreArgs,
     },
     /// List the users, each with its Unix account.
     List {
-        /// Directory that holds the user store.
-        #[arg(long, value_name = "DIR")]
-        state_dir: Option<PathBuf>,
+        #[command(flatten)]
+        store: StoreArgs,
     },
     /// Show a user's Unix account and groups.
     Show {
         name: String,
-        /// Directory that holds the user store.
-        #[arg(long, value_name = "DIR")]
-        state_dir: Option<PathBuf>,
+        #[command(flatten)]
+        store: StoreArgs,
     },
     /// Import Samba's users with their password hashes (`pdbedit -L -w`).
     Import(crate::samba_import::passdb::ImportArgs),
@@ -173,9 +206,9 @@ fn execute(
             unix_user,
             create_unix_user,
             password_stdin,
-            state_dir,
+            store,
         } => {
-            let dir = state_dir.unwrap_or_else(default_state_dir);
+            let dir = store.dir()?;
             create_state_dir(&dir)?;
             let mut store = UserStore::load(&dir)?;
             if has_user(&store, &name) {
@@ -206,8 +239,8 @@ fn execute(
                 &format!("user {name} added, linked to {}", describe(&account)),
             )
         }
-        UserCommand::Del { name, state_dir } => {
-            let dir = state_dir.unwrap_or_else(default_state_dir);
+        UserCommand::Del { name, store } => {
+            let dir = store.dir()?;
             let mut store = UserStore::load(&dir)?;
             store.remove(&name)?;
             store.save()?;
@@ -216,9 +249,9 @@ fn execute(
         UserCommand::Passwd {
             name,
             password_stdin,
-            state_dir,
+            store,
         } => {
-            let mut store = load_with(state_dir, &name)?;
+            let mut store = load_with(&store, &name)?;
             let password = read_new_password(&name, password_stdin, input, prompt)?;
             store.set_password(&name, &password)?;
             store.save()?;
@@ -227,9 +260,9 @@ fn execute(
         UserCommand::Link {
             name,
             unix_user,
-            state_dir,
+            store,
         } => {
-            let mut store = load_with(state_dir, &name)?;
+            let mut store = load_with(&store, &name)?;
             let account = existing_account(&unix_user)?;
             store.link(&name, &account.name)?;
             store.save()?;
@@ -238,8 +271,8 @@ fn execute(
                 &format!("user {name} linked to {}", describe(&account)),
             )
         }
-        UserCommand::List { state_dir } => {
-            let dir = state_dir.unwrap_or_else(default_state_dir);
+        UserCommand::List { store } => {
+            let dir = store.dir()?;
             let store = UserStore::load(&dir)?;
             let mut names = store.names();
             names.sort_by_key(|n| n.to_lowercase());
@@ -258,8 +291,8 @@ fn execute(
         UserCommand::Import(args) => {
             crate::samba_import::passdb::import(args, input, out, &mut io::stderr().lock())
         }
-        UserCommand::Show { name, state_dir } => {
-            let dir = state_dir.unwrap_or_else(default_state_dir);
+        UserCommand::Show { name, store } => {
+            let dir = store.dir()?;
             let store = UserStore::load(&dir)?;
             let Some(account) = store.unix_account(&name) else {
                 return Err(CmdError::runtime(format!("no user {name}")));
@@ -333,8 +366,8 @@ pub(crate) fn say(out: &mut dyn Write, line: &str) -> Result<(), CmdError> {
 
 /// User names compare case-insensitively, as on Windows.
 /// The store, which must hold user `name`.
-fn load_with(state_dir: Option<PathBuf>, name: &str) -> Result<UserStore, CmdError> {
-    let store = UserStore::load(&state_dir.unwrap_or_else(default_state_dir))?;
+fn load_with(args: &StoreArgs, name: &str) -> Result<UserStore, CmdError> {
+    let store = UserStore::load(&args.dir()?)?;
     if !has_user(&store, name) {
         return Err(CmdError::runtime(format!("no user {name}")));
     }
@@ -490,7 +523,7 @@ mod tests {
             unix_user: Some(account.to_string()),
             create_unix_user: false,
             password_stdin,
-            state_dir: Some(dir.0.clone()),
+            store: StoreArgs::at(&dir.0),
         }
     }
 
@@ -509,7 +542,7 @@ mod tests {
 
     fn list(dir: &TempDir) -> UserCommand {
         UserCommand::List {
-            state_dir: Some(dir.0.clone()),
+            store: StoreArgs::at(&dir.0),
         }
     }
 
@@ -525,14 +558,14 @@ mod tests {
         UserCommand::Link {
             name: name.to_string(),
             unix_user: account.to_string(),
-            state_dir: Some(dir.0.clone()),
+            store: StoreArgs::at(&dir.0),
         }
     }
 
     fn show(dir: &TempDir, name: &str) -> UserCommand {
         UserCommand::Show {
             name: name.to_string(),
-            state_dir: Some(dir.0.clone()),
+            store: StoreArgs::at(&dir.0),
         }
     }
 
@@ -560,7 +593,7 @@ mod tests {
         let passwd = UserCommand::Passwd {
             name: "bob".to_string(),
             password_stdin: true,
-            state_dir: Some(dir.0.clone()),
+            store: StoreArgs::at(&dir.0),
         };
         assert_eq!(
             exec(passwd, "new\n", &none).unwrap(),
@@ -569,7 +602,7 @@ mod tests {
 
         let del = UserCommand::Del {
             name: "bob".to_string(),
-            state_dir: Some(dir.0.clone()),
+            store: StoreArgs::at(&dir.0),
         };
         assert_eq!(exec(del, "", &none).unwrap(), "user bob deleted\n");
         assert_eq!(exec(list(&dir), "", &none).unwrap(), line("Alice"));
@@ -585,7 +618,7 @@ mod tests {
             unix_user: None,
             create_unix_user: false,
             password_stdin: true,
-            state_dir: Some(dir.0.clone()),
+            store: StoreArgs::at(&dir.0),
         };
         assert_eq!(exec(cmd, "pw\n", &none).unwrap(), added(&me.name));
         let store = UserStore::load(&dir.0).unwrap();
@@ -600,7 +633,7 @@ mod tests {
             unix_user: None,
             create_unix_user: false,
             password_stdin: false,
-            state_dir: Some(dir.0.clone()),
+            store: StoreArgs::at(&dir.0),
         };
         let err = exec(cmd, "", &prompt).unwrap_err();
         assert_eq!(err.exit_code(), 1);
@@ -640,7 +673,7 @@ mod tests {
             unix_user: None,
             create_unix_user: true,
             password_stdin: true,
-            state_dir: Some(dir.0.clone()),
+            store: StoreArgs::at(&dir.0),
         };
         let out = exec(cmd, "pw\n", &Scripted::new(&[])).unwrap();
         assert_eq!(
@@ -659,7 +692,7 @@ mod tests {
             unix_user: None,
             create_unix_user: true,
             password_stdin: true,
-            state_dir: Some(dir.0.clone()),
+            store: StoreArgs::at(&dir.0),
         };
         let err = exec(cmd, "pw\n", &Scripted::new(&[])).unwrap_err();
         assert_eq!(err.exit_code(), 2);
@@ -789,13 +822,13 @@ mod tests {
         exec(add(&dir, "bob"), "pw\n", &none).unwrap();
         let del = UserCommand::Del {
             name: "carol".to_string(),
-            state_dir: Some(dir.0.clone()),
+            store: StoreArgs::at(&dir.0),
         };
         assert_eq!(exec(del, "", &none).unwrap_err().exit_code(), 1);
         let passwd = UserCommand::Passwd {
             name: "carol".to_string(),
             password_stdin: true,
-            state_dir: Some(dir.0.clone()),
+            store: StoreArgs::at(&dir.0),
         };
         assert_eq!(exec(passwd, "pw\n", &none).unwrap_err().exit_code(), 1);
         assert_eq!(listed(&dir), ["bob"]);
@@ -857,18 +890,18 @@ mod tests {
         let users = dir.0.join("users");
         std::fs::set_permissions(&users, std::fs::Permissions::from_mode(0o644)).unwrap();
         let name = || "bob".to_string();
-        let state_dir = || Some(dir.0.clone());
+        let store = || StoreArgs::at(&dir.0);
         for cmd in [
             list(&dir),
             add(&dir, "carol"),
             UserCommand::Del {
                 name: name(),
-                state_dir: state_dir(),
+                store: store(),
             },
             UserCommand::Passwd {
                 name: name(),
                 password_stdin: true,
-                state_dir: state_dir(),
+                store: store(),
             },
         ] {
             let err = exec(cmd, "pw\n", &none).unwrap_err();

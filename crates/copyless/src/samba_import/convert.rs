@@ -2,8 +2,9 @@
 //! the list of what could not be carried over, and why.
 //!
 //! Only what `copyless check-config` accepts on this machine is written:
-//! groups, accounts and keytabs are looked up as it looks them up, and
-//! whatever is missing here is left out and said so. Where copyless's
+//! groups, accounts, share folders and keytabs are looked up as it looks
+//! them up, and whatever is missing here (or would hand out root's
+//! powers) is left out and said so. Where copyless's
 //! defaults differ from Samba's (a share is writable unless it says
 //! otherwise), the key is written out.
 
@@ -231,12 +232,19 @@ impl Converter<'_> {
             doc.security.push(Entry::new("encryption", value, &[p]));
         }
         if let Some(p) = last(g, &["guestaccount"]) {
-            match self.host.account_uid(&p.value) {
-                Some(0) => self.lacking(p, "guests may not act as root in copyless"),
-                Some(_) => doc
-                    .security
-                    .push(Entry::new("guest_account", p.value.as_str(), &[p])),
-                None => self.lacking(
+            let account = self.host.account(&p.value);
+            let refused = account
+                .as_ref()
+                .and_then(|a| crate::no_root::account_refusal("guest_account", &p.value, a));
+            match (account, refused) {
+                (Some(_), Some(why)) => {
+                    self.lacking(p, format!("guests may not act as root in copyless: {why}"))
+                }
+                (Some(_), None) => {
+                    doc.security
+                        .push(Entry::new("guest_account", p.value.as_str(), &[p]))
+                }
+                (None, _) => self.lacking(
                     p,
                     format!(
                         "no Unix account {:?} on this machine; guests act as nobody until \
@@ -614,6 +622,10 @@ impl Converter<'_> {
         if let Some(p) = last(&params, &["vfsobjects", "vfsobject"]) {
             self.vfs_objects(p);
         }
+        // Last: what Samba itself would refuse in the share comes first.
+        if let Some(why) = self.host.folder_problem(&path.value, &share.name) {
+            return skip(self, &format!("its path {} {why}", path.value));
+        }
         Ok(Some(table))
     }
 
@@ -670,15 +682,21 @@ impl Converter<'_> {
         // `&group` (netgroup): copyless knows Unix groups.
         let group = item.trim_start_matches(['@', '+', '&']);
         if group.len() == item.len() {
-            return Ok(item.to_string());
+            return match crate::no_root::user_refusal("copyless", item) {
+                Some(_) => Err("root: copyless lets no share hand out root's powers".to_string()),
+                None => Ok(item.to_string()),
+            };
         }
         if group.is_empty() {
             return Err("no group name".to_string());
         }
-        if !self.host.group_exists(group) {
-            return Err(format!("no Unix group {group:?} on this machine"));
+        match self.host.group_id(group) {
+            None => Err(format!("no Unix group {group:?} on this machine")),
+            Some(0) => Err(
+                "the root group (gid 0): copyless lets no share hand out its rights".to_string(),
+            ),
+            Some(_) => Ok(format!("@{group}")),
         }
-        Ok(format!("@{group}"))
     }
 
     fn force_user(&mut self, p: &Param) -> Option<String> {
@@ -690,8 +708,12 @@ impl Converter<'_> {
             self.lacking(p, "a `%` substitution, which copyless does not make");
             return None;
         }
-        if self.host.account_uid(name).is_none() {
+        let Some(account) = self.host.account(name) else {
             self.lacking(p, format!("no Unix account {name:?} on this machine"));
+            return None;
+        };
+        if let Some(why) = crate::no_root::account_refusal("force_user", name, &account) {
+            self.lacking(p, why);
             return None;
         }
         Some(name.to_string())
@@ -716,11 +738,19 @@ impl Converter<'_> {
             self.lacking(p, "a `%` substitution, which copyless does not make");
             return None;
         }
-        if !self.host.group_exists(name) {
-            self.lacking(p, format!("no Unix group {name:?} on this machine"));
-            return None;
+        match self.host.group_id(name) {
+            None => {
+                self.lacking(p, format!("no Unix group {name:?} on this machine"));
+                None
+            }
+            Some(gid) => match crate::no_root::group_refusal("force_group", name, gid) {
+                Some(why) => {
+                    self.lacking(p, why);
+                    None
+                }
+                None => Some(name.to_string()),
+            },
         }
-        Some(name.to_string())
     }
 
     fn vfs_objects(&mut self, p: &Param) {

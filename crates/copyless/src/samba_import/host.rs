@@ -1,12 +1,14 @@
 //! What the converter asks of the machine it runs on: accounts, groups,
-//! network addresses and keytabs. `copyless check-config` looks the same
+//! share folders, network addresses and keytabs. `copyless check-config` looks the same
 //! things up, so a config that names only what is here passes it. A trait,
 //! so that the converter's tests do not depend on the machine.
 
 use std::net::IpAddr;
 use std::path::Path;
 
-use crate::config::Config;
+use copyless_auth::UnixAccount;
+
+use crate::config::{default_state_dir, Config};
 
 /// An address of one of the machine's network interfaces.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,9 +20,13 @@ pub struct LocalAddress {
 }
 
 pub trait Host {
-    /// The uid of Unix account `name`, if there is one.
-    fn account_uid(&self, name: &str) -> Option<u32>;
-    fn group_exists(&self, name: &str) -> bool;
+    /// Unix account `name`, if there is one.
+    fn account(&self, name: &str) -> Option<UnixAccount>;
+    /// The gid of Unix group `name`, if there is one.
+    fn group_id(&self, name: &str) -> Option<u32>;
+    /// Why check-config would refuse `path` as the folder of share
+    /// `name`, if it would.
+    fn folder_problem(&self, path: &str, name: &str) -> Option<String>;
     /// Every address of every interface.
     fn addresses(&self) -> Vec<LocalAddress>;
     /// Why `[kerberos] keytab = path` would not pass check-config, if it
@@ -32,12 +38,17 @@ pub trait Host {
 pub struct System;
 
 impl Host for System {
-    fn account_uid(&self, name: &str) -> Option<u32> {
-        copyless_auth::unix::lookup(name).ok().map(|a| a.uid)
+    fn account(&self, name: &str) -> Option<UnixAccount> {
+        copyless_auth::unix::lookup(name).ok()
     }
 
-    fn group_exists(&self, name: &str) -> bool {
-        copyless_auth::unix::group_id(name).is_some()
+    fn group_id(&self, name: &str) -> Option<u32> {
+        copyless_auth::unix::group_id(name)
+    }
+
+    fn folder_problem(&self, path: &str, name: &str) -> Option<String> {
+        // The config written names no state_dir: the default one.
+        crate::validate::folder_problem(Path::new(path), name, &default_state_dir())
     }
 
     fn addresses(&self) -> Vec<LocalAddress> {

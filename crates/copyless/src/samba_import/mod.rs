@@ -46,7 +46,11 @@ pub fn run(cmd: ImportCommand) -> ExitCode {
     let check_as = output
         .clone()
         .unwrap_or_else(|| PathBuf::from("copyless.toml"));
-    if let Err(e) = Config::from_text(&converted.toml, &check_as) {
+    let checked = Config::from_text(&converted.toml, &check_as).and_then(|config| {
+        // The store is not the converter's business: only the config.
+        crate::validate::validate(&config, Err(String::new())).map(drop)
+    });
+    if let Err(e) = checked {
         return fail(
             format!("internal error: the converted config does not pass check-config: {e}"),
             1,

@@ -13,9 +13,9 @@ use copyless_auth::unix::{self, UnixAccount, UnixError};
 use copyless_auth::userstore::{parse_hex_hash, UserStore};
 use zeroize::Zeroizing;
 
-use crate::config::default_state_dir;
 use crate::user_cmd::{
     create_account, create_state_dir, describe, existing_account, has_user, say, CmdError,
+    StoreArgs,
 };
 
 #[derive(clap::Args, Debug)]
@@ -35,9 +35,8 @@ pub struct ImportArgs {
     /// without login (needs root).
     #[arg(long)]
     pub create_unix_user: bool,
-    /// Directory that holds the user store.
-    #[arg(long, value_name = "DIR")]
-    pub state_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 /// One account of Samba's password database.
@@ -141,7 +140,7 @@ pub(crate) fn import(
         Some(account) => Some(existing_account(account)?),
         None => None,
     };
-    let dir = args.state_dir.unwrap_or_else(default_state_dir);
+    let dir = args.store.dir()?;
     create_state_dir(&dir)?;
     let mut store = UserStore::load(&dir)?;
 
@@ -328,7 +327,7 @@ mod tests {
             replace,
             unix_user: unix_user.map(str::to_string),
             create_unix_user: false,
-            state_dir: Some(dir.0.path().to_path_buf()),
+            store: StoreArgs::at(dir.0.path()),
         };
         let (mut out, mut report) = (Vec::new(), Vec::new());
         import(

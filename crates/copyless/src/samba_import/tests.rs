@@ -4,6 +4,8 @@
 use std::net::IpAddr;
 use std::path::Path;
 
+use copyless_auth::UnixAccount;
+
 use super::convert::{convert, Conversion};
 use super::host::{Host, LocalAddress};
 use super::smbconf::{self, ParseError};
@@ -18,12 +20,30 @@ struct Machine {
 }
 
 impl Host for Machine {
-    fn account_uid(&self, name: &str) -> Option<u32> {
-        self.accounts.iter().find(|a| a.0 == name).map(|a| a.1)
+    fn account(&self, name: &str) -> Option<UnixAccount> {
+        let &(name, uid) = self.accounts.iter().find(|a| a.0 == name)?;
+        Some(UnixAccount {
+            name: name.to_string(),
+            uid,
+            gid: uid,
+            groups: vec![uid],
+        })
     }
 
-    fn group_exists(&self, name: &str) -> bool {
-        self.groups.contains(&name)
+    /// root's group is 0, as everywhere; the others are numbered.
+    fn group_id(&self, name: &str) -> Option<u32> {
+        let index = self.groups.iter().position(|g| *g == name)?;
+        Some(if name == "root" {
+            0
+        } else {
+            1000 + index as u32
+        })
+    }
+
+    /// Every folder exists here but `/missing...`.
+    fn folder_problem(&self, path: &str, _name: &str) -> Option<String> {
+        path.starts_with("/missing")
+            .then(|| "does not exist".to_string())
     }
 
     fn addresses(&self) -> Vec<LocalAddress> {
@@ -231,10 +251,15 @@ fn a_family_nas() {
 
 #[test]
 fn the_config_written_passes_check_config() {
-    // Only names every machine has, since check-config looks them up.
-    let text = "[global]\nnetbios name = files\nguest account = nobody\n\
-                [s]\npath = /srv/s\nvalid users = @root alice\nforce user = nobody\n\
-                force group = root\nguest ok = yes\n";
+    // Only names every machine has, since check-config looks them up,
+    // and a folder that exists.
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[global]\nnetbios name = files\nguest account = nobody\n\
+         [s]\npath = {}\nvalid users = @users alice\nforce user = nobody\n\
+         force group = users\nguest ok = yes\n",
+        dir.path().display()
+    );
     let conf = smbconf::load(Path::new("smb.conf"), &mut |_| Ok(text.as_bytes().to_vec())).unwrap();
     let c = convert(&conf, "smb.conf", &super::host::System).unwrap();
     let config = Config::from_text(&c.toml, Path::new("/etc/copyless.toml"))
@@ -245,7 +270,12 @@ fn the_config_written_passes_check_config() {
     let share = &config.shares[0];
     assert!(share.read_only, "Samba's default");
     assert!(share.access.guest_ok);
-    assert!(share.access.force_user.is_some() && share.access.force_group == Some(0));
+    assert!(share.access.force_user.is_some());
+    assert_eq!(
+        share.access.force_group,
+        copyless_auth::unix::group_id("users")
+    );
+    crate::validate::validate(&config, Err(String::new())).unwrap();
     // Each key says where it came from.
     assert!(
         c.toml
@@ -256,6 +286,33 @@ fn the_config_written_passes_check_config() {
     assert!(c
         .toml
         .contains("read_only = true  # from Samba's default\n"));
+}
+
+#[test]
+fn root_and_folders_check_config_refuses_are_left_out() {
+    let c = convert_text(
+        "[s]\npath = /s\nvalid users = root @root alice\nforce user = root\n\
+         force group = root\n[gone]\npath = /missing/x\n",
+    );
+    let s = shares(&c);
+    assert_eq!(s.len(), 1);
+    assert_eq!(s[0]["valid_users"], strings(&["alice"]));
+    assert!(s[0].get("force_user").is_none() && s[0].get("force_group").is_none());
+    let n = notes(&c);
+    for said in [
+        "smb.conf:3: option `valid users` carried over in part: `root` left out: root",
+        "smb.conf:3: option `valid users` carried over in part: `@root` left out: the root \
+         group",
+        "smb.conf:4: option `force user` not carried over: force_user \"root\" is root",
+        "smb.conf:5: option `force group` not carried over: force_group: \"root\" is the root \
+         group",
+        "smb.conf:6: share [gone] not carried over: its path /missing/x does not exist",
+    ] {
+        assert!(
+            n.iter().any(|note| note.starts_with(said)),
+            "{said}\n{n:#?}"
+        );
+    }
 }
 
 #[test]
