@@ -219,13 +219,13 @@ fn execute(
             let account = match unix_user {
                 Some(account) => existing_account(&account)?,
                 None if create_unix_user => create_account(&name, out)?,
-                None => unix::lookup(&name).map_err(|e| match e {
+                None => not_root(unix::lookup(&name).map_err(|e| match e {
                     UnixError::NotFound(_) => CmdError::runtime(format!(
                         "{e} to link user {name} to: name another with --unix-user ACCOUNT, \
                          or create a system account {name} with --create-unix-user (as root)"
                     )),
                     e => e.into(),
-                })?,
+                })?)?,
             };
             let password = read_new_password(&name, password_stdin, input, prompt)?;
             if account.name == name {
@@ -323,13 +323,27 @@ pub(crate) fn existing_account(account: &str) -> Result<UnixAccount, CmdError> {
     if !unix::valid_account_name(account) {
         return Err(UserError::InvalidAccount(account.to_string()).into());
     }
-    Ok(unix::lookup(account)?)
+    not_root(unix::lookup(account)?)
+}
+
+/// An account a user may act as: never root, whose sessions would pass
+/// every permission on every share.
+fn not_root(account: UnixAccount) -> Result<UnixAccount, CmdError> {
+    if account.uid == 0 {
+        return Err(CmdError::runtime(format!(
+            "{} is root: a user acting as it would pass every permission on every share; \
+             link the user to an account of its own",
+            describe(&account)
+        )));
+    }
+    Ok(account)
 }
 
 /// The account `name`, created as a system account if missing.
 pub(crate) fn create_account(name: &str, out: &mut dyn Write) -> Result<UnixAccount, CmdError> {
     match unix::lookup(name) {
         Ok(account) => {
+            let account = not_root(account)?;
             say(
                 out,
                 &format!("{} exists already; linking to it", describe(&account)),
@@ -509,9 +523,15 @@ mod tests {
         Ok(String::from_utf8(out).unwrap())
     }
 
-    /// The account the tests run as: one that exists wherever they run.
+    /// An account that exists wherever the tests run and that a user may
+    /// act as: the one they run as, or nobody when that is root.
     fn me() -> UnixAccount {
-        let name = unix::account_name(rustix::process::geteuid().as_raw()).unwrap();
+        let uid = rustix::process::geteuid().as_raw();
+        let name = if uid == 0 {
+            "nobody".to_string()
+        } else {
+            unix::account_name(uid).unwrap()
+        };
         unix::lookup(&name).unwrap()
     }
 
@@ -649,6 +669,28 @@ mod tests {
     }
 
     #[test]
+    fn no_user_acts_as_root() {
+        let dir = TempDir::new();
+        let quiet = Scripted::new(&[]);
+        for cmd in [
+            add_linked(&dir, "boss", "root", true),
+            UserCommand::Add {
+                name: "root".into(),
+                password_stdin: true,
+                unix_user: None,
+                create_unix_user: true,
+                store: StoreArgs::at(&dir.0),
+            },
+        ] {
+            let err = exec(cmd, "pw\n", &quiet).unwrap_err();
+            assert!(err.to_string().contains("is root"), "{err}");
+        }
+        exec(add(&dir, "boss"), "pw\n", &quiet).unwrap();
+        let err = exec(link(&dir, "boss", "root"), "", &quiet).unwrap_err();
+        assert!(err.to_string().contains("is root"), "{err}");
+    }
+
+    #[test]
     fn unix_user_must_exist_and_be_a_valid_name() {
         let dir = TempDir::new();
         let none = Scripted::new(&[]);
@@ -727,18 +769,21 @@ mod tests {
     fn link_list_and_show() {
         let dir = TempDir::new();
         let none = Scripted::new(&[]);
-        let root = unix::lookup("root").unwrap();
+        let daemon = unix::lookup("daemon").unwrap();
         exec(add(&dir, "bob"), "pw\n", &none).unwrap();
         assert_eq!(
-            exec(link(&dir, "BOB", "root"), "", &none).unwrap(),
-            "user BOB linked to Unix account root (uid 0)\n"
+            exec(link(&dir, "BOB", "daemon"), "", &none).unwrap(),
+            format!(
+                "user BOB linked to Unix account daemon (uid {})\n",
+                daemon.uid
+            )
         );
         assert_eq!(
             exec(list(&dir), "", &none).unwrap(),
-            "bob\tunix root (uid 0)\n"
+            format!("bob\tunix daemon (uid {})\n", daemon.uid)
         );
 
-        let groups: Vec<String> = root
+        let groups: Vec<String> = daemon
             .groups
             .iter()
             .map(|gid| format!("{gid}({})", unix::group_name(*gid).unwrap()))
@@ -746,13 +791,19 @@ mod tests {
         assert_eq!(
             exec(show(&dir, "bob"), "", &none).unwrap(),
             format!(
-                "user: bob\nunix account: root\nuid: 0\ngid: 0(root)\ngroups: {}\n",
+                "user: bob\nunix account: daemon\nuid: {}\ngid: {}({})\ngroups: {}\n",
+                daemon.uid,
+                daemon.gid,
+                unix::group_name(daemon.gid).unwrap(),
                 groups.join(",")
             )
         );
 
-        for (name, account, code) in [("carol", "root", 1), ("bob", MISSING, 1), ("bob", "a b", 2)]
-        {
+        for (name, account, code) in [
+            ("carol", "daemon", 1),
+            ("bob", MISSING, 1),
+            ("bob", "a b", 2),
+        ] {
             let err = exec(link(&dir, name, account), "", &none).unwrap_err();
             assert_eq!(err.exit_code(), code, "{name} {account}: {err}");
         }
@@ -764,7 +815,7 @@ mod tests {
         );
         assert!(exec(show(&dir, "bob"), "", &none)
             .unwrap()
-            .contains("unix account: root\n"));
+            .contains("unix account: daemon\n"));
         let _ = me;
     }
 

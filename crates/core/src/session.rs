@@ -93,7 +93,7 @@ pub(crate) fn runs_when_expired(req: &Req<'_>) -> bool {
 }
 
 /// Who an authenticated session acts as on disk: its user's Unix account
-/// (None when the user has none), the guest account for guests and
+/// (None when the user has none, or it is root), the guest account for guests and
 /// anonymous sessions, or the server itself when it cannot change identity.
 fn identity(server: &Server, auth: &Authenticated) -> Option<Identity> {
     let config = &server.config;
@@ -104,6 +104,11 @@ fn identity(server: &Server, auth: &Authenticated) -> Option<Identity> {
         return Some(config.guest_identity.clone());
     }
     let account = server.credentials.unix_account(&auth.user)?;
+    // Root would pass every permission on every share: no session acts as
+    // it, whatever the user store links (the CLI refuses such links).
+    if account.uid == 0 {
+        return None;
+    }
     Some(Identity::unix(
         account.uid,
         account.gid,

@@ -161,3 +161,18 @@ fn failed_reauthentication_ends_the_session() {
         Err(status::USER_SESSION_DELETED)
     );
 }
+
+#[test]
+fn no_session_acts_as_root_whatever_the_store_links() {
+    let users = users();
+    users.link("bob", 0, 0, vec![0]);
+    let mut config = config();
+    config.act_as_users = true;
+    let (server, _) = memory_server(config, users);
+    let mut bob = Client::connect(server);
+    bob.negotiate();
+    assert_eq!(
+        bob.session_setup("bob", "bob-pw"),
+        Err(status::LOGON_FAILURE)
+    );
+}
