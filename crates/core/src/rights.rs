@@ -214,12 +214,13 @@ pub fn rename(
 }
 
 /// Whether the caller may make `owner` the owner of an object it holds
-/// WRITE_OWNER on: itself or a group it is in, never someone else, as
-/// Windows allows a user without the restore privilege
-/// (STATUS_INVALID_OWNER otherwise). Keeping the present owner is no
-/// change and always allowed.
-pub fn may_take_owner(owner: &[u8], present: &[u8], own_sids: &[Vec<u8>]) -> Result<(), NtStatus> {
-    if owner == present || own_sids.iter().any(|s| s == owner) {
+/// WRITE_OWNER on: a SID of its own token (itself, or a group it is in,
+/// Everyone included, as Samba allows), never someone else; Windows
+/// refuses other SIDs to a user without the restore privilege with
+/// STATUS_INVALID_OWNER. Keeping the present owner is no change and
+/// always allowed.
+pub fn may_take_owner(owner: &[u8], present: &[u8], token: &[Vec<u8>]) -> Result<(), NtStatus> {
+    if owner == present || token.iter().any(|s| s == owner) {
         Ok(())
     } else {
         Err(status::INVALID_OWNER)

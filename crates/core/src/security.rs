@@ -66,17 +66,6 @@ impl Caller<'_> {
         token
     }
 
-    /// The SIDs the caller may make an object's owner: its own, and its
-    /// Unix groups'.
-    pub fn own_sids(&self) -> Token {
-        self.token()
-            .into_iter()
-            .filter(|s| {
-                s != sids::EVERYONE && s != sids::AUTHENTICATED_USERS && s != sids::ANONYMOUS
-            })
-            .collect()
-    }
-
     /// Whether the caller owns an object with `st`: its Unix owner, or
     /// the server itself when it runs as root.
     pub fn owns(&self, st: &FileStat) -> bool {

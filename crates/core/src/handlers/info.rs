@@ -617,7 +617,7 @@ fn set_security(
                 copyless_fscc::descriptor::sids::unix_user(st.uid)
             }
         };
-        rights::may_take_owner(owner, &present, &caller.own_sids())?;
+        rights::may_take_owner(owner, &present, &caller.token())?;
     }
     let mut sd = stored.unwrap_or_default();
     sd.merge(new, info);

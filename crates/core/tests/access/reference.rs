@@ -504,7 +504,7 @@ pub fn set_owner(who: &Person, parent: &Node, object: &Node, new_owner: Sid) -> 
         .as_ref()
         .and_then(|sd| sd.owner)
         .unwrap_or(Sid::User(object.uid));
-    let own = matches!(new_owner, Sid::User(_) | Sid::Group(_)) && who.holds(new_owner);
+    let own = who.holds(new_owner);
     if new_owner != present && !own {
         return Err(INVALID_OWNER);
     }
