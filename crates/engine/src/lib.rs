@@ -16,6 +16,7 @@ mod env;
 mod framing;
 mod local;
 pub mod log_limit;
+mod logons;
 mod post;
 mod threads;
 mod uring;
@@ -35,6 +36,7 @@ pub use admission::AdmissionLimits;
 use admission::{Refusal, Table};
 pub use env::filetime_now;
 use log_limit::RateLimit;
+use logons::Logons;
 
 /// The engine's own limits; a connection's message sizes are the core's
 /// (`Connection::max_message_size`).
@@ -157,10 +159,11 @@ pub fn run(
     stop: StopSignal,
 ) -> io::Result<()> {
     let stop_rx = stop.0;
+    let (logons, log_writer) = Logons::start(tracer.clone())?;
     let uring = match kind {
         EngineKind::Threads => None,
-        EngineKind::IoUring => Some(uring::Engine::new(&server, &limits, &tracer)?),
-        EngineKind::Auto => match uring::Engine::new(&server, &limits, &tracer) {
+        EngineKind::IoUring => Some(uring::Engine::new(&server, &limits, &tracer, &logons)?),
+        EngineKind::Auto => match uring::Engine::new(&server, &limits, &tracer, &logons) {
             Ok(e) => Some(e),
             Err(e) => {
                 eprintln!("copyless: io_uring is not available ({e}); using threads");
@@ -168,7 +171,7 @@ pub fn run(
             }
         },
     };
-    match uring {
+    let served = match uring {
         Some(engine) => {
             eprintln!("copyless: engine io_uring, {} threads", engine.threads());
             // Stops when dropped, after the connections have finished.
@@ -177,11 +180,13 @@ pub fn run(
         }
         None => {
             eprintln!("copyless: engine threads, one per connection");
-            let engine = threads::Engine::new(server.clone(), limits.clone(), tracer);
+            let engine = threads::Engine::new(server.clone(), limits.clone(), tracer, logons);
             let _local = local::start(&server, engine.post(), &limits);
             accept_loop(listeners, &limits, stop_rx, engine)
         }
-    }
+    };
+    log_writer.finish();
+    served
 }
 
 fn accept_loop(
