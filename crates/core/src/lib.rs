@@ -14,6 +14,7 @@ pub mod env;
 pub mod event;
 pub mod file_table;
 mod handlers;
+pub mod hosts;
 pub mod intent;
 pub mod leases;
 pub mod limits;

@@ -28,6 +28,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
+use copyless_core::hosts::HostFilter;
 use copyless_core::Server;
 use copyless_trace::Tracer;
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
@@ -51,24 +52,41 @@ pub struct EngineLimits {
     pub max_local_watches: usize,
 }
 
-/// The engine's limits as the last reload left them: admission is
-/// checked against those in force at each accept, a connection's
-/// pre-authentication deadline is set at its accept, and the watch of
-/// local changes reads its limit at each new watch.
+/// The engine's limits, and the client addresses it lets in, as the last
+/// reload left them: admission is checked against those in force at each
+/// accept, a connection's pre-authentication deadline is set at its
+/// accept, and the watch of local changes reads its limit at each new
+/// watch.
 #[derive(Debug)]
-pub struct LiveLimits(RwLock<EngineLimits>);
+pub struct LiveLimits {
+    limits: RwLock<EngineLimits>,
+    hosts: RwLock<Arc<HostFilter>>,
+}
 
 impl LiveLimits {
+    /// Every client address is let in until [`LiveLimits::set_hosts`].
     pub fn new(limits: EngineLimits) -> Arc<LiveLimits> {
-        Arc::new(LiveLimits(RwLock::new(limits)))
+        Arc::new(LiveLimits {
+            limits: RwLock::new(limits),
+            hosts: RwLock::default(),
+        })
     }
 
     pub fn get(&self) -> EngineLimits {
-        *self.0.read().unwrap_or_else(|e| e.into_inner())
+        *self.limits.read().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn set(&self, limits: EngineLimits) {
-        *self.0.write().unwrap_or_else(|e| e.into_inner()) = limits;
+        *self.limits.write().unwrap_or_else(|e| e.into_inner()) = limits;
+    }
+
+    /// `[security] hosts_allow` and `hosts_deny`.
+    pub fn hosts(&self) -> Arc<HostFilter> {
+        self.hosts.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn set_hosts(&self, hosts: HostFilter) {
+        *self.hosts.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(hosts);
     }
 }
 
@@ -124,6 +142,7 @@ pub(crate) trait Serve {
 
 pub(crate) static ACCEPT_FAILED: RateLimit = RateLimit::new(Duration::from_secs(10));
 static REFUSED: RateLimit = RateLimit::new(Duration::from_secs(10));
+static NOT_LET_IN: RateLimit = RateLimit::new(Duration::from_secs(10));
 static EVICTED: RateLimit = RateLimit::new(Duration::from_secs(10));
 pub(crate) static START_FAILED: RateLimit = RateLimit::new(Duration::from_secs(10));
 
@@ -300,6 +319,13 @@ pub(crate) fn admit(
     limits: &LiveLimits,
     connections: &Connections,
 ) -> Option<Accepted> {
+    if !limits.hosts().admits(peer.ip()) {
+        // Dropped before it costs a slot, a thread or a read.
+        NOT_LET_IN.log(|| {
+            format!("refused a connection from {peer}: not let in by [security] hosts_allow and hosts_deny")
+        });
+        return None;
+    }
     let stream = Arc::new(stream);
     let admission = limits.get().admission;
     let admitted = {
