@@ -38,6 +38,8 @@ install_system_packages() {
     python3 -m pip --version >/dev/null 2>&1 || packages+=(python3-pip)
     # A real Samba's users to import (tests/test_samba_import.py).
     command -v pdbedit >/dev/null 2>&1 || packages+=(samba)
+    # fail2ban-regex checks the filter in dist/fail2ban (tests/test_logons.py).
+    command -v fail2ban-regex >/dev/null 2>&1 || packages+=(fail2ban)
     if [ "${COPYLESS_TEST_SERVER:-copyless}" = samba ]; then
         command -v smbd >/dev/null 2>&1 || [ -x /usr/sbin/smbd ] || packages+=(samba)
     fi

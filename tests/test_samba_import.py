@@ -130,7 +130,8 @@ def test_an_office_smb_conf_becomes_a_config_check_config_accepts(base):
 
     config = tomllib.loads(out.read_text())
     assert config["server_name"] == "OFFICENAS"
-    assert config["security"] == {"signing": "enabled", "encryption": "desired", "guest": True}
+    assert config["security"] == {"signing": "enabled", "encryption": "desired", "guest": True,
+                                  "hosts_allow": ["192.168.10.0/24", "127.0.0.0/8", "::1"]}
     assert config["discovery"] == {"workgroup": "OFFICE", "model": "MacSamba"}
     shares = {share["name"]: share for share in config["share"]}
     assert list(shares) == ["projects", "public", "archive"]
@@ -172,8 +173,8 @@ def test_an_office_smb_conf_becomes_a_config_check_config_accepts(base):
         note("log file", "option `log file` not carried over: "),
         note("max log size", "option `max log size` not carried over: "),
         note("load printers", "option `load printers` not carried over: "),
-        note("hosts allow", "option `hosts allow` not carried over: copyless has no address "
-             "filter"),
+        note("hosts allow", "option `hosts allow` carried over in part: ::1 added: Samba lets "
+             "local clients in"),
         note("vfs objects = acl_xattr", "option `vfs objects` (`acl_xattr`) needs nothing: "),
         note("[homes]", "share [homes] not carried over: "),
         note("[printers]", "share [printers] not carried over: copyless serves no printers"),

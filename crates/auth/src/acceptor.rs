@@ -33,6 +33,32 @@ pub struct Acceptor {
     allow_guest: bool,
     kerberos: Option<Arc<KerberosService>>,
     state: State,
+    claim: Option<Claim>,
+}
+
+/// Who the client said it was, and how: known once it chose a mechanism,
+/// whether or not it then proved it. For the log of logons, which must
+/// name the user of a failed logon too.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Claim {
+    /// The user name as the client spelled it: empty when it sent none
+    /// (anonymous), or when it was never read (a ticket that did not
+    /// decrypt, a message that did not parse).
+    pub user: String,
+    /// The domain (NTLM) or realm (Kerberos) as the client sent it.
+    pub domain: String,
+    pub mechanism: Mechanism,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Mechanism {
+    /// Nothing was chosen yet.
+    #[default]
+    Unknown,
+    Ntlm,
+    Kerberos,
+    /// NTLM with no user name and no response (MS-NLMP 3.2.5.1.2).
+    Anonymous,
 }
 
 enum State {
@@ -155,7 +181,22 @@ impl Acceptor {
             allow_guest,
             kerberos: None,
             state: State::Initial,
+            claim: None,
         }
+    }
+
+    /// Who the client claimed to be so far (see [`Claim`]); None before
+    /// it chose a mechanism.
+    pub fn claimed(&self) -> Option<&Claim> {
+        self.claim.as_ref()
+    }
+
+    fn claim(&mut self, mechanism: Mechanism, user: &str, domain: &str) {
+        self.claim = Some(Claim {
+            user: user.to_string(),
+            domain: domain.to_string(),
+            mechanism,
+        });
     }
 
     /// Accepts Kerberos too, with this service's keys.
@@ -183,6 +224,8 @@ impl Acceptor {
         };
         match result {
             Ok((reply, next)) => {
+                // Only NTLMSSP takes more than one round.
+                self.claim(Mechanism::Ntlm, "", "");
                 self.state = next;
                 Step::Continue(reply)
             }
@@ -196,8 +239,8 @@ impl Acceptor {
     /// choice and optimistic token were taken). None when the token is
     /// for another mechanism, or names a service this server has no key
     /// for and NTLMSSP is offered too: NTLMSSP is then chosen instead.
-    fn kerberos(&self, token: &[u8], creds: &dyn Credentials) -> Option<Step> {
-        let service = self.kerberos.as_ref()?;
+    fn kerberos(&mut self, token: &[u8], creds: &dyn Credentials) -> Option<Step> {
+        let service = self.kerberos.clone()?;
         if !spnego::is_init(token) {
             return None;
         }
@@ -207,6 +250,7 @@ impl Acceptor {
             return None;
         }
         let ap_req = init.mech_token?;
+        self.claim(Mechanism::Kerberos, "", "");
         let now_unix = self.now.saturating_sub(FILETIME_UNIX_EPOCH) / 10_000_000;
         let accepted = match service.accept(ap_req, now_unix) {
             Ok(accepted) => accepted,
@@ -214,6 +258,7 @@ impl Acceptor {
             Err(KrbError::Malformed) => return Some(Step::Failed(AuthError::Malformed)),
             Err(_) => return Some(Step::Failed(AuthError::LogonFailure)),
         };
+        self.claim(Mechanism::Kerberos, &accepted.client, &accepted.realm);
         // The principal logs on as the copyless user of its name, who
         // must exist: Kerberos vouches for the name, the user store for
         // who may use the server.
@@ -369,7 +414,7 @@ impl Acceptor {
     }
 
     fn finish(
-        &self,
+        &mut self,
         token: &[u8],
         pending: &Pending,
         creds: &dyn Credentials,
@@ -405,7 +450,12 @@ impl Acceptor {
     }
 
     /// Checks an AUTHENTICATE_MESSAGE (MS-NLMP 3.2.5.1.2), NTLMv2 only.
-    fn verify(&self, msg: &[u8], pending: &Pending, creds: &dyn Credentials) -> Result<Verified> {
+    fn verify(
+        &mut self,
+        msg: &[u8],
+        pending: &Pending,
+        creds: &dyn Credentials,
+    ) -> Result<Verified> {
         let auth = wire::parse_authenticate(msg)?;
         // The client may drop flags it asked for; it cannot add any.
         let flags = if auth.flags == 0 {
@@ -428,8 +478,15 @@ impl Acceptor {
         };
         let user = decode(auth.user)?;
         let domain = decode(auth.domain)?;
+        let anonymous = user.is_empty() && auth.nt_response.len() <= 1;
+        let mechanism = if anonymous {
+            Mechanism::Anonymous
+        } else {
+            Mechanism::Ntlm
+        };
+        self.claim(mechanism, &user, &domain);
 
-        if user.is_empty() && auth.nt_response.len() <= 1 {
+        if anonymous {
             if !self.allow_guest {
                 return Err(AuthError::LogonFailure);
             }

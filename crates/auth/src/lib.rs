@@ -24,7 +24,8 @@ pub mod userstore;
 mod tests;
 
 pub use acceptor::{
-    negotiate_hint, smb_session_key, Acceptor, AuthError, Authenticated, ServerInfo, Step,
+    negotiate_hint, smb_session_key, Acceptor, AuthError, Authenticated, Claim, Mechanism,
+    ServerInfo, Step,
 };
 pub use initiator::{ClientIdentity, Initiator, InitiatorRandom, InitiatorStep};
 pub use live::{LiveUsers, Refreshed};

@@ -7,7 +7,9 @@ use crate::der;
 use crate::ntlm::keys::{self, Direction, Signer};
 use crate::ntlm::{flags, wire};
 use crate::spnego::{self, OID_NTLMSSP};
-use crate::{nt_hash, Acceptor, AuthError, Authenticated, ServerInfo, Step, UserStore};
+use crate::{
+    nt_hash, Acceptor, AuthError, Authenticated, Claim, Mechanism, ServerInfo, Step, UserStore,
+};
 
 const CHALLENGE: [u8; 8] = [0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef];
 const NOW: u64 = 0x01d9_0000_1234_5678;
@@ -373,6 +375,37 @@ fn wrong_password_unknown_user_and_ntlmv1_fail() {
 }
 
 #[test]
+fn a_failed_logon_keeps_the_name_the_client_gave() {
+    let creds = users();
+    let mut acc = acceptor(false);
+    assert_eq!(acc.claimed(), None);
+    let negotiate = negotiate_msg(CLIENT_FLAGS);
+    let challenge = cont(acc.step(&negotiate, &creds));
+    let unnamed = Claim {
+        mechanism: Mechanism::Ntlm,
+        ..Claim::default()
+    };
+    assert_eq!(acc.claimed(), Some(&unnamed));
+    let mut client = Client::new("mallory", "guess");
+    client.domain = "EVIL\"\n".into();
+    let (auth, _, _) = client.authenticate(&negotiate, &challenge);
+    assert_eq!(failed(acc.step(&auth, &creds)), AuthError::LogonFailure);
+    assert_eq!(
+        acc.claimed(),
+        Some(&Claim {
+            user: "mallory".into(),
+            domain: "EVIL\"\n".into(),
+            mechanism: Mechanism::Ntlm,
+        })
+    );
+
+    // A message that is no NTLM at all names nobody and no mechanism.
+    let mut acc = acceptor(false);
+    assert_eq!(failed(acc.step(b"garbage", &creds)), AuthError::Malformed);
+    assert_eq!(acc.claimed(), None);
+}
+
+#[test]
 fn unreadable_av_pairs_are_malformed_whatever_the_password() {
     for password in ["Password", "wrong"] {
         let mut client = Client::new("alice", password);
@@ -459,6 +492,10 @@ fn anonymous_only_when_guests_are_allowed() {
         msg.extend_from_slice(&[0; 24]);
         msg.push(0);
         let step = acc.step(&msg, &creds);
+        assert_eq!(
+            acc.claimed().map(|c| c.mechanism),
+            Some(Mechanism::Anonymous)
+        );
         if allow_guest {
             let auth = done(step);
             assert!(auth.anonymous);
@@ -939,7 +976,16 @@ mod kerberos {
     #[test]
     fn one_round_with_the_ap_rep_and_the_tickets_end() {
         // users() has Alice; user names compare case-insensitively.
-        let auth = done(kerberos_acceptor(ISSUED + 1).step(TOKEN, &users()));
+        let mut acc = kerberos_acceptor(ISSUED + 1);
+        let auth = done(acc.step(TOKEN, &users()));
+        assert_eq!(
+            acc.claimed(),
+            Some(&Claim {
+                user: "alice".into(),
+                domain: "COPYLESS.TEST".into(),
+                mechanism: Mechanism::Kerberos,
+            })
+        );
         assert_eq!(
             (auth.user.as_str(), auth.domain.as_str()),
             ("alice", "COPYLESS.TEST")
@@ -963,14 +1009,22 @@ mod kerberos {
     #[test]
     fn unknown_users_ended_tickets_and_servers_without_a_keytab_are_refused() {
         // Kerberos vouches for alice, but she is no user of this server.
+        let mut acc = kerberos_acceptor(ISSUED + 1);
         assert_eq!(
-            failed(kerberos_acceptor(ISSUED + 1).step(TOKEN, &users_without_alice())),
+            failed(acc.step(TOKEN, &users_without_alice())),
             AuthError::LogonFailure
         );
+        assert_eq!(acc.claimed().map(|c| c.user.as_str()), Some("alice"));
         let store = users();
+        let mut acc = kerberos_acceptor(ISSUED + 60);
+        assert_eq!(failed(acc.step(TOKEN, &store)), AuthError::LogonFailure);
+        // An ended ticket names its client only inside what was refused.
         assert_eq!(
-            failed(kerberos_acceptor(ISSUED + 60).step(TOKEN, &store)),
-            AuthError::LogonFailure
+            acc.claimed(),
+            Some(&Claim {
+                mechanism: Mechanism::Kerberos,
+                ..Claim::default()
+            })
         );
         // Without a keytab a Kerberos-only client finds nothing in common.
         assert_eq!(

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use copyless_auth::kerberos::KerberosService;
+use copyless_core::hosts::{HostFilter, Network};
 use copyless_core::{Principal, ShareAccess};
 use copyless_engine::EngineKind;
 use copyless_vfs::Identity;
@@ -228,6 +229,9 @@ pub struct Config {
     pub kerberos: Option<Arc<KerberosService>>,
     /// `[discovery]`: how clients on the local network find the server.
     pub discovery: Discovery,
+    /// `[security] hosts_allow` and `hosts_deny`: the client addresses
+    /// let in at all (the engine drops the others at accept).
+    pub hosts: HostFilter,
 }
 
 /// `[discovery]`: the announcements that make the server show up in
@@ -456,6 +460,7 @@ impl Config {
             engine: EngineKind::default(),
             kerberos: None,
             discovery: Discovery::default(),
+            hosts: HostFilter::default(),
         }
     }
 
@@ -694,6 +699,8 @@ mod raw {
         pub encryption: Option<Spanned<String>>,
         pub guest: Option<Spanned<bool>>,
         pub guest_account: Option<Spanned<String>>,
+        pub hosts_allow: Option<Spanned<Vec<Spanned<String>>>>,
+        pub hosts_deny: Option<Spanned<Vec<Spanned<String>>>>,
     }
 
     #[derive(Deserialize)]
@@ -712,6 +719,8 @@ mod raw {
         pub access_based_enumeration: bool,
         pub force_user: Option<Spanned<String>>,
         pub force_group: Option<Spanned<String>>,
+        pub hosts_allow: Option<Spanned<Vec<Spanned<String>>>>,
+        pub hosts_deny: Option<Spanned<Vec<Spanned<String>>>>,
     }
 
     #[derive(Deserialize)]
@@ -793,6 +802,10 @@ fn parse(text: &str, base: &Path, file_name: &Path) -> Result<Config, SpanError>
         Some(name) => name.get_ref().clone(),
     };
     check_guest_account(file.security.as_ref(), &guest_account)?;
+    let hosts = match &file.security {
+        None => HostFilter::default(),
+        Some(s) => parse_hosts(s.hosts_allow.as_ref(), s.hosts_deny.as_ref())?,
+    };
     let (signing, encryption, guest) = parse_security(file.security)?;
     let source = |spans: Vec<(&'static str, Range<usize>)>| ShareSource::File {
         file: file_name.to_path_buf(),
@@ -850,6 +863,7 @@ fn parse(text: &str, base: &Path, file_name: &Path) -> Result<Config, SpanError>
         engine,
         kerberos,
         discovery,
+        hosts,
     })
 }
 
@@ -1094,6 +1108,7 @@ fn parse_shares(
             access_based_enumeration: share.access_based_enumeration,
             force_user,
             force_group,
+            hosts: parse_hosts(share.hosts_allow.as_ref(), share.hosts_deny.as_ref())?,
         };
         // The keys checks made after parsing name.
         let mut spans = vec![("name", share.name.span()), ("path", share.path.span())];
@@ -1162,6 +1177,39 @@ fn principals(list: &Spanned<Vec<String>>, key: &str) -> Result<Vec<Principal>, 
                 Some(why) => Err(SpanError::at(list, why)),
                 None => Ok(Principal::User(entry.clone())),
             },
+        })
+        .collect()
+}
+
+type AddressList = Spanned<Vec<Spanned<String>>>;
+
+/// `hosts_allow` and `hosts_deny` (of `[security]` or a share): addresses
+/// and CIDR networks, IPv4 or IPv6.
+fn parse_hosts(
+    allow: Option<&AddressList>,
+    deny: Option<&AddressList>,
+) -> Result<HostFilter, SpanError> {
+    if let Some(list) = allow.filter(|l| l.get_ref().is_empty()) {
+        return Err(SpanError::at(
+            list,
+            "hosts_allow = [] would let nobody in: leave it out to let everyone in, or \
+             refuse everyone with hosts_deny = [\"0.0.0.0/0\", \"::/0\"]",
+        ));
+    }
+    Ok(HostFilter {
+        allow: allow.map(|l| networks(l, "hosts_allow")).transpose()?,
+        deny: deny.map_or(Ok(Vec::new()), |l| networks(l, "hosts_deny"))?,
+    })
+}
+
+fn networks(list: &AddressList, key: &str) -> Result<Vec<Network>, SpanError> {
+    list.get_ref()
+        .iter()
+        .map(|entry| {
+            entry
+                .get_ref()
+                .parse()
+                .map_err(|e| SpanError::at(entry, format!("{key}: {e}")))
         })
         .collect()
 }
@@ -1569,6 +1617,53 @@ max_open_files_total = 1000
         assert!(m.contains("no Unix account"), "{m}");
         // Without guests a missing account is no error: nobody's ids stand in.
         load_text("[security]\nguest_account = \"no-such-account-here\"\n");
+    }
+
+    #[test]
+    fn who_may_connect_by_address() {
+        let (_dir, config) = load_text(
+            "[security]\nhosts_allow = [\"192.168.1.0/24\", \"fd00::/8\", \"127.0.0.1\"]\n\
+             hosts_deny = [\"0.0.0.0/0\", \"::/0\"]\n\
+             [[share]]\nname = \"s\"\npath = \"/srv/s\"\nhosts_deny = [\"192.168.1.66\"]\n\
+             [[share]]\nname = \"t\"\npath = \"/srv/t\"\n",
+        );
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        assert_eq!(config.hosts.allow.as_ref().map(Vec::len), Some(3));
+        assert!(config.hosts.admits(ip("192.168.1.66")) && config.hosts.admits(ip("fd00::1")));
+        assert!(!config.hosts.admits(ip("10.0.0.1")));
+        let s = &config.shares[0].access.hosts;
+        assert!(s.allow.is_none() && !s.admits(ip("192.168.1.66")) && s.admits(ip("10.0.0.1")));
+        assert!(config.shares[1].access.hosts.is_open());
+        let (_dir, config) = load_text("[[share]]\nname = \"s\"\npath = \"/srv/s\"\n");
+        assert!(config.hosts.is_open());
+
+        let share = "[[share]]\nname = \"s\"\npath = \"/srv/s\"\n";
+        for (text, line, says) in [
+            (
+                "[security]\nhosts_allow = [\n  \"10.0.0.0/8\",\n  \"192.168.1.\",\n]\n",
+                4,
+                "hosts_allow: \"192.168.1.\" is not an address or a network",
+            ),
+            (
+                "[security]\nhosts_deny = [\"10.0.0.0/33\"]\n",
+                2,
+                "hosts_deny: \"10.0.0.0/33\" is not an address or a network: the prefix",
+            ),
+            ("[security]\nhosts_allow = []\n", 2, "would let nobody in"),
+            (
+                &format!("{share}hosts_allow = [\"nas.example.org\"]\n"),
+                4,
+                "hosts_allow: \"nas.example.org\"",
+            ),
+        ] {
+            let text = if text.starts_with("[security]") {
+                format!("{text}{share}")
+            } else {
+                text.to_string()
+            };
+            let m = error_at(&text, line);
+            assert!(m.contains(says), "{m}");
+        }
     }
 
     #[test]

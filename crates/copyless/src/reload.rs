@@ -111,6 +111,14 @@ impl Reloader {
         if new.limits != self.current.limits {
             said.extend(self.apply_limits(&new.limits));
         }
+        if new.hosts != self.current.hosts {
+            self.engine_limits.set_hosts(new.hosts.clone());
+            said.push(
+                "[security] hosts_allow and hosts_deny changed: for connections accepted \
+                 from now on"
+                    .to_string(),
+            );
+        }
         for key in restart_only_changes(&self.current, new) {
             said.push(format!(
                 "{key} changed: takes effect when the server restarts"

@@ -152,6 +152,7 @@ pub fn serve(
         .map_err(|e| (format!("cannot catch SIGTERM and SIGINT: {e}"), 1))?;
     let notifier = crate::systemd::Notifier::from_env();
     let live_limits = LiveLimits::new(engine_limits(&config.limits, &budget));
+    live_limits.set_hosts(config.hosts.clone());
     let reloader = crate::reload::Reloader {
         args,
         users: Arc::clone(&users),

@@ -328,7 +328,7 @@ pub(crate) fn existing_account(account: &str) -> Result<UnixAccount, CmdError> {
 
 /// An account a user may act as: never root, whose sessions would pass
 /// every permission on every share.
-fn not_root(account: UnixAccount) -> Result<UnixAccount, CmdError> {
+pub(crate) fn not_root(account: UnixAccount) -> Result<UnixAccount, CmdError> {
     if account.uid == 0 {
         return Err(CmdError::runtime(format!(
             "{} is root: a user acting as it would pass every permission on every share; \

@@ -23,6 +23,7 @@ use crate::breaks::Notice;
 use crate::channels::{Binding, Bound, Relay, Via};
 use crate::credits::CreditWindow;
 use crate::env::Env;
+use crate::event::Event;
 use crate::file_table::Seen;
 use crate::intent::{Intent, Token};
 use crate::limits::Limits;
@@ -70,6 +71,8 @@ pub struct Output {
     pub disconnect: bool,
     /// One entry per request handled, in order, for the engine's tracing.
     pub requests: Vec<RequestTrace>,
+    /// What happened that the engine counts and logs (event.rs).
+    pub events: Vec<Event>,
 }
 
 /// What tracing needs to know of one handled request.
@@ -278,6 +281,11 @@ pub struct Connection {
     pub(crate) cancelled: Vec<Token>,
     /// Letters for other connections, for the output.
     pub(crate) outbox: Vec<Message>,
+    /// Events for the output.
+    pub(crate) events: Vec<Event>,
+    /// Who the client of the SESSION_SETUP being handled claimed to be,
+    /// once its acceptor knew (session.rs), for its logon event.
+    pub(crate) claim: Option<copyless_auth::Claim>,
     /// Requests that had an interim response, by AsyncId.
     pub(crate) pending: HashMap<u64, Pending>,
     /// Their final responses, decided since the last output.
@@ -343,6 +351,8 @@ impl Connection {
             last_async_id: 0,
             cancelled: Vec::new(),
             outbox: Vec::new(),
+            events: Vec::new(),
+            claim: None,
             pending: HashMap::new(),
             answers: Vec::new(),
             retries: Vec::new(),
@@ -458,6 +468,7 @@ impl Connection {
         self.send_answers(env, out);
         out.cancel.append(&mut self.cancelled);
         out.messages.append(&mut self.outbox);
+        out.events.append(&mut self.events);
     }
 
     /// Does what another connection's letter asks.
@@ -1119,9 +1130,13 @@ impl Connection {
         match c {
             cmd::NEGOTIATE => return self.negotiate(req, reply, w, env),
             cmd::SESSION_SETUP => {
-                self.verify_if_established(req)?;
-                reply.sign_key = self.verify_foreign(req)?;
-                return self.session_setup(req, reply, w, env);
+                let kind = self.logon_kind(req);
+                let result = self.verify_if_established(req).and_then(|()| {
+                    reply.sign_key = self.verify_foreign(req)?;
+                    self.session_setup(req, reply, w, env)
+                });
+                self.logon_ended(kind, reply.session_id, &result);
+                return result;
             }
             cmd::ECHO if req.session_id == 0 => {
                 messages::parse_empty(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
@@ -1331,5 +1346,6 @@ impl Output {
         self.messages.extend(other.messages);
         self.disconnect |= other.disconnect;
         self.requests.extend(other.requests);
+        self.events.extend(other.events);
     }
 }

@@ -9,6 +9,7 @@ use copyless_vfs::{Identity, Vfs};
 
 use crate::durable::DurableTable;
 use crate::file_table::FileTable;
+use crate::hosts::HostFilter;
 use crate::leases::LeaseBreak;
 use crate::limits::Limits;
 use crate::local::{LocalWatch, OwnChanges};
@@ -88,6 +89,9 @@ pub struct ShareAccess {
     pub force_user: Option<Identity>,
     /// ...and with this primary group.
     pub force_group: Option<u32>,
+    /// Which client addresses may connect (hosts.rs); others get
+    /// STATUS_ACCESS_DENIED at tree connect.
+    pub hosts: HostFilter,
 }
 
 impl Default for ShareAccess {
@@ -101,6 +105,7 @@ impl Default for ShareAccess {
             access_based_enumeration: false,
             force_user: None,
             force_group: None,
+            hosts: HostFilter::default(),
         }
     }
 }

@@ -18,6 +18,8 @@ use copyless_vfs::Identity;
 use crate::channels::{Binding, Bound};
 use crate::connection::{Connection, Reply, Req};
 use crate::env::Env;
+use crate::event::Event;
+use crate::logon::{self, Logon};
 use crate::open::Open;
 use crate::post::{ChannelKey, ConnectionId, Kind, SessionFacts};
 use crate::server::Server;
@@ -225,7 +227,9 @@ impl Connection {
             return Err(status::INTERNAL_ERROR);
         };
         let was_valid = session.signing.is_some();
-        match acceptor.step(ss.security_buffer, credentials.as_ref()) {
+        let step = acceptor.step(ss.security_buffer, credentials.as_ref());
+        self.claim = acceptor.claimed().cloned();
+        match step {
             Step::Continue(token) => {
                 messages::write_session_setup_response(w, 0, &token);
                 if dialect == DIALECT_311 {
@@ -405,10 +409,11 @@ impl Connection {
         if self.dialect == DIALECT_311 {
             binding.preauth.update(req.msg);
         }
-        match binding
+        let step = binding
             .acceptor
-            .step(ss.security_buffer, credentials.as_ref())
-        {
+            .step(ss.security_buffer, credentials.as_ref());
+        self.claim = binding.acceptor.claimed().cloned();
+        match step {
             Step::Continue(token) => {
                 messages::write_session_setup_response(w, 0, &token);
                 if self.dialect == DIALECT_311 {
@@ -461,6 +466,51 @@ impl Connection {
                 })
             }
         }
+    }
+
+    /// What a SESSION_SETUP is for, judged before it runs (it may remove
+    /// the session it names).
+    pub(crate) fn logon_kind(&self, req: &Req<'_>) -> logon::Kind {
+        let binding = SessionSetupRequest::parse(req.msg)
+            .is_ok_and(|ss| ss.flags & messages::SESSION_FLAG_BINDING != 0);
+        let established = |s: &Session| s.signing.is_some() || s.anonymous || s.guest;
+        if binding {
+            logon::Kind::Bind
+        } else if self.sessions.get(&req.session_id).is_some_and(established) {
+            logon::Kind::Reauth
+        } else {
+            logon::Kind::New
+        }
+    }
+
+    /// A SESSION_SETUP was answered: unless another round follows, its
+    /// logon goes out as an event, with who the client claimed to be.
+    pub(crate) fn logon_ended(
+        &mut self,
+        kind: logon::Kind,
+        session_id: u64,
+        result: &Result<NtStatus, NtStatus>,
+    ) {
+        let claim = self.claim.take().unwrap_or_default();
+        let status = match *result {
+            Ok(status::MORE_PROCESSING_REQUIRED) => return,
+            Ok(s) | Err(s) => s,
+        };
+        let guest =
+            status == status::SUCCESS && self.sessions.get(&session_id).is_some_and(|s| s.guest);
+        let mechanism = if guest {
+            logon::Mechanism::Guest
+        } else {
+            claim.mechanism.into()
+        };
+        self.events.push(Event::Logon(Logon {
+            client: self.client_addr,
+            user: claim.user,
+            domain: claim.domain,
+            mechanism,
+            kind,
+            status,
+        }));
     }
 
     pub(crate) fn logoff(&mut self, req: &Req<'_>, w: &mut Writer) -> Result<NtStatus, NtStatus> {

@@ -153,6 +153,9 @@ impl Connection {
                 .shares
                 .find(name)
                 .ok_or(status::BAD_NETWORK_NAME)?;
+            if !share.access.hosts.admits(self.client_addr.ip()) {
+                return Err(status::ACCESS_DENIED);
+            }
             let (read_only, who) = share_access(&self.server, &share, session)?;
             (TreeKind::Disk { index, share }, read_only, who)
         };

@@ -139,3 +139,47 @@ fn a_replayed_ticket_or_one_for_an_unknown_user_is_refused() {
         Err(status::LOGON_FAILURE)
     );
 }
+
+#[test]
+fn kerberos_logons_are_reported_with_the_principal_and_the_realm() {
+    use copyless_core::logon::{Kind, Mechanism};
+    use copyless_core::Event;
+
+    let (server, key) = kerberos_server();
+    let mut c = Client::negotiated(server.clone(), Dialect::Smb311);
+    c.env.now = filetime(ISSUED + 1);
+    c.session_setup_token(TOKEN, &key).unwrap();
+    // The same ticket again: a replay, refused, and said to be Kerberos.
+    let mut thief = Client::negotiated(server, Dialect::Smb311);
+    thief.env.now = filetime(ISSUED + 2);
+    assert_eq!(
+        thief.session_setup_token(TOKEN, &key),
+        Err(status::LOGON_FAILURE)
+    );
+    let seen: Vec<_> = c
+        .events
+        .drain(..)
+        .chain(thief.events.drain(..))
+        .map(|Event::Logon(l)| (l.user, l.domain, l.mechanism, l.kind, l.status))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (
+                "alice".to_string(),
+                "COPYLESS.TEST".to_string(),
+                Mechanism::Kerberos,
+                Kind::New,
+                status::SUCCESS
+            ),
+            // A replay names its client only inside what was refused.
+            (
+                String::new(),
+                String::new(),
+                Mechanism::Kerberos,
+                Kind::New,
+                status::LOGON_FAILURE
+            ),
+        ]
+    );
+}

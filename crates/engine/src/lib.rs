@@ -16,6 +16,7 @@ mod env;
 mod framing;
 mod local;
 pub mod log_limit;
+mod logons;
 mod post;
 mod threads;
 mod uring;
@@ -27,6 +28,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
+use copyless_core::hosts::HostFilter;
 use copyless_core::Server;
 use copyless_trace::Tracer;
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
@@ -35,6 +37,7 @@ pub use admission::AdmissionLimits;
 use admission::{Refusal, Table};
 pub use env::filetime_now;
 use log_limit::RateLimit;
+use logons::Logons;
 
 /// The engine's own limits; a connection's message sizes are the core's
 /// (`Connection::max_message_size`).
@@ -49,24 +52,41 @@ pub struct EngineLimits {
     pub max_local_watches: usize,
 }
 
-/// The engine's limits as the last reload left them: admission is
-/// checked against those in force at each accept, a connection's
-/// pre-authentication deadline is set at its accept, and the watch of
-/// local changes reads its limit at each new watch.
+/// The engine's limits, and the client addresses it lets in, as the last
+/// reload left them: admission is checked against those in force at each
+/// accept, a connection's pre-authentication deadline is set at its
+/// accept, and the watch of local changes reads its limit at each new
+/// watch.
 #[derive(Debug)]
-pub struct LiveLimits(RwLock<EngineLimits>);
+pub struct LiveLimits {
+    limits: RwLock<EngineLimits>,
+    hosts: RwLock<Arc<HostFilter>>,
+}
 
 impl LiveLimits {
+    /// Every client address is let in until [`LiveLimits::set_hosts`].
     pub fn new(limits: EngineLimits) -> Arc<LiveLimits> {
-        Arc::new(LiveLimits(RwLock::new(limits)))
+        Arc::new(LiveLimits {
+            limits: RwLock::new(limits),
+            hosts: RwLock::default(),
+        })
     }
 
     pub fn get(&self) -> EngineLimits {
-        *self.0.read().unwrap_or_else(|e| e.into_inner())
+        *self.limits.read().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn set(&self, limits: EngineLimits) {
-        *self.0.write().unwrap_or_else(|e| e.into_inner()) = limits;
+        *self.limits.write().unwrap_or_else(|e| e.into_inner()) = limits;
+    }
+
+    /// `[security] hosts_allow` and `hosts_deny`.
+    pub fn hosts(&self) -> Arc<HostFilter> {
+        self.hosts.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn set_hosts(&self, hosts: HostFilter) {
+        *self.hosts.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(hosts);
     }
 }
 
@@ -122,6 +142,7 @@ pub(crate) trait Serve {
 
 pub(crate) static ACCEPT_FAILED: RateLimit = RateLimit::new(Duration::from_secs(10));
 static REFUSED: RateLimit = RateLimit::new(Duration::from_secs(10));
+static NOT_LET_IN: RateLimit = RateLimit::new(Duration::from_secs(10));
 static EVICTED: RateLimit = RateLimit::new(Duration::from_secs(10));
 pub(crate) static START_FAILED: RateLimit = RateLimit::new(Duration::from_secs(10));
 
@@ -157,10 +178,11 @@ pub fn run(
     stop: StopSignal,
 ) -> io::Result<()> {
     let stop_rx = stop.0;
+    let (logons, log_writer) = Logons::start(tracer.clone())?;
     let uring = match kind {
         EngineKind::Threads => None,
-        EngineKind::IoUring => Some(uring::Engine::new(&server, &limits, &tracer)?),
-        EngineKind::Auto => match uring::Engine::new(&server, &limits, &tracer) {
+        EngineKind::IoUring => Some(uring::Engine::new(&server, &limits, &tracer, &logons)?),
+        EngineKind::Auto => match uring::Engine::new(&server, &limits, &tracer, &logons) {
             Ok(e) => Some(e),
             Err(e) => {
                 eprintln!("copyless: io_uring is not available ({e}); using threads");
@@ -168,7 +190,7 @@ pub fn run(
             }
         },
     };
-    match uring {
+    let served = match uring {
         Some(engine) => {
             eprintln!("copyless: engine io_uring, {} threads", engine.threads());
             // Stops when dropped, after the connections have finished.
@@ -177,11 +199,13 @@ pub fn run(
         }
         None => {
             eprintln!("copyless: engine threads, one per connection");
-            let engine = threads::Engine::new(server.clone(), limits.clone(), tracer);
+            let engine = threads::Engine::new(server.clone(), limits.clone(), tracer, logons);
             let _local = local::start(&server, engine.post(), &limits);
             accept_loop(listeners, &limits, stop_rx, engine)
         }
-    }
+    };
+    log_writer.finish();
+    served
 }
 
 fn accept_loop(
@@ -295,6 +319,13 @@ pub(crate) fn admit(
     limits: &LiveLimits,
     connections: &Connections,
 ) -> Option<Accepted> {
+    if !limits.hosts().admits(peer.ip()) {
+        // Dropped before it costs a slot, a thread or a read.
+        NOT_LET_IN.log(|| {
+            format!("refused a connection from {peer}: not let in by [security] hosts_allow and hosts_deny")
+        });
+        return None;
+    }
     let stream = Arc::new(stream);
     let admission = limits.get().admission;
     let admitted = {

@@ -14,8 +14,8 @@ use copyless_auth::{
 };
 use copyless_core::encryption::SessionCiphers;
 use copyless_core::{
-    Completion, Connection, Env, Letter, Limits, Message, Output, Server, ServerConfig, Share,
-    ShareAccess, Token,
+    Completion, Connection, Env, Event, Letter, Limits, Message, Output, Server, ServerConfig,
+    Share, ShareAccess, Token,
 };
 use copyless_crypto::session_keys::signing_key;
 use copyless_crypto::{CipherId, PreauthHash, SigningAlgorithm, SigningKey};
@@ -325,15 +325,22 @@ pub struct Client {
     /// Letters the server addressed to other connections, for the test to
     /// deliver (see [`Client::receive`]).
     pub posted: Vec<Message>,
+    /// What the server reported to the engine (logons), oldest first.
+    pub events: Vec<Event>,
 }
 
 const CIPHER: CipherId = CipherId::Aes128Gcm;
 
 impl Client {
     pub fn connect(server: Arc<Server>) -> Client {
+        Client::connect_from(server, "127.0.0.1:50000".parse().unwrap())
+    }
+
+    /// A connection from a client at `peer`.
+    pub fn connect_from(server: Arc<Server>, peer: SocketAddr) -> Client {
         let addr: SocketAddr = "127.0.0.1:445".parse().unwrap();
         Client {
-            conn: Connection::new(server, "127.0.0.1:50000".parse().unwrap(), addr),
+            conn: Connection::new(server, peer, addr),
             env: TestEnv::new(0x9e37_79b9_7f4a_7c15),
             next_mid: 0,
             session_id: 0,
@@ -347,6 +354,7 @@ impl Client {
             closed: false,
             unsigned: false,
             posted: Vec::new(),
+            events: Vec::new(),
         }
     }
 
@@ -759,6 +767,7 @@ impl Client {
     pub fn take(&mut self, out: Output) -> Vec<Reply> {
         assert!(out.intents.is_empty(), "intents left: {:?}", out.intents);
         self.posted.extend(out.messages);
+        self.events.extend(out.events);
         if out.disconnect {
             self.closed = true;
         }

@@ -192,6 +192,15 @@ impl prometheus_client::collector::Collector for SnapshotCollector {
         )?;
         counters(
             enc,
+            "logons",
+            "SMB logons (session setups that ended) by outcome",
+            None,
+            s.logons
+                .iter()
+                .map(|(outcome, &n)| (vec![("outcome", outcome.clone())], n as f64)),
+        )?;
+        counters(
+            enc,
             "frames",
             "Transport frames received (a compound is one)",
             None,
@@ -443,6 +452,12 @@ mod tests {
                 ..ClientSnapshot::default()
             }],
             syscalls: [("recv".to_string(), 6)].into_iter().collect(),
+            logons: [
+                ("success".to_string(), 2),
+                ("bad_credentials".to_string(), 7),
+            ]
+            .into_iter()
+            .collect(),
             ..Snapshot::default()
         }
     }
@@ -476,6 +491,8 @@ mod tests {
             "copyless_client_requests_total{address=\"10.1.2.3\",user=\"alice\"} 3.0",
             "copyless_syscalls_total{kind=\"recv\"} 6.0",
             "copyless_open_connections 1.0",
+            "copyless_logons_total{outcome=\"success\"} 2.0",
+            "copyless_logons_total{outcome=\"bad_credentials\"} 7.0",
         ] {
             assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
         }

@@ -2,6 +2,7 @@
 //! [`Recorder`] that the engine feeds with each frame's timestamps.
 
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -91,6 +92,9 @@ pub struct Tracer {
     registry: Mutex<Registry>,
     /// For VFS calls made on a thread that serves no connection.
     other: Slot,
+    /// Logons by outcome: counted whether or not tracing is on, and
+    /// rare enough for a lock.
+    logons: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 impl Tracer {
@@ -108,6 +112,7 @@ impl Tracer {
                 retired: Stats::new(shares),
             }),
             other: Slot::new(shares),
+            logons: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -168,6 +173,21 @@ impl Tracer {
         })
     }
 
+    /// Shows `outcomes` from the start, at 0 until one happens: a
+    /// series that exists before its first logon is easier to alert on.
+    pub fn expect_logons(&self, outcomes: &[&'static str]) {
+        let mut logons = self.logons.lock().unwrap_or_else(|e| e.into_inner());
+        for outcome in outcomes {
+            logons.entry(outcome).or_insert(0);
+        }
+    }
+
+    /// Counts a logon (a SESSION_SETUP that ended) by its outcome.
+    pub fn count_logon(&self, outcome: &'static str) {
+        let mut logons = self.logons.lock().unwrap_or_else(|e| e.into_inner());
+        *logons.entry(outcome).or_insert(0) += 1;
+    }
+
     /// Everything recorded since the server started, merged over all
     /// threads.
     pub fn snapshot(&self) -> Snapshot {
@@ -187,6 +207,13 @@ impl Tracer {
         snapshot
             .clients
             .retain(|c| c.requests > 0 || c.connections > 0);
+        snapshot.logons = self
+            .logons
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect();
         snapshot
     }
 }
@@ -560,6 +587,24 @@ mod tests {
         let s = tracer.snapshot();
         assert!(!s.enabled);
         assert_eq!(s.requests, 0);
+    }
+
+    #[test]
+    fn logons_are_counted_even_with_tracing_off() {
+        let tracer = Tracer::new(vec![], false);
+        tracer.expect_logons(&["success", "bad_credentials"]);
+        tracer.count_logon("bad_credentials");
+        tracer.count_logon("bad_credentials");
+        tracer.count_logon("failed");
+        let logons = tracer.snapshot().logons;
+        assert_eq!(
+            logons.into_iter().collect::<Vec<_>>(),
+            [
+                ("bad_credentials".to_string(), 2),
+                ("failed".to_string(), 1),
+                ("success".to_string(), 0)
+            ]
+        );
     }
 
     #[test]

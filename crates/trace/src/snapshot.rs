@@ -137,6 +137,10 @@ pub struct Snapshot {
     pub syscalls: BTreeMap<String, u64>,
     pub shares: Vec<ShareSnapshot>,
     pub clients: Vec<ClientSnapshot>,
+    /// Logons (SESSION_SETUPs that ended) by outcome: `success`,
+    /// `bad_credentials`... (the core's `logon::Outcome`).
+    #[serde(default)]
+    pub logons: BTreeMap<String, u64>,
 }
 
 impl Snapshot {
@@ -220,6 +224,14 @@ impl Snapshot {
             })
             .filter(|&(_, v)| v > 0)
             .collect();
+        let logons = self
+            .logons
+            .iter()
+            .map(|(k, &v)| {
+                let before = earlier.logons.get(k).copied().unwrap_or(0);
+                (k.clone(), v.saturating_sub(before))
+            })
+            .collect();
         Snapshot {
             enabled: self.enabled,
             elapsed_ns: self.elapsed_ns.saturating_sub(earlier.elapsed_ns),
@@ -236,6 +248,7 @@ impl Snapshot {
             syscalls,
             shares,
             clients,
+            logons,
         }
     }
 
@@ -325,6 +338,16 @@ mod tests {
         );
         assert_eq!(d.syscalls["recv"], 4);
         assert_eq!(d.syscalls["send"], 5);
+        let logons = |n| [("success".to_string(), n)].into_iter().collect();
+        let then = Snapshot {
+            logons: logons(2),
+            ..Snapshot::default()
+        };
+        let now = Snapshot {
+            logons: logons(5),
+            ..Snapshot::default()
+        };
+        assert_eq!(now.since(&then).logons["success"], 3);
         // Nothing happened to a command in the window: it is left out.
         assert!(later.since(&later).commands.is_empty());
     }

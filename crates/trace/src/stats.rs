@@ -359,6 +359,8 @@ impl Stats {
             syscalls,
             shares,
             clients,
+            // The tracer's own, added by Tracer::snapshot.
+            logons: Default::default(),
         }
     }
 }

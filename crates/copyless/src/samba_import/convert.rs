@@ -10,11 +10,14 @@
 
 use std::collections::HashSet;
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::rc::Rc;
 
 use toml::Value;
 
+use copyless_core::hosts::Network;
+
+use super::address_lists;
 use super::host::{Host, LocalAddress};
 use super::options::{self, Verdict};
 use super::smbconf::{normalize, split_list, Origin, Param, ParseError, Section, SmbConf};
@@ -87,7 +90,14 @@ const SHARE_KEYS: &[&str] = &[
     "printable",
     "printok",
     "available",
+    "hostsallow",
+    "allowhosts",
+    "hostsdeny",
+    "denyhosts",
 ];
+
+const HOSTS_ALLOW: &[&str] = &["hostsallow", "allowhosts"];
+const HOSTS_DENY: &[&str] = &["hostsdeny", "denyhosts"];
 
 /// Reads the options of `conf` and writes the copyless config; `source`
 /// names the smb.conf in the config's heading. Fails only where Samba
@@ -254,8 +264,91 @@ impl Converter<'_> {
                 ),
             }
         }
+        doc.security.extend(self.hosts(g));
         self.kerberos(g, doc);
         self.discovery(g, doc)
+    }
+
+    /// `hosts_allow` and `hosts_deny` from the last `hosts allow` and
+    /// `hosts deny` of `params`. What cannot be carried over is said, and
+    /// left out so that no client Samba kept out is let in (a left-out
+    /// `hosts deny` entry is the exception, and says so).
+    fn hosts(&mut self, params: &[&Param]) -> Vec<Entry> {
+        let set = |keys| last(params, keys).filter(|p| !split_list(&p.value).is_empty());
+        let (allow_p, deny_p) = (set(HOSTS_ALLOW), set(HOSTS_DENY));
+        let mut entries = Vec::new();
+        let mut deny = Vec::new();
+        if let Some(p) = deny_p {
+            let c = address_lists::convert(&p.value);
+            for (item, why) in &c.left_out {
+                self.in_part(
+                    p,
+                    format!("`{item}` left out: {why}; copyless does not refuse it"),
+                );
+            }
+            if !c.except.is_empty() {
+                self.in_part(
+                    p,
+                    format!(
+                        "`EXCEPT {}` left out: copyless has no exceptions, so the clients it \
+                         names are refused too",
+                        c.except.join(" ")
+                    ),
+                );
+            }
+            deny = c.networks;
+        }
+        if let Some(p) = allow_p {
+            let c = address_lists::convert(&p.value);
+            for (item, why) in &c.left_out {
+                self.in_part(
+                    p,
+                    format!("`{item}` left out: {why}; copyless does not let it in"),
+                );
+            }
+            let mut allow = c.networks;
+            if !c.except.is_empty() {
+                self.in_part(
+                    p,
+                    "`EXCEPT` cannot be carried over: copyless has no exceptions, so the whole \
+                     list is left out rather than let in a client Samba kept out",
+                );
+                allow.clear();
+            }
+            // Samba lets local clients in whatever `hosts allow` says,
+            // unless `hosts deny` names them.
+            let mut added = Vec::new();
+            for local in [Ipv4Addr::LOCALHOST.into(), Ipv6Addr::LOCALHOST.into()] {
+                let on = |list: &[Network]| list.iter().any(|n| n.contains(local));
+                if !on(&allow) && !on(&deny) {
+                    allow.extend(Network::new(local, if local.is_ipv4() { 32 } else { 128 }));
+                    added.push(local.to_string());
+                }
+            }
+            if !added.is_empty() {
+                self.in_part(
+                    p,
+                    format!(
+                        "{} added: Samba lets local clients in whatever `hosts allow` says",
+                        added.join(" and ")
+                    ),
+                );
+            }
+            if allow.is_empty() {
+                self.lacking(
+                    p,
+                    "none of its entries is left: `hosts deny` alone decides who is refused",
+                );
+            } else {
+                let shown: Vec<String> = allow.iter().map(ToString::to_string).collect();
+                entries.push(Entry::new("hosts_allow", shown, &[p]));
+            }
+        }
+        if let Some(p) = deny_p.filter(|_| !deny.is_empty()) {
+            let shown: Vec<String> = deny.iter().map(ToString::to_string).collect();
+            entries.push(Entry::new("hosts_deny", shown, &[p]));
+        }
+        entries
     }
 
     /// `key` from a NetBIOS-style name, in upper case as Samba takes it;
@@ -621,6 +714,12 @@ impl Converter<'_> {
         }
         if let Some(p) = last(&params, &["vfsobjects", "vfsobject"]) {
             self.vfs_objects(p);
+        }
+        // A share's own lists; those of [global] are checked when a client
+        // connects. As in Samba, a list the share leaves out is [global]'s.
+        let own = self.with_copies(conf, share, &[]);
+        if last(&own, HOSTS_ALLOW).or(last(&own, HOSTS_DENY)).is_some() {
+            table.entries.extend(self.hosts(&params));
         }
         // Last: what Samba itself would refuse in the share comes first.
         if let Some(why) = self.host.folder_problem(&path.value, &share.name) {

@@ -1,6 +1,7 @@
 //! `copyless import smb.conf FILE`: a Samba server's smb.conf as a copyless
 //! config, with a list of what copyless cannot do the same way.
 
+mod address_lists;
 mod convert;
 mod host;
 mod options;

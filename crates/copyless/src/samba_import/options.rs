@@ -109,9 +109,6 @@ fn reason(key: &str, value: &str) -> &'static str {
         "servermaxprotocol" | "maxprotocol" | "protocol" => {
             "copyless has no maximum protocol setting: it offers up to SMB 3.1.1"
         }
-        "hostsallow" | "allowhosts" | "hostsdeny" | "denyhosts" => {
-            "copyless has no address filter: let a firewall decide who may reach its port"
-        }
         "invalidusers" => {
             "copyless has no deny list: name who may connect in `valid users` instead"
         }
@@ -236,7 +233,6 @@ mod tests {
         assert!(why("serverminprotocol", "SMB3").contains("no minimum protocol"));
         assert!(why("widelinks", "yes").contains("inside the share"));
         assert!(why("accessbasedshareenum", "yes").contains("hide unreadable"));
-        assert!(why("hostsallow", "192.168.1.").contains("firewall"));
         assert!(why("clientsigning", "required").contains("client tools"));
         assert!(why("idmapconfig*:backend", "tdb").contains("domain"));
         assert!(why("recycle:repository", ".trash").contains("module"));

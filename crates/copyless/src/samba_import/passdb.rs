@@ -14,8 +14,8 @@ use copyless_auth::userstore::{parse_hex_hash, UserStore};
 use zeroize::Zeroizing;
 
 use crate::user_cmd::{
-    create_account, create_state_dir, describe, existing_account, has_user, say, CmdError,
-    StoreArgs,
+    create_account, create_state_dir, describe, existing_account, has_user, not_root, say,
+    CmdError, StoreArgs,
 };
 
 #[derive(clap::Args, Debug)]
@@ -225,13 +225,14 @@ fn own_account(name: &str, create: bool, out: &mut dyn Write) -> Result<UnixAcco
     if create {
         return create_account(name, out).map_err(|e| e.to_string());
     }
-    unix::lookup(name).map_err(|e| match e {
+    let account = unix::lookup(name).map_err(|e| match e {
         UnixError::NotFound(_) => format!(
             "{e} to link it to: add --create-unix-user to make system accounts of the \
              missing names (as root), or --unix-user ACCOUNT to link every user to one account"
         ),
         e => e.to_string(),
-    })
+    })?;
+    not_root(account).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -309,8 +310,14 @@ mod tests {
 
     struct TempDir(tempfile::TempDir);
 
+    /// An account a user may be linked to: the tests' own, or nobody
+    /// when they run as root.
     fn me() -> UnixAccount {
-        let name = unix::account_name(rustix::process::geteuid().as_raw()).unwrap();
+        let uid = rustix::process::geteuid().as_raw();
+        let name = match uid {
+            0 => "nobody".to_string(),
+            uid => unix::account_name(uid).unwrap(),
+        };
         unix::lookup(&name).unwrap()
     }
 

@@ -207,6 +207,11 @@ fn a_family_nas() {
     assert_eq!(media["read_only"].as_bool(), Some(true));
     assert_eq!(media["read_only_users"], strings(&["bob"]));
     assert_eq!(media["force_user"].as_str(), Some("media"));
+    assert_eq!(
+        media["hosts_allow"],
+        strings(&["192.168.1.0/24", "127.0.0.1", "::1"])
+    );
+    assert!(media.get("hosts_deny").is_none() && family.get("hosts_allow").is_none());
 
     assert_eq!(
         notes(&c),
@@ -243,8 +248,8 @@ fn a_family_nas() {
              recycle bin: deleted files are gone at once",
             "smb.conf:37: option `recycle:repository` not carried over: an option of a Samba \
              module (vfs object or other), which copyless lacks",
-            "smb.conf:52: option `hosts allow` not carried over: copyless has no address \
-             filter: let a firewall decide who may reach its port",
+            "smb.conf:52: option `hosts allow` carried over in part: 127.0.0.1 and ::1 added: \
+             Samba lets local clients in whatever `hosts allow` says",
         ]
     );
 }
@@ -614,4 +619,79 @@ fn discovery_settings_carry_over() {
              printable ASCII characters as model",
         ]
     );
+}
+
+#[test]
+fn hosts_allow_and_deny_become_addresses_and_networks() {
+    let c = convert_text(
+        "[global]\n\
+         hosts allow = 192.168.1. 10.1.0.0/255.255.0.0, fd00::/8 nas.example.org @trusted\n\
+         hosts deny = ALL EXCEPT 192.168.1.66\n\
+         [plain]\npath = /p\n\
+         [lan]\npath = /l\ndeny hosts = 192.168.1.66\n\
+         [names]\npath = /n\nallow hosts = *.example.org\nhosts deny = \n\
+         [except]\npath = /e\nhosts allow = 10. EXCEPT 10.0.0.1\nhosts deny = 127.0.0.1 ::1\n",
+    );
+    let security = table(&c)["security"].as_table().unwrap().clone();
+    // `hosts deny = ALL` refuses local clients too, in Samba as here.
+    assert_eq!(
+        security["hosts_allow"],
+        strings(&["192.168.1.0/24", "10.1.0.0/16", "fd00::/8"])
+    );
+    assert_eq!(security["hosts_deny"], strings(&["0.0.0.0/0", "::/0"]));
+    let s = shares(&c);
+    // [global]'s lists are checked at connect: a share that sets none has none.
+    assert!(s[0].get("hosts_allow").is_none() && s[0].get("hosts_deny").is_none());
+    // A share that sets one gets [global]'s other, as in Samba (with the
+    // local clients, which its own hosts deny does not name).
+    assert_eq!(
+        s[1]["hosts_allow"],
+        strings(&[
+            "192.168.1.0/24",
+            "10.1.0.0/16",
+            "fd00::/8",
+            "127.0.0.1",
+            "::1"
+        ])
+    );
+    assert_eq!(s[1]["hosts_deny"], strings(&["192.168.1.66"]));
+    // Names only: local clients alone are let in, as Samba would.
+    assert_eq!(s[2]["hosts_allow"], strings(&["127.0.0.1", "::1"]));
+    assert!(s[2].get("hosts_deny").is_none());
+    // An allow list with EXCEPT is left out whole; the loopback, denied,
+    // is not added back, and hosts_deny alone decides.
+    assert!(s[3].get("hosts_allow").is_none());
+    assert_eq!(s[3]["hosts_deny"], strings(&["127.0.0.1", "::1"]));
+
+    let n = notes(&c);
+    let expected = [
+        "smb.conf:2: option `hosts allow` carried over in part: `nas.example.org` left out: a \
+         host name: copyless matches client addresses only; copyless does not let it in",
+        "smb.conf:2: option `hosts allow` carried over in part: `@trusted` left out: a NIS \
+         netgroup: copyless matches client addresses only; copyless does not let it in",
+        // For [lan], whose hosts deny does not name them.
+        "smb.conf:2: option `hosts allow` carried over in part: 127.0.0.1 and ::1 added: \
+         Samba lets local clients in whatever `hosts allow` says",
+        "smb.conf:3: option `hosts deny` carried over in part: `EXCEPT 192.168.1.66` left out: \
+         copyless has no exceptions, so the clients it names are refused too",
+        "smb.conf:11: option `allow hosts` carried over in part: `*.example.org` left out: a \
+         host name: copyless matches client addresses only; copyless does not let it in",
+        "smb.conf:11: option `allow hosts` carried over in part: 127.0.0.1 and ::1 added: \
+         Samba lets local clients in whatever `hosts allow` says",
+        "smb.conf:15: option `hosts allow` carried over in part: `EXCEPT` cannot be carried \
+         over: copyless has no exceptions, so the whole list is left out rather than let in a \
+         client Samba kept out",
+        "smb.conf:15: option `hosts allow` not carried over: none of its entries is left: \
+         `hosts deny` alone decides who is refused",
+    ];
+    assert_eq!(n, expected, "{n:#?}");
+
+    // What it wrote passes check-config.
+    let config = Config::from_text(&c.toml, Path::new("/etc/copyless.toml"))
+        .unwrap_or_else(|e| panic!("{e}\n{}", c.toml));
+    let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+    assert!(config.hosts.admits(ip("192.168.1.7")) && config.hosts.admits(ip("fd00::7")));
+    assert!(!config.hosts.admits(ip("192.168.2.7")) && !config.hosts.admits(ip("::1")));
+    // On both of [lan]'s lists: hosts allow takes precedence, as in Samba.
+    assert!(config.shares[1].access.hosts.admits(ip("192.168.1.66")));
 }

@@ -23,6 +23,7 @@ use super::timing::{self, CountingWriter, TimedReader};
 use crate::env::SystemEnv;
 use crate::framing::{write_frame, FrameReader, Progress};
 use crate::log_limit::RateLimit;
+use crate::logons::Logons;
 use crate::post::{Arrivals, Inbox, PostOffice, Posted};
 
 /// A client that takes no bytes of a reply for this long is gone.
@@ -30,16 +31,25 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(60);
 
 static INTERNAL_ERROR: RateLimit = RateLimit::new(Duration::from_secs(10));
 
+/// Where a connection's output goes besides its socket.
+#[derive(Clone, Copy)]
+pub struct Outlets<'a> {
+    pub tracer: &'a Arc<Tracer>,
+    pub logons: &'a Logons,
+    /// Letters for other connections.
+    pub post: &'a Arc<PostOffice>,
+}
+
 /// Serves one connection until it closes; `on_authenticated` runs once,
 /// when the first session completes authentication.
 pub fn serve(
     server: Arc<Server>,
     stream: &Arc<TcpStream>,
     preauth_timeout: Duration,
-    tracer: &Arc<Tracer>,
-    post: &Arc<PostOffice>,
+    outlets: Outlets<'_>,
     on_authenticated: impl FnOnce(),
 ) {
+    let Outlets { tracer, post, .. } = outlets;
     let accepted = Instant::now();
     let (Ok(peer), Ok(local)) = (stream.peer_addr(), stream.local_addr()) else {
         return;
@@ -58,6 +68,7 @@ pub fn serve(
             stream,
             arrivals: &arrivals,
             post,
+            logons: outlets.logons,
             inbox,
             held: VecDeque::new(),
             deadline: Some(accepted + preauth_timeout),
@@ -81,6 +92,7 @@ struct Run<'a, F> {
     stream: &'a TcpStream,
     arrivals: &'a Arrivals,
     post: &'a PostOffice,
+    logons: &'a Logons,
     inbox: Inbox,
     /// Letters taken from the inbox that wait for frames that had begun
     /// to arrive when they were posted (post.rs).
@@ -172,7 +184,8 @@ impl<F: FnOnce()> Run<'_, F> {
                 Progress::Closed => return,
                 Progress::Waiting => {
                     if next_tick.is_some_and(|t| now >= t) {
-                        if !send(&mut writer, self.post, conn.handle_timeout(&mut env)) {
+                        let out = conn.handle_timeout(&mut env);
+                        if !send(&mut writer, self.post, self.logons, out) {
                             return;
                         }
                         next_tick = conn.timeout().map(|t| now + t);
@@ -186,7 +199,7 @@ impl<F: FnOnce()> Run<'_, F> {
                             let frame = frames.frame_mut();
                             let out = conn.handle_in_place(frame, &mut env);
                             let out = conn.perform_intents(out, frame, &mut env);
-                            send(&mut writer, self.post, out)
+                            send(&mut writer, self.post, self.logons, out)
                         }
                         Some(recorder) => handle_traced(
                             conn,
@@ -194,7 +207,7 @@ impl<F: FnOnce()> Run<'_, F> {
                             &mut env,
                             &reader,
                             &mut writer,
-                            self.post,
+                            (self.post, self.logons),
                             recorder,
                         ),
                     };
@@ -230,7 +243,7 @@ impl<F: FnOnce()> Run<'_, F> {
         };
         let out = conn.receive(letter, env);
         let out = conn.perform_intents(out, &[], env);
-        send(writer, self.post, out)
+        send(writer, self.post, self.logons, out)
     }
 
     /// Waits between frames for the client or a letter, until the socket
@@ -316,7 +329,7 @@ fn handle_traced(
     env: &mut SystemEnv,
     reader: &TimedReader<SocketReader<'_>>,
     writer: &mut CountingWriter<&TcpStream>,
-    post: &PostOffice,
+    (post, logons): (&PostOffice, &Logons),
     recorder: &mut Recorder,
 ) -> bool {
     let mut t = FrameTimes {
@@ -334,7 +347,7 @@ fn handle_traced(
     t.handled = clock::now();
     t.bytes_out = out.frames.iter().map(|f| f.len() as u64 + 4).sum();
     let requests = std::mem::take(&mut out.requests);
-    let sent = send(writer, post, out);
+    let sent = send(writer, post, logons, out);
     t.sent = clock::now();
     t.bytes_in = buf.len() as u64 + 4;
     t.recv_calls = reader.calls;
@@ -352,12 +365,18 @@ fn handle_traced(
     sent
 }
 
-/// Posts the letters, then writes the replies (a client that acts on a
-/// reply finds the letters delivered); false when the connection is
-/// finished (a write failed or timed out, or the core asked to
-/// disconnect).
-fn send<W: Write>(writer: &mut CountingWriter<W>, post: &PostOffice, out: Output) -> bool {
+/// Posts the letters and reports the events, then writes the replies (a
+/// client that acts on a reply finds the letters delivered); false when
+/// the connection is finished (a write failed or timed out, or the core
+/// asked to disconnect).
+fn send<W: Write>(
+    writer: &mut CountingWriter<W>,
+    post: &PostOffice,
+    logons: &Logons,
+    out: Output,
+) -> bool {
     post.send(out.messages);
+    logons.report(out.events);
     for f in &out.frames {
         if write_frame(writer, f).is_err() {
             return false;

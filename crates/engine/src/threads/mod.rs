@@ -12,6 +12,7 @@ use std::thread::JoinHandle;
 use copyless_core::Server;
 use copyless_trace::Tracer;
 
+use crate::logons::Logons;
 use crate::post::PostOffice;
 use crate::{Accepted, LiveLimits, Serve};
 
@@ -19,16 +20,23 @@ pub struct Engine {
     server: Arc<Server>,
     limits: Arc<LiveLimits>,
     tracer: Arc<Tracer>,
+    logons: Arc<Logons>,
     post: Arc<PostOffice>,
     threads: Vec<JoinHandle<()>>,
 }
 
 impl Engine {
-    pub fn new(server: Arc<Server>, limits: Arc<LiveLimits>, tracer: Arc<Tracer>) -> Engine {
+    pub fn new(
+        server: Arc<Server>,
+        limits: Arc<LiveLimits>,
+        tracer: Arc<Tracer>,
+        logons: Arc<Logons>,
+    ) -> Engine {
         Engine {
             server,
             limits,
             tracer,
+            logons,
             post: Arc::default(),
             threads: Vec::new(),
         }
@@ -46,11 +54,17 @@ impl Serve for Engine {
         let server = self.server.clone();
         let preauth_timeout = self.limits.get().preauth_timeout;
         let tracer = self.tracer.clone();
+        let logons = self.logons.clone();
         let post = self.post.clone();
         let t = std::thread::Builder::new()
             .name(format!("conn-{}", c.id))
             .spawn(move || {
-                connection::serve(server, &c.stream, preauth_timeout, &tracer, &post, || {
+                let outlets = connection::Outlets {
+                    tracer: &tracer,
+                    logons: &logons,
+                    post: &post,
+                };
+                connection::serve(server, &c.stream, preauth_timeout, outlets, || {
                     c.authenticated()
                 });
                 c.finished();

@@ -36,6 +36,7 @@ use super::Shared;
 use crate::env::SystemEnv;
 use crate::framing;
 use crate::log_limit::RateLimit;
+use crate::logons::Logons;
 use crate::post::{Arrivals, Inbox, PostOffice, Posted};
 use crate::Accepted;
 
@@ -166,6 +167,7 @@ struct Driver<'a> {
     authenticated: bool,
     mail: Inbox,
     post: std::sync::Arc<PostOffice>,
+    logons: std::sync::Arc<Logons>,
     /// What the letters' marks count: bytes taken from the socket.
     arrivals: std::sync::Arc<Arrivals>,
     /// Bytes received so far, and where the next frame to be cut out of
@@ -233,6 +235,7 @@ impl<'a> Driver<'a> {
             authenticated: false,
             mail,
             post: shared.post.clone(),
+            logons: shared.logons.clone(),
             arrivals,
             received_bytes: 0,
             cut_bytes: 0,
@@ -682,6 +685,7 @@ impl<'a> Driver<'a> {
         // Before the replies go: a client acting on them finds the
         // letters delivered.
         self.post.send(std::mem::take(&mut out.messages));
+        self.logons.report(std::mem::take(&mut out.events));
         pending.requests.append(&mut out.requests);
         pending.t.bytes_out += out.frames.iter().map(|f| f.len() as u64 + 4).sum::<u64>();
         pending.t.bytes_out += tail.as_ref().map_or(0, |(_, n)| *n as u64);

@@ -27,6 +27,7 @@ use futures_channel::{mpsc, oneshot};
 use futures_util::StreamExt;
 
 use crate::admission::Table;
+use crate::logons::Logons;
 use crate::post::PostOffice;
 use crate::{end_all, wait_for_stop, Accepted, Connections, LiveLimits};
 
@@ -62,6 +63,7 @@ pub(crate) struct Shared {
     pub server: Arc<Server>,
     pub limits: Arc<LiveLimits>,
     pub tracer: Arc<Tracer>,
+    pub logons: Arc<Logons>,
     pub post: Arc<PostOffice>,
     /// This ring has a pool for receives (kernel 5.19 and later).
     pub pooled_receives: bool,
@@ -85,11 +87,13 @@ impl Engine {
         server: &Arc<Server>,
         limits: &Arc<LiveLimits>,
         tracer: &Arc<Tracer>,
+        logons: &Arc<Logons>,
     ) -> io::Result<Engine> {
         let shared = Shared {
             server: server.clone(),
             limits: limits.clone(),
             tracer: tracer.clone(),
+            logons: logons.clone(),
             post: Arc::default(),
             pooled_receives: false,
         };

@@ -14,6 +14,7 @@ use copyless_trace::Tracer;
 
 use super::{connection, runtime, Shared};
 use crate::admission::{AdmissionLimits, Table};
+use crate::logons::Logons;
 use crate::{framing, lock, Accepted, Connections, EngineLimits, LiveLimits};
 
 fn limits() -> EngineLimits {
@@ -62,10 +63,12 @@ fn a_receive_that_finds_the_pool_empty_reads_into_a_buffer_of_its_own() {
     let rt = runtime(1).unwrap();
     let (server, _) = memory_server(config(), Arc::default());
     let frame = negotiate(&mut Client::connect(server.clone()));
+    let tracer = Tracer::new(Vec::new(), false);
     let shared = Shared {
         server,
         limits: LiveLimits::new(limits()),
-        tracer: Tracer::new(Vec::new(), false),
+        tracer: tracer.clone(),
+        logons: Logons::start(tracer).unwrap().0,
         post: Arc::default(),
         pooled_receives: true,
     };
