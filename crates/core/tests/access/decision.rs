@@ -28,7 +28,7 @@ fn unix(node: &Node, who: &Person) -> UnixAccess {
 impl Facts for SceneFacts<'_> {
     fn own(&mut self, _wanted: u32) -> Result<u32, NtStatus> {
         let s = self.scene;
-        let sd: Option<Descriptor> = s.object.sd.as_ref().map(crate::descriptor);
+        let sd: Option<Descriptor> = s.object.sd.as_ref().map(crate::descriptors::descriptor);
         if let Some(sd) = sd.as_ref().filter(|sd| rights::decides(sd)) {
             let owner = sids::unix_user(s.object.uid);
             return Ok(rights::stored_rights(sd, &owner, &self.token));
@@ -43,7 +43,7 @@ impl Facts for SceneFacts<'_> {
 
     fn parent(&mut self) -> Result<Option<u32>, NtStatus> {
         let p = &self.scene.parent;
-        let sd: Option<Descriptor> = p.sd.as_ref().map(crate::descriptor);
+        let sd: Option<Descriptor> = p.sd.as_ref().map(crate::descriptors::descriptor);
         Ok(sd
             .filter(rights::decides)
             .map(|sd| rights::stored_rights(&sd, &sids::unix_user(p.uid), &self.token)))
@@ -77,7 +77,7 @@ fn decided(scene: &Scene, open: &model::Open) -> Result<(u32, u32), u32> {
     };
     let mut facts = SceneFacts {
         scene,
-        token: crate::token(&scene.who),
+        token: crate::descriptors::token(&scene.who),
     };
     rights::open(&mut facts, &ask).map(|g| (g.granted, g.maximal))
 }
