@@ -3,9 +3,8 @@
 //! a guest share) act on disk as their Unix accounts (force_user and
 //! force_group applied), and unless one of them may add files to the
 //! share's root, every upload fails with ACCESS_DENIED. The kernel answers
-//! for each (faccessat with AT_EACCESS, so mode bits, POSIX ACLs and
-//! read-only mounts all count), asked on a thread of its own that takes on
-//! each identity in turn and ends with it.
+//! for each, through the share's VFS acting as them (so mode bits, POSIX
+//! ACLs and read-only mounts all count).
 
 use std::io;
 use std::path::Path;
@@ -15,10 +14,8 @@ use copyless_auth::unix;
 use copyless_auth::UserStore;
 use copyless_core::server::includes;
 use copyless_core::ShareAccess;
-use copyless_vfs::{Identity, UnixIds};
-use rustix::fs::{accessat, Access, AtFlags, CWD};
-use rustix::process::{Gid, Uid};
-use rustix::thread::{set_thread_groups, set_thread_res_gid, set_thread_res_uid};
+use copyless_vfs::posix::PosixVfs;
+use copyless_vfs::{Disposition, Identity, Kind, OpenRequest, UnixIds, Vfs};
 
 use crate::config::{Config, ShareConfig};
 
@@ -148,52 +145,35 @@ fn forced(a: &ShareAccess, who: Identity) -> Identity {
     }
 }
 
-/// Whether one of `writers` may add entries to the folder `root`.
+/// Whether one of `writers` may add entries to the folder `root`: the
+/// share's own VFS opens the root as each and asks the kernel, as a
+/// session's work would. Credentials are per thread, and the VFS leaves
+/// a thread acting as whoever it last acted for, so a thread of its own
+/// does this and ends with them.
 fn any_can_write(root: &Path, writers: &[Identity]) -> io::Result<bool> {
-    if !rustix::process::geteuid().is_root() {
-        return Ok(can_write(root));
-    }
-    // Credentials are per thread at the system call level: a thread of
-    // its own takes on each identity and takes them away when it ends.
     std::thread::scope(|scope| {
         scope
             .spawn(|| {
-                for who in writers {
-                    let Identity::Unix(ids) = who else {
-                        // The server itself, root: it may.
-                        return Ok(true);
+                let vfs = PosixVfs::new(root).map_err(io::Error::other)?;
+                Ok(writers.iter().any(|who| {
+                    let req = OpenRequest {
+                        who,
+                        path: "",
+                        disposition: Disposition::Open,
+                        kind: Kind::Directory,
+                        read: false,
+                        write: false,
+                        attributes: 0,
+                        allocation_size: 0,
                     };
-                    take_on(ids)?;
-                    let can = can_write(root);
-                    set_thread_res_uid(None, Uid::ROOT, None)?;
-                    if can {
-                        return Ok(true);
-                    }
-                }
-                Ok(false)
+                    vfs.open(&req)
+                        .and_then(|root| vfs.unix_access(&root.handle))
+                        .is_ok_and(|may| may.write && may.execute)
+                }))
             })
             .join()
             .unwrap_or_else(|_| Err(io::Error::other("the checking thread panicked")))
     })
-}
-
-fn take_on(ids: &UnixIds) -> io::Result<()> {
-    let groups: Vec<Gid> = ids.groups.iter().map(|&g| Gid::from_raw(g)).collect();
-    set_thread_res_gid(None, Gid::from_raw(ids.gid), None)?;
-    set_thread_groups(&groups)?;
-    set_thread_res_uid(None, Uid::from_raw(ids.uid), None)?;
-    Ok(())
-}
-
-/// Write and search permission on `root`, as this thread's ids.
-fn can_write(root: &Path) -> bool {
-    accessat(
-        CWD,
-        root,
-        Access::WRITE_OK | Access::EXEC_OK,
-        AtFlags::EACCESS,
-    )
-    .is_ok()
 }
 
 /// Owner, group and mode of `root`, as `ls -ld` shows them.
