@@ -584,10 +584,6 @@ fn open_or_create(
                 }
                 let read_only_file =
                     !opened.stat.is_dir && opened.stat.attributes & attr::READONLY != 0;
-                // MS-FSA 2.1.5.1.2.1: a read-only file is not written.
-                if read_only_file && needs_write {
-                    return Err(status::ACCESS_DENIED);
-                }
                 let ask = rights::Ask {
                     desired: cr.desired_access,
                     implied: rights::implied(disposition, false, opened.stat.is_dir),
@@ -824,13 +820,7 @@ fn open_or_create_stream(
                     Err(e) => return Err(vfs_status(&e)),
                 };
             let implied = rights::implied(cr.create_disposition, new_stream, base.stat.is_dir);
-            let explicit = map_generic(cr.desired_access & !access::MAXIMUM_ALLOWED, 0);
-            let writes =
-                (explicit | implied) & (access::FILE_WRITE_DATA | access::FILE_APPEND_DATA);
             let read_only_file = !base.stat.is_dir && base.stat.attributes & attr::READONLY != 0;
-            if read_only_file && writes != 0 {
-                return Err(status::ACCESS_DENIED);
-            }
             // A stream holds data: its writes are the kernel's to allow
             // even on a folder, whose xattrs hold its streams.
             let ask = rights::Ask {
