@@ -175,6 +175,10 @@ impl Vfs for TimedVfs {
         self.timed(Syscall::Security, || self.inner.set_security(h, sd))
     }
 
+    fn descriptors_stored(&self) -> bool {
+        self.inner.descriptors_stored()
+    }
+
     fn dir_security(&self, who: &Identity, path: &str) -> VfsResult<Option<(Vec<u8>, u32)>> {
         self.timed(Syscall::Security, || self.inner.dir_security(who, path))
     }

@@ -398,6 +398,10 @@ pub trait Vfs: Send + Sync {
     fn security(&self, h: &FileHandle) -> VfsResult<Option<Vec<u8>>>;
     /// Stores a security descriptor for the object, replacing any other.
     fn set_security(&self, h: &FileHandle, sd: &[u8]) -> VfsResult<()>;
+    /// Whether a security descriptor was ever stored on this share: until
+    /// one is, none is looked up, and callers may skip the lookups that
+    /// would lead to one.
+    fn descriptors_stored(&self) -> bool;
     /// The security descriptor stored for the directory at the real path
     /// `path` (as returned by open), with the uid that owns the directory
     /// (the owner a descriptor that names none stands for).

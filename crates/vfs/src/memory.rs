@@ -969,6 +969,10 @@ impl Vfs for MemoryVfs {
         Ok(())
     }
 
+    fn descriptors_stored(&self) -> bool {
+        self.lock().acls_in_use
+    }
+
     fn dir_security(&self, _who: &Identity, path: &str) -> VfsResult<Option<(Vec<u8>, u32)>> {
         let st = self.lock();
         if !st.acls_in_use {

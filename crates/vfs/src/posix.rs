@@ -1091,6 +1091,10 @@ impl Vfs for PosixVfs {
         self.acls.set(fd_of(h)?, sd)
     }
 
+    fn descriptors_stored(&self) -> bool {
+        self.acls.in_use()
+    }
+
     fn dir_security(&self, who: &Identity, path: &str) -> VfsResult<Option<(Vec<u8>, u32)>> {
         if !self.acls.in_use() {
             return Ok(None);

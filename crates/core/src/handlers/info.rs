@@ -444,10 +444,15 @@ fn rename(
     {
         return Err(status::ACCESS_DENIED);
     }
-    // A folder that is not there fails the rename itself.
-    let new_parent = match vfs.resolve(caller.who, path::parent(target)) {
-        Ok(folder) => security::folder_rights(vfs, caller, &folder)?,
-        Err(_) => None,
+    // A folder that is not there fails the rename itself; one without a
+    // stored descriptor leaves the rename to the kernel.
+    let folder = vfs
+        .descriptors_stored()
+        .then(|| vfs.resolve(caller.who, path::parent(target)).ok())
+        .flatten();
+    let new_parent = match folder {
+        Some(folder) => security::folder_rights(vfs, caller, &folder)?,
+        None => None,
     };
     rights::rename(new_parent, f.is_dir, replaced.is_some(), || {
         security::stored_rights_at(vfs, caller, replaced.as_deref().unwrap_or_default())
