@@ -20,6 +20,7 @@ pub mod local;
 pub(crate) mod locks;
 mod negotiate;
 pub mod notify;
+mod notify_sight;
 pub mod open;
 pub mod oplocks;
 pub mod path;
