@@ -239,6 +239,8 @@ pub fn core_limits(limits: &Limits, budget: &Budget) -> copyless_core::Limits {
         max_open_files_per_user: budget.open_files_per_user,
         max_open_files_total: budget.open_files_total,
         max_listing_bytes: limits.max_listing_bytes_per_connection as usize,
+        max_listing_bytes_per_user: limits.max_listing_bytes_per_user as usize,
+        max_listing_bytes_total: limits.max_listing_bytes_total as usize,
     }
 }
 

@@ -16,6 +16,7 @@ mod handlers;
 pub mod intent;
 pub mod leases;
 pub mod limits;
+pub mod listing_ledger;
 pub mod local;
 pub(crate) mod locks;
 mod negotiate;

@@ -11,6 +11,7 @@ use crate::durable::DurableTable;
 use crate::file_table::FileTable;
 use crate::leases::LeaseBreak;
 use crate::limits::Limits;
+use crate::listing_ledger::ListingLedger;
 use crate::local::{LocalWatch, OwnChanges};
 use crate::post::{ClientTable, SessionTable};
 use crate::post::{Kind, Letter, Message};
@@ -206,6 +207,8 @@ pub struct Server {
     /// ...or an oplock, and whether any directory is watched.
     any_oplocks: Arc<AtomicBool>,
     any_watchers: Arc<AtomicBool>,
+    /// Bytes of directory listings kept, per user and in all.
+    pub listing_ledger: Arc<ListingLedger>,
     /// The engine's watcher of changes local processes make (local.rs).
     pub(crate) local_watch: OnceLock<Arc<dyn LocalWatch>>,
     /// Paths the server itself is changing, whose kernel events are not
@@ -238,6 +241,7 @@ impl Server {
             any_oplocks: files.any_oplocks_flag(),
             any_watchers: files.any_watchers_flag(),
             files: Mutex::new(files),
+            listing_ledger: ListingLedger::new(),
             local_watch: OnceLock::new(),
             own: OwnChanges::default(),
             next_id: AtomicU64::new(1),
