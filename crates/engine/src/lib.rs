@@ -16,6 +16,7 @@ mod env;
 mod framing;
 mod local;
 pub mod log_limit;
+mod memory;
 mod post;
 mod threads;
 mod uring;
