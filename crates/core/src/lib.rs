@@ -44,4 +44,4 @@ pub use env::Env;
 pub use intent::{Completion, DataFile, Intent, Op, Token, WriteData};
 pub use limits::Limits;
 pub use post::{ConnectionId, Letter, Message};
-pub use server::{Principal, Server, ServerConfig, Share, ShareAccess};
+pub use server::{Principal, Server, ServerConfig, Share, ShareAccess, ShareKeeper};

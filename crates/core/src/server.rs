@@ -54,6 +54,7 @@ pub struct ServerConfig {
     pub machine_sid: [u32; 3],
 }
 
+#[derive(Clone)]
 pub struct Share {
     pub name: String,
     pub vfs: Arc<dyn Vfs>,
@@ -186,6 +187,16 @@ impl Shares {
     }
 }
 
+/// Keeps the shares in line with their folders (the server's owner
+/// installs one, since only it knows how a share is made from its
+/// configuration): a share whose folder is gone is set aside, and served
+/// again once its folder is back.
+pub trait ShareKeeper: Send + Sync {
+    /// Looks at the folder of every share, and of every share set aside,
+    /// and puts [`Server::shares`] in line.
+    fn check(&self, server: &Server);
+}
+
 pub struct Server {
     /// `config.limits` are those at start: read [`Server::limits`].
     pub config: ServerConfig,
@@ -211,6 +222,7 @@ pub struct Server {
     pub listing_ledger: Arc<ListingLedger>,
     /// The engine's watcher of changes local processes make (local.rs).
     pub(crate) local_watch: OnceLock<Arc<dyn LocalWatch>>,
+    share_keeper: OnceLock<Arc<dyn ShareKeeper>>,
     /// Paths the server itself is changing, whose kernel events are not
     /// reported again.
     pub(crate) own: OwnChanges,
@@ -243,6 +255,7 @@ impl Server {
             files: Mutex::new(files),
             listing_ledger: ListingLedger::new(),
             local_watch: OnceLock::new(),
+            share_keeper: OnceLock::new(),
             own: OwnChanges::default(),
             next_id: AtomicU64::new(1),
         })
@@ -267,6 +280,18 @@ impl Server {
     pub fn share_changed(&self, index: usize, path: Option<&str>) {
         if let Some(watch) = self.local_watch.get() {
             watch.share_changed(index, path);
+        }
+    }
+
+    /// Installs the keeper of the shares' folders, once.
+    pub fn set_share_keeper(&self, keeper: Arc<dyn ShareKeeper>) {
+        let _ = self.share_keeper.set(keeper);
+    }
+
+    /// Has the keeper look at the shares' folders now, if there is one.
+    pub fn check_shares(&self) {
+        if let Some(k) = self.share_keeper.get() {
+            k.check(self);
         }
     }
 
