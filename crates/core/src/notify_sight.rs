@@ -180,3 +180,37 @@ fn stored_rights_allow(
             .is_none_or(|sd| sd.granted(&w.token) & need != 0)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::post::{Kind, Letter};
+
+    fn seen(action: u32, name: &str) -> Seen {
+        Seen {
+            connection: 1,
+            open: 2,
+            action,
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn only_changes_beneath_the_watched_folder_need_a_look_off_the_ring() {
+        let added = copyless_fscc::notify::action::ADDED;
+        assert_eq!(holder("a\\b\\c.txt").as_deref(), Some("a/b"));
+        assert_eq!(holder("c.txt"), None);
+        let direct = Letter(Kind::Changed(vec![seen(added, "c.txt")]));
+        assert!(
+            !direct.may_block(),
+            "entries of the watched folder need no look"
+        );
+        let deep = Letter(Kind::Changed(vec![
+            seen(added, "c.txt"),
+            seen(added, "private\\c.txt"),
+        ]));
+        assert!(deep.may_block());
+        let lost = Letter(Kind::Changed(vec![seen(OVERFLOWED, "")]));
+        assert!(!lost.may_block());
+    }
+}
