@@ -55,24 +55,30 @@ def test_a_tree_watcher_hears_nothing_of_a_folder_its_mode_keeps_it_out_of(famil
     assert changes(w) == [(ADDED, "family\\plan.txt")], \
         "bob heard of a file in alice's 0700 folder"
 
-    # The same for what a local program does: the kernel reports its
-    # changes in order, so a leak would come first.
-    w = watch(root, NAMES, recursive=True)
-    local_file(share / "alice" / "diary.txt", "alice")
-    local_file(share / "family" / "shopping.txt", "alice")
-    assert changes(w) == [(ADDED, "family\\shopping.txt")], \
-        "bob heard of a file a local program made in alice's 0700 folder"
-
     # alice, who may list her folder, still hears of it.
     mine = open_dir(alice, "")
     w = watch(mine, NAMES, recursive=True)
-    write_file(bob, "family\\reply.txt", b"from bob")
-    local_file(share / "alice" / "more.txt", "alice")
-    got = changes(w)
-    if len(got) == 1:  # the local change came in a later answer
-        w = watch(mine, NAMES, recursive=True)
-        got += changes(w)
-    assert got == [(ADDED, "family\\reply.txt"), (ADDED, "alice\\more.txt")]
+    write_file(alice, "alice\\bonus.xlsx", b"alice only")
+    assert changes(w) == [(ADDED, "alice\\bonus.xlsx")]
+
+
+def test_what_a_local_program_does_is_told_only_to_those_who_may_list_it(family,
+                                                                        alice_and_bob):
+    alice, bob = alice_and_bob
+    share = family.share_path
+    (share / "alice").chmod(0o700)
+    # bob's watch comes first, so his request has the server watch the
+    # share's folders for local changes: alice's own is watched all the
+    # same, as the server.
+    theirs = watch(open_dir(bob, ""), NAMES, recursive=True)
+    mine = watch(open_dir(alice, ""), NAMES, recursive=True)
+    # The kernel reports changes in order: a leak would come first.
+    local_file(share / "alice" / "diary.txt", "alice")
+    local_file(share / "family" / "shopping.txt", "alice")
+    assert changes(theirs) == [(ADDED, "family\\shopping.txt")], \
+        "bob heard of a file a local program made in alice's 0700 folder"
+    assert changes(mine)[0] == (ADDED, "alice\\diary.txt"), \
+        "alice did not hear of a file a local program made in her own folder"
 
 
 def test_a_tree_watcher_hears_nothing_of_a_folder_a_stored_dacl_keeps_it_out_of(

@@ -616,6 +616,14 @@ fn fd_of(h: &FileHandle) -> VfsResult<BorrowedFd<'_>> {
     Ok(fd)
 }
 
+/// Makes this thread act as the server itself, for the server's own file
+/// work beside a share's [`Vfs`]: watching a share's directories for
+/// local changes, which must cover what any user may list, whoever's
+/// request set the watch up.
+pub fn act_as_server() -> VfsResult<()> {
+    creds::act_as(&Identity::Server)
+}
+
 /// Maps the error of a read, write or sync an engine made itself on a
 /// handle's [`Vfs::data_fd`], as the backend maps its own.
 pub fn data_error(e: std::io::Error) -> VfsError {
