@@ -12,8 +12,6 @@
 //! to bound memory: the enumeration then reads the directory again when it
 //! goes on, and finds its place by name (listings are sorted).
 
-use std::collections::BinaryHeap;
-
 use copyless_vfs::FileStat;
 
 use crate::listing_ledger::ListingCharge;
@@ -118,7 +116,8 @@ impl Enumeration {
             pattern: &self.pattern,
             after: self.resume_after.as_deref(),
             budget,
-            kept: BinaryHeap::new(),
+            buf: String::new(),
+            spans: Vec::new(),
             bytes: 0,
             cut: None,
         }
@@ -128,7 +127,12 @@ impl Enumeration {
     /// bytes are [`Window::bytes`]), and goes on after the last name
     /// returned.
     pub fn take(&mut self, window: Taken, charge: ListingCharge) {
-        let listing = Listing::new(window.names, window.partial, charge);
+        let listing = Listing {
+            text: window.text,
+            ends: window.ends,
+            partial: window.partial,
+            charge,
+        };
         if let Some(after) = self.resume_after.take() {
             self.next = 2 + listing.after(&after);
         }
@@ -170,22 +174,28 @@ fn cost(name: &str) -> usize {
 
 /// Picks, from a directory's names offered in any order, the smallest
 /// ones after the place an enumeration reached that match its pattern,
-/// as many as `budget` bytes hold (at least one): the names are read
-/// once, and only those kept are held.
+/// within `budget` bytes (at least one): the names are read once, and
+/// only those kept are held, in one buffer rather than one allocation a
+/// name, so that a large directory read again and again leaves no litter
+/// of small blocks behind in the allocator.
 pub struct Window<'a> {
     pattern: &'a Pattern,
     after: Option<&'a str>,
     budget: usize,
-    kept: BinaryHeap<String>,
+    /// The names kept, one after the other.
+    buf: String,
+    /// Where each kept name starts in `buf`, and its length.
+    spans: Vec<(usize, usize)>,
     bytes: usize,
     /// The smallest name left out for want of room: it and the names
     /// after it wait for a later window.
     cut: Option<String>,
 }
 
-/// What a window gathered.
+/// What a window gathered: sorted names, packed.
 pub struct Taken {
-    names: Vec<String>,
+    text: String,
+    ends: Vec<u32>,
     partial: bool,
 }
 
@@ -197,33 +207,47 @@ impl Window<'_> {
         {
             return;
         }
-        let c = cost(name);
-        if self.bytes + c > self.budget && !self.kept.is_empty() {
-            // Full: the name goes in only before the largest kept, which
-            // then make room; else it waits for a later window.
-            if self.kept.peek().is_some_and(|max| name >= max.as_str()) {
-                self.cut = Some(name.to_owned());
-                return;
-            }
-            let mut spare = None;
-            while self.bytes + c > self.budget {
-                let Some(out) = self.kept.pop() else { break };
-                self.bytes -= cost(&out);
-                // The last out is the smallest: it and what follows wait.
-                spare = self.cut.replace(out);
-            }
-            // One name in, one out, in a large directory: its buffer is
-            // used again rather than freed and taken anew.
-            if let Some(mut buf) = spare {
-                buf.clear();
-                buf.push_str(name);
-                self.kept.push(buf);
-                self.bytes += c;
-                return;
-            }
+        self.spans.push((self.buf.len(), name.len()));
+        self.buf.push_str(name);
+        self.bytes += cost(name);
+        if self.bytes > self.budget && self.spans.len() > 1 {
+            self.shed();
         }
-        self.kept.push(name.to_owned());
-        self.bytes += c;
+    }
+
+    fn sort(&mut self) {
+        let buf = &self.buf;
+        self.spans
+            .sort_unstable_by(|a, b| buf[a.0..a.0 + a.1].cmp(&buf[b.0..b.0 + b.1]));
+    }
+
+    /// Over budget: keeps the smallest names that fill half of it (at
+    /// least one), and leaves the rest for a later window. Halving, not
+    /// trimming to the brim, keeps the sorting to a few rounds however
+    /// large the directory.
+    fn shed(&mut self) {
+        self.sort();
+        let mut keep = 0;
+        let mut bytes = 0;
+        for &(_, len) in &self.spans {
+            if keep > 0 && bytes + len + 4 > self.budget / 2 {
+                break;
+            }
+            keep += 1;
+            bytes += len + 4;
+        }
+        if let Some(&(start, len)) = self.spans.get(keep) {
+            self.cut = Some(self.buf[start..start + len].to_owned());
+        }
+        let mut buf = String::with_capacity(self.budget.min(self.buf.len()));
+        for span in &mut self.spans[..keep] {
+            let start = buf.len();
+            buf.push_str(&self.buf[span.0..span.0 + span.1]);
+            span.0 = start;
+        }
+        self.spans.truncate(keep);
+        self.buf = buf;
+        self.bytes = bytes;
     }
 
     /// The bytes the listing made of it holds.
@@ -231,9 +255,20 @@ impl Window<'_> {
         self.bytes
     }
 
-    pub fn finish(self) -> Taken {
+    pub fn finish(mut self) -> Taken {
+        self.sort();
+        let mut text = String::with_capacity(self.bytes - 4 * self.spans.len());
+        let mut ends = Vec::with_capacity(self.spans.len());
+        for &(start, len) in &self.spans {
+            text.push_str(&self.buf[start..start + len]);
+            // Names are at most 255 UTF-16 units; a directory would need
+            // millions of them to pass 4 GiB. Saturating keeps any that
+            // did from reading out of bounds.
+            ends.push(u32::try_from(text.len()).unwrap_or(u32::MAX));
+        }
         Taken {
-            names: self.kept.into_sorted_vec(),
+            text,
+            ends,
             partial: self.cut.is_some(),
         }
     }
@@ -250,25 +285,6 @@ struct Listing {
 }
 
 impl Listing {
-    /// From sorted names.
-    fn new(names: Vec<String>, partial: bool, charge: ListingCharge) -> Listing {
-        let mut text = String::with_capacity(names.iter().map(String::len).sum());
-        let mut ends = Vec::with_capacity(names.len());
-        for n in &names {
-            text.push_str(n);
-            // Names are at most 255 UTF-16 units; a directory would need
-            // millions of them to pass 4 GiB. Saturating keeps any that
-            // did from reading out of bounds.
-            ends.push(u32::try_from(text.len()).unwrap_or(u32::MAX));
-        }
-        Listing {
-            text,
-            ends,
-            partial,
-            charge,
-        }
-    }
-
     fn len(&self) -> usize {
         self.ends.len()
     }
@@ -380,16 +396,32 @@ mod tests {
     fn windows_hold_what_the_budget_allows_and_go_on_in_order() {
         let dir = ["e", "c", "a", "f", "b", "d", "g"];
         let mut e = enumeration("*");
-        // Two names of one byte and their ends: 10 bytes.
+        // Room for two names of one byte and their ends.
         list(&mut e, &dir, 10);
-        assert_eq!(e.len(), 4);
-        assert_eq!(e.listing_bytes(), 10);
+        assert!(e.len() > 2 && e.listing_bytes() <= 10);
         e.next = 2;
         assert_eq!(rest(&mut e, &dir, 10), ["a", "b", "c", "d", "e", "f", "g"]);
         // A budget too small for one name still takes one.
         let mut e = enumeration("*");
         e.next = 2;
         assert_eq!(rest(&mut e, &dir, 0), ["a", "b", "c", "d", "e", "f", "g"]);
+    }
+
+    #[test]
+    fn windows_of_a_large_directory_in_any_order_list_every_name_once() {
+        let mut names: Vec<String> = (0..1000).map(|i| format!("name-{i:04}")).collect();
+        // Neither sorted nor reversed: a fixed shuffle.
+        names.sort_by_key(|n| {
+            n.bytes()
+                .map(u32::from)
+                .fold(7u32, |h, b| h.wrapping_mul(31) ^ b)
+        });
+        let dir: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut e = enumeration("*");
+        e.next = 2;
+        let got = rest(&mut e, &dir, 300);
+        names.sort();
+        assert_eq!(got, names);
     }
 
     #[test]
