@@ -10,12 +10,11 @@
 //!
 //! A change the watcher may not see is left out without a word: answering
 //! STATUS_NOTIFY_ENUM_DIR instead would still tell it that something
-//! happened in a folder it cannot enter. NTFS asks the same of a watcher
-//! (its traverse check on the folder that changed), though only of one
-//! without the bypass-traverse privilege, which Windows gives everyone by
-//! default: here a user's private folder stays private from every other
-//! user's watch. Entries of the watched folder itself need no look: the
-//! open was granted FILE_LIST_DIRECTORY when it began to watch.
+//! happened in a folder it cannot enter. Windows file systems make a like
+//! check (the traverse callback of FsRtlNotifyFullChangeDirectory, "Security
+//! checks on IRP_MJ_DIRECTORY_CONTROL" in Microsoft's IFS guide). Entries
+//! of the watched folder itself need no look: the open was granted
+//! FILE_LIST_DIRECTORY when it began to watch.
 //!
 //! The looks are file system calls: a letter that carries changes beneath
 //! a watched folder says it may block (post.rs), so that an engine runs it
