@@ -54,7 +54,6 @@ pub struct ServerConfig {
     pub machine_sid: [u32; 3],
 }
 
-#[derive(Clone)]
 pub struct Share {
     pub name: String,
     pub vfs: Arc<dyn Vfs>,

@@ -109,7 +109,7 @@ impl Connection {
                 if listed && !writer.is_empty() {
                     break;
                 }
-                transient |= self.take_listing(req, compound, q.file_id, id)?;
+                transient = self.take_listing(req, compound, q.file_id, id)?;
                 listed = true;
             }
             let open = self.open_mut(req, compound, q.file_id)?;
