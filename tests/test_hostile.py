@@ -688,10 +688,11 @@ QUERY_ROUNDS = 4  # further queries on every enumeration after the first
 QUERY_BUFFER = 64 * 1024
 STATUS_NO_MORE_FILES = 0x80000006
 # What may stay after every connection went, over idle: glibc keeps some
-# freed memory in its arenas (measured: at most 4 MiB over 3 runs of each
-# engine; up to 520 MiB stayed before listing memory was bounded per
-# user and in all).
-RSS_KEPT_BOUND = 48 * MIB
+# freed memory in its arenas, and gives back what it can once closes
+# settle (measured 3 s after: 13-19 MiB with threads, 27-31 MiB with
+# io_uring; before listings were bounded per user and in all and freed
+# memory was trimmed, 39-96 MiB with threads and 190 MiB with io_uring).
+RSS_KEPT_BOUND = 64 * MIB
 
 
 def enumerate_large_folder(target: Target, failures: list[str]) -> None:
