@@ -1,9 +1,11 @@
 """Directory enumerations through a real client against the real server,
 with [limits] max_listing_bytes_per_connection small enough that two large
-folders listed at once on one connection cannot both keep their listing.
-Each must still list every name exactly once, in order; the server proves
-it dropped and re-read a listing by showing a file added meanwhile (a kept
-listing is the folder as it was when the enumeration began)."""
+folders listed at once on one connection cannot both keep their whole
+listing: the second is kept in windows, each read from the folder where
+the one before stopped. Each must still list every name exactly once, in
+order; the server proves it read the second folder again by showing a
+file added to it meanwhile (a kept listing is the folder as it was when
+the enumeration began)."""
 
 from __future__ import annotations
 
@@ -24,8 +26,8 @@ BOUND = 1 << 20
 
 def enumerate_two(bound: int | None) -> tuple[list[str], list[str], list[str]]:
     """Lists folders "one" and "two" by taking one entry of each in turn;
-    when "one" is a quarter done, a file is added to it and one removed.
-    Returns what each listed, and the names "one" held at the start."""
+    when "two" is a quarter done, a file is added to it and one removed.
+    Returns what each listed, and the names each held at the start."""
     base = make_temp_dir("enumeration")
     extra = "" if bound is None else f"\n[limits]\nmax_listing_bytes_per_connection = {bound}\n"
     running = _start_copyless(base, extra_config=extra)
@@ -51,9 +53,9 @@ def enumerate_two(bound: int | None) -> tuple[list[str], list[str], list[str]]:
                     live[i] = False
                     continue
                 got[i].append(entry.name)
-                if i == 0 and len(got[0]) == FILES // 4:
-                    (server.share_path / "one" / "zzz-added-meanwhile.jpg").touch()
-                    (server.share_path / "one" / names[FILES // 2]).unlink()
+                if i == 1 and len(got[1]) == FILES // 4:
+                    (server.share_path / "two" / "zzz-added-meanwhile.jpg").touch()
+                    (server.share_path / "two" / names[FILES // 2]).unlink()
         smbclient.reset_connection_cache()
         return got[0], got[1], names
     finally:
@@ -65,8 +67,8 @@ def enumerate_two(bound: int | None) -> tuple[list[str], list[str], list[str]]:
 def test_listings_past_the_bound_are_read_again_and_resume_in_place():
     one, two, names = enumerate_two(BOUND)
     want = [n for n in names if n != names[FILES // 2]] + ["zzz-added-meanwhile.jpg"]
-    assert one == want, f"{len(one)} names listed, {len(want)} expected"
-    assert two == names
+    assert one == names
+    assert two == want, f"{len(two)} names listed, {len(want)} expected"
 
 
 def test_listings_within_the_bound_are_kept():
@@ -74,5 +76,5 @@ def test_listings_within_the_bound_are_kept():
     # The listing taken at the start is kept: the added file is not shown,
     # the removed one is not shown either (each entry is looked at as it
     # goes out).
-    assert one == [n for n in names if n != names[FILES // 2]]
-    assert two == names
+    assert one == names
+    assert two == [n for n in names if n != names[FILES // 2]]

@@ -95,8 +95,12 @@ pub struct Limits {
     pub max_open_files_per_user: Option<u32>,
     pub max_open_files_total: Option<u32>,
     /// Bytes of directory listings one connection keeps for its
-    /// enumerations before it drops all but the newest.
+    /// enumerations before it drops all but the newest...
     pub max_listing_bytes_per_connection: u32,
+    /// ...one user over all its connections, and the whole server;
+    /// past them listings are windows of their directories.
+    pub max_listing_bytes_per_user: u32,
+    pub max_listing_bytes_total: u32,
     pub max_credits: u16,
     /// NEGOTIATE and SESSION_SETUP must be done this long after accept.
     pub preauth_timeout_secs: u32,
@@ -108,7 +112,7 @@ pub struct Limits {
 impl Limits {
     /// Each setting by its key in `[limits]`, for saying what a reload
     /// changed.
-    pub fn by_key(&self) -> [(&'static str, String); 16] {
+    pub fn by_key(&self) -> [(&'static str, String); 18] {
         // Destructured, so that a new setting cannot be left out.
         let Limits {
             max_message_size,
@@ -124,6 +128,8 @@ impl Limits {
             max_open_files_per_user,
             max_open_files_total,
             max_listing_bytes_per_connection,
+            max_listing_bytes_per_user,
+            max_listing_bytes_total,
             max_credits,
             preauth_timeout_secs,
             max_local_watches,
@@ -164,6 +170,14 @@ impl Limits {
                 "max_listing_bytes_per_connection",
                 max_listing_bytes_per_connection.to_string(),
             ),
+            (
+                "max_listing_bytes_per_user",
+                max_listing_bytes_per_user.to_string(),
+            ),
+            (
+                "max_listing_bytes_total",
+                max_listing_bytes_total.to_string(),
+            ),
             ("max_credits", max_credits.to_string()),
             ("preauth_timeout_secs", preauth_timeout_secs.to_string()),
             ("max_local_watches", max_local_watches.to_string()),
@@ -187,6 +201,8 @@ impl Default for Limits {
             max_open_files_per_user: None,
             max_open_files_total: None,
             max_listing_bytes_per_connection: 64 * MIB,
+            max_listing_bytes_per_user: 64 * MIB,
+            max_listing_bytes_total: 256 * MIB,
             max_credits: 8192,
             preauth_timeout_secs: 10,
             max_local_watches: 8192,
@@ -739,6 +755,8 @@ mod raw {
         pub max_open_files_per_user: Option<Spanned<u32>>,
         pub max_open_files_total: Option<Spanned<u32>>,
         pub max_listing_bytes_per_connection: Option<Spanned<u32>>,
+        pub max_listing_bytes_per_user: Option<Spanned<u32>>,
+        pub max_listing_bytes_total: Option<Spanned<u32>>,
         pub max_credits: Option<Spanned<u16>>,
         pub preauth_timeout_secs: Option<Spanned<u32>>,
         pub max_local_watches: Option<Spanned<u32>>,
@@ -1323,6 +1341,20 @@ fn parse_limits(raw: Option<raw::Limits>) -> Result<Limits, SpanError> {
         u32::MAX,
     )?;
     take(
+        &mut limits.max_listing_bytes_per_user,
+        &raw.max_listing_bytes_per_user,
+        "max_listing_bytes_per_user",
+        MIB,
+        u32::MAX,
+    )?;
+    take(
+        &mut limits.max_listing_bytes_total,
+        &raw.max_listing_bytes_total,
+        "max_listing_bytes_total",
+        MIB,
+        u32::MAX,
+    )?;
+    take(
         &mut limits.max_sessions_per_connection,
         &raw.max_sessions_per_connection,
         "max_sessions_per_connection",
@@ -1486,6 +1518,8 @@ max_tree_connects_per_session = 4
 max_open_files_per_connection = 150
 max_open_files_per_user = 300
 max_open_files_total = 1000
+max_listing_bytes_per_user = 16777216
+max_listing_bytes_total = 134217728
 "#;
 
     #[test]
@@ -1527,6 +1561,8 @@ max_open_files_total = 1000
         assert_eq!(l.max_open_files_per_connection, 150);
         assert_eq!(l.max_open_files_per_user, Some(300));
         assert_eq!(l.max_open_files_total, Some(1000));
+        assert_eq!(l.max_listing_bytes_per_user, 16 * MIB);
+        assert_eq!(l.max_listing_bytes_total, 128 * MIB);
     }
 
     #[test]
@@ -1931,6 +1967,8 @@ read_only = false
         error_at("[limits]\nmax_credits = 0\n", 2);
         error_at("[limits]\npreauth_timeout_secs = 0\n", 2);
         error_at("[limits]\nmax_read_write = 4096\n", 2);
+        error_at("[limits]\nmax_listing_bytes_per_user = 1000\n", 2);
+        error_at("[limits]\n\nmax_listing_bytes_total = 0\n", 3);
     }
 
     #[test]

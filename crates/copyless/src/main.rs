@@ -14,6 +14,7 @@ mod privileges;
 mod reload;
 mod samba_import;
 mod serve;
+mod share_keeper;
 mod status;
 mod systemd;
 mod top;

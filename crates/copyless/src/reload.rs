@@ -16,6 +16,7 @@ use copyless_engine::LiveLimits;
 use copyless_trace::Tracer;
 
 use crate::config::{Config, Limits, ServeArgs};
+use crate::share_keeper::ShareKeeper;
 use crate::systemd::Notifier;
 
 pub struct Reloader {
@@ -30,6 +31,9 @@ pub struct Reloader {
     pub server: Arc<Server>,
     pub tracer: Arc<Tracer>,
     pub notifier: Option<Arc<Notifier>>,
+    /// Keeps the shares in line with their folders; a reload serves again
+    /// those it set aside.
+    pub keeper: Arc<ShareKeeper>,
 }
 
 impl Reloader {
@@ -48,7 +52,9 @@ impl Reloader {
                 for warning in warnings {
                     eprintln!("copyless: {warning}");
                 }
-                let said = self.apply(&new);
+                let said = self
+                    .keeper
+                    .reloading(&self.server, &new.shares, || self.apply(&new));
                 self.current = new;
                 said
             }

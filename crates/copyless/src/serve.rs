@@ -116,6 +116,13 @@ pub fn serve(
         machine_sid,
     };
     let server = Server::new(server_config, shares, users.clone());
+    let keeper = Arc::new(crate::share_keeper::ShareKeeper::new(
+        &config.shares,
+        tracer.clone(),
+    ));
+    server.set_share_keeper(keeper.clone());
+    watch_share_folders(server.clone())
+        .map_err(|e| (format!("cannot start the share folder watcher: {e}"), 1))?;
     // Both are served before the SMB listeners are announced, so that a
     // script that waits for those finds them ready.
     let control_path = config.control_path();
@@ -162,6 +169,7 @@ pub fn serve(
         server: server.clone(),
         tracer: tracer.clone(),
         notifier: notifier.clone(),
+        keeper,
     };
     watch_signals(notifier.clone(), reloader)
         .map_err(|e| (format!("cannot catch SIGTERM, SIGINT and SIGHUP: {e}"), 1))?;
@@ -237,6 +245,19 @@ fn watch_signals(
     Ok(())
 }
 
+/// Has the keeper of the shares' folders (share_keeper.rs) look at them
+/// every second: a share whose folder vanished is set aside before the
+/// next tree connect needs to find out, and served again once it is back.
+fn watch_share_folders(server: Arc<Server>) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("share-folders".into())
+        .spawn(move || loop {
+            std::thread::sleep(Duration::from_secs(1));
+            server.check_shares();
+        })?;
+    Ok(())
+}
+
 /// The core's limits: `limits` within what the descriptor `budget` allows.
 pub fn core_limits(limits: &Limits, budget: &Budget) -> copyless_core::Limits {
     copyless_core::Limits {
@@ -251,6 +272,8 @@ pub fn core_limits(limits: &Limits, budget: &Budget) -> copyless_core::Limits {
         max_open_files_per_user: budget.open_files_per_user,
         max_open_files_total: budget.open_files_total,
         max_listing_bytes: limits.max_listing_bytes_per_connection as usize,
+        max_listing_bytes_per_user: limits.max_listing_bytes_per_user as usize,
+        max_listing_bytes_total: limits.max_listing_bytes_total as usize,
     }
 }
 

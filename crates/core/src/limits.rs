@@ -28,6 +28,10 @@ pub struct Limits {
     pub max_open_files_per_user: u32,
     pub max_open_files_total: u32,
     /// Bytes of directory listings an enumeration-heavy connection may
-    /// hold (see handlers/dir.rs).
+    /// hold (see handlers/dir.rs)...
     pub max_listing_bytes: usize,
+    /// ...one user over all its connections, and the whole server
+    /// (listing_ledger.rs).
+    pub max_listing_bytes_per_user: usize,
+    pub max_listing_bytes_total: usize,
 }

@@ -240,7 +240,8 @@ impl Connection {
     }
 
     /// Changes that one request made (here or on another connection, whose
-    /// letter brought them) reach their watches on this connection, and
+    /// letter brought them) reach their watches on this connection, those
+    /// each watcher may see (notify_sight.rs), and
     /// each watch with news answers its oldest waiting request. One
     /// request's changes at a time: two requests' changes that arrive
     /// together still answer two waiting requests, one each, as Windows
@@ -248,7 +249,7 @@ impl Connection {
     /// change waits with two).
     pub(crate) fn changed_here(&mut self, seen: Vec<Seen>) {
         let mut touched = Vec::new();
-        for s in seen {
+        for s in self.in_sight(seen) {
             if s.action == DIRECTORY_DELETED {
                 self.end_notifies(s.open, status::DELETE_PENDING);
                 continue;

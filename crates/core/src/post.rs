@@ -117,14 +117,17 @@ impl Letter {
     /// delete files), so that an engine keeps it off the thread that
     /// serves sockets.
     pub fn may_block(&self) -> bool {
-        match self.0 {
+        match &self.0 {
             Kind::EndSession { .. } | Kind::CloseOpen { .. } | Kind::Relay { .. } => true,
+            // Changes beneath a watched folder are reported only to a
+            // watcher that may list where they happened: that is looked
+            // up on disk (notify_sight.rs).
+            Kind::Changed(seen) => seen.iter().any(crate::notify_sight::needs_look),
             // A channel's going ends requests it relayed, which may close
             // nothing; lock waiters are forgotten in memory.
             Kind::LocksReleased { .. }
             | Kind::OplockBreak { .. }
             | Kind::LeaseBreak(_)
-            | Kind::Changed(_)
             | Kind::ChangesLost
             | Kind::Relayed { .. }
             | Kind::ChannelAdded { .. }

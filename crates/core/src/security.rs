@@ -225,8 +225,19 @@ pub fn folder_rights(
     caller: &Caller<'_>,
     path: &str,
 ) -> Result<Option<u32>, NtStatus> {
-    Ok(dir_stored(vfs, caller.who, path)?
-        .map(|(sd, owner)| rights::stored_rights(&sd, &sids::unix_user(owner), &caller.token())))
+    folder_rights_for(vfs, caller.who, &caller.token(), path)
+}
+
+/// What the stored descriptor of the folder at `path`, reached as `who`,
+/// grants `token`; None when it has none (or leaves its DACL open).
+pub fn folder_rights_for(
+    vfs: &dyn Vfs,
+    who: &Identity,
+    token: &[Vec<u8>],
+    path: &str,
+) -> Result<Option<u32>, NtStatus> {
+    Ok(dir_stored(vfs, who, path)?
+        .map(|(sd, owner)| rights::stored_rights(&sd, &sids::unix_user(owner), token)))
 }
 
 /// What the stored descriptor of the object at `path` grants the caller

@@ -12,6 +12,7 @@ use crate::file_table::FileTable;
 use crate::hosts::HostFilter;
 use crate::leases::LeaseBreak;
 use crate::limits::Limits;
+use crate::listing_ledger::ListingLedger;
 use crate::local::{LocalWatch, OwnChanges};
 use crate::post::{ClientTable, SessionTable};
 use crate::post::{Kind, Letter, Message};
@@ -190,6 +191,16 @@ impl Shares {
     }
 }
 
+/// Keeps the shares in line with their folders (the server's owner
+/// installs one, since only it knows how a share is made from its
+/// configuration): a share whose folder is gone is set aside, and served
+/// again once its folder is back.
+pub trait ShareKeeper: Send + Sync {
+    /// Looks at the folder of every share, and of every share set aside,
+    /// and puts [`Server::shares`] in line.
+    fn check(&self, server: &Server);
+}
+
 pub struct Server {
     /// `config.limits` are those at start: read [`Server::limits`].
     pub config: ServerConfig,
@@ -211,8 +222,11 @@ pub struct Server {
     /// ...or an oplock, and whether any directory is watched.
     any_oplocks: Arc<AtomicBool>,
     any_watchers: Arc<AtomicBool>,
+    /// Bytes of directory listings kept, per user and in all.
+    pub listing_ledger: Arc<ListingLedger>,
     /// The engine's watcher of changes local processes make (local.rs).
     pub(crate) local_watch: OnceLock<Arc<dyn LocalWatch>>,
+    share_keeper: OnceLock<Arc<dyn ShareKeeper>>,
     /// Paths the server itself is changing, whose kernel events are not
     /// reported again.
     pub(crate) own: OwnChanges,
@@ -243,7 +257,9 @@ impl Server {
             any_oplocks: files.any_oplocks_flag(),
             any_watchers: files.any_watchers_flag(),
             files: Mutex::new(files),
+            listing_ledger: ListingLedger::new(),
             local_watch: OnceLock::new(),
+            share_keeper: OnceLock::new(),
             own: OwnChanges::default(),
             next_id: AtomicU64::new(1),
         })
@@ -268,6 +284,18 @@ impl Server {
     pub fn share_changed(&self, index: usize, path: Option<&str>) {
         if let Some(watch) = self.local_watch.get() {
             watch.share_changed(index, path);
+        }
+    }
+
+    /// Installs the keeper of the shares' folders, once.
+    pub fn set_share_keeper(&self, keeper: Arc<dyn ShareKeeper>) {
+        let _ = self.share_keeper.set(keeper);
+    }
+
+    /// Has the keeper look at the shares' folders now, if there is one.
+    pub fn check_shares(&self) {
+        if let Some(k) = self.share_keeper.get() {
+            k.check(self);
         }
     }
 

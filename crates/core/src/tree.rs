@@ -5,7 +5,7 @@ use std::sync::Arc;
 use copyless_proto::messages::{self, TreeConnectRequest};
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::Writer;
-use copyless_vfs::Identity;
+use copyless_vfs::{Identity, RootState};
 
 use crate::access;
 use crate::connection::{Connection, Reply, Req};
@@ -148,11 +148,7 @@ impl Connection {
         let (kind, read_only, who) = if name.eq_ignore_ascii_case("IPC$") {
             (TreeKind::Ipc, false, session.who.clone())
         } else {
-            let (index, share) = self
-                .server
-                .shares
-                .find(name)
-                .ok_or(status::BAD_NETWORK_NAME)?;
+            let (index, share) = self.share_to_connect(name)?;
             if !share.access.hosts.admits(self.client_addr.ip()) {
                 return Err(status::ACCESS_DENIED);
             }
@@ -188,6 +184,24 @@ impl Connection {
         reply.header_tree_id = id;
         messages::write_tree_connect_response(w, share_type, 0, 0, maximal_access);
         Ok(status::SUCCESS)
+    }
+
+    /// The share `name` names, when its folder is still the one it
+    /// serves. A share whose folder was removed, or whose filesystem was
+    /// unmounted, answers BAD_NETWORK_NAME, as a share that is not there:
+    /// nothing may be written through a descriptor of what is gone. The
+    /// keeper of the shares looks first, so that a folder made again is
+    /// served at once.
+    fn share_to_connect(&self, name: &str) -> Result<(usize, Arc<Share>), NtStatus> {
+        let shares = &self.server.shares;
+        let current = |found: Option<(usize, Arc<Share>)>| {
+            found.filter(|(_, s)| s.vfs.root_state() == RootState::Current)
+        };
+        if let Some(found) = current(shares.find(name)) {
+            return Ok(found);
+        }
+        self.server.check_shares();
+        current(shares.find(name)).ok_or(status::BAD_NETWORK_NAME)
     }
 
     pub(crate) fn tree_disconnect(

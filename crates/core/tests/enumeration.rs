@@ -1,7 +1,10 @@
 //! Directory enumerations keep only names, and a connection's listings
 //! stay within max_listing_bytes: past it, the other enumerations drop
 //! theirs and list the directory again when they go on, finding their
-//! place by name. Driven in memory by a scripted client.
+//! place by name. Each listing is charged to its user in the server's
+//! ledger, exactly, until its enumeration ends, closes or its connection
+//! goes; past a user's cap a listing serves one request. Driven in memory
+//! by a scripted client.
 
 use std::sync::Arc;
 
@@ -127,4 +130,155 @@ fn a_pattern_for_one_name_finds_it() {
         names_in(wire::buffer_response_data(&r.msg).unwrap()),
         ["f17"]
     );
+}
+
+/// A server over a directory with folders "one" and "two" of 300 names,
+/// users alice and bob, and the listing caps given; and what a listing of
+/// one such folder takes in the ledger.
+fn capped(per_user: usize, total: usize) -> (tempfile::TempDir, Arc<copyless_core::Server>, usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = 0;
+    for d in ["one", "two"] {
+        std::fs::create_dir(dir.path().join(d)).unwrap();
+        for i in 0..300 {
+            let name = format!("file-{i:04}-with-a-longer-name.txt");
+            std::fs::write(dir.path().join(d).join(&name), b"x").unwrap();
+            if d == "one" {
+                // The name and where it ends.
+                bytes += name.len() + 4;
+            }
+        }
+    }
+    let users = Arc::new(Users::default());
+    users.add("alice", "pw");
+    users.add("bob", "pw");
+    let config = ServerConfig {
+        limits: copyless_core::Limits {
+            max_listing_bytes_per_user: per_user,
+            max_listing_bytes_total: total,
+            ..copyless_scripted::limits()
+        },
+        ..copyless_scripted::config()
+    };
+    let server = copyless_scripted::server(dir.path(), config, users);
+    (dir, server, bytes)
+}
+
+/// Every name an enumeration returns, 1 KiB at a time.
+fn all_names(c: &mut Client, id: FileId) -> Vec<String> {
+    let mut names = Vec::new();
+    loop {
+        match query(c, id, 0, 1024) {
+            Ok(got) => names.extend(got),
+            Err(s) => {
+                assert_eq!(s, status::NO_MORE_FILES);
+                return names;
+            }
+        }
+    }
+}
+
+#[test]
+fn listings_are_charged_to_their_user_and_given_back_exactly() {
+    let (_dir, server, one_listing) = capped(64 << 20, 256 << 20);
+    let ledger = server.listing_ledger.clone();
+    let mut first = Client::login(server.clone(), "alice", "pw");
+    let mut second = Client::login(server.clone(), "alice", "pw");
+    let mut bob = Client::login(server, "bob", "pw");
+    let a = first.create("one", true).unwrap();
+    query(&mut first, a, 0, 1024).unwrap();
+    assert_eq!(
+        ledger.of_user("alice"),
+        one_listing,
+        "the listing, to the byte"
+    );
+    let b = second.create("two", true).unwrap();
+    query(&mut second, b, 0, 1024).unwrap();
+    let c = bob.create("one", true).unwrap();
+    query(&mut bob, c, 0, 1024).unwrap();
+    assert_eq!(
+        (ledger.of_user("ALICE"), ledger.of_user("bob")),
+        (2 * one_listing, one_listing),
+        "one user over two connections"
+    );
+    assert_eq!(ledger.total(), 3 * one_listing);
+    // An enumeration that ends gives its listing back; so does a close,
+    // and a connection that goes.
+    all_names(&mut first, a);
+    assert_eq!(ledger.of_user("alice"), one_listing);
+    assert_eq!(bob.close(c), status::SUCCESS);
+    assert_eq!(ledger.of_user("bob"), 0);
+    second.conn.shutdown();
+    assert_eq!((ledger.total(), ledger.users()), (0, 0));
+}
+
+#[test]
+fn past_the_users_cap_listings_serve_one_request_and_go() {
+    // Room for one listing of alice's; the server has room for more.
+    let (_dir, server, one_listing) = capped(one_and_a_half(), 1 << 20);
+    let ledger = server.listing_ledger.clone();
+    let mut first = Client::login(server.clone(), "alice", "pw");
+    let mut second = Client::login(server.clone(), "alice", "pw");
+    let a = first.create("one", true).unwrap();
+    query(&mut first, a, 0, 1024).unwrap();
+    assert_eq!(ledger.of_user("alice"), one_listing);
+    // alice's other connection lists all the same, one request at a time,
+    // in order, and holds nothing between requests.
+    let b = second.create("two", true).unwrap();
+    let mut got = Vec::new();
+    loop {
+        match query(&mut second, b, 0, 1024) {
+            Ok(names) => got.extend(names),
+            Err(s) => {
+                assert_eq!(s, status::NO_MORE_FILES);
+                break;
+            }
+        }
+        assert_eq!(ledger.of_user("alice"), one_listing, "nothing more kept");
+    }
+    let mut want: Vec<String> = (0..300)
+        .map(|i| format!("file-{i:04}-with-a-longer-name.txt"))
+        .collect();
+    want.insert(0, "..".into());
+    want.insert(0, ".".into());
+    assert_eq!(got, want);
+    // bob is not held back by alice's cap.
+    let mut bob = Client::login(server, "bob", "pw");
+    let c = bob.create("one", true).unwrap();
+    query(&mut bob, c, 0, 1024).unwrap();
+    assert_eq!(ledger.of_user("bob"), one_listing);
+    first.conn.shutdown();
+    bob.conn.shutdown();
+    assert_eq!(ledger.total(), 0);
+}
+
+/// A cap that holds one listing of 300 names, not two.
+fn one_and_a_half() -> usize {
+    300 * ("file-0000-with-a-longer-name.txt".len() + 4) * 3 / 2
+}
+
+#[test]
+fn changed_caps_apply_to_the_next_listing_and_take_nothing_away() {
+    let (_dir, server, one_listing) = capped(64 << 20, 256 << 20);
+    let ledger = server.listing_ledger.clone();
+    let mut first = Client::login(server.clone(), "alice", "pw");
+    let mut second = Client::login(server.clone(), "alice", "pw");
+    let a = first.create("one", true).unwrap();
+    query(&mut first, a, 0, 1024).unwrap();
+    // A reload lowers alice's cap below what she holds.
+    let lowered = copyless_core::Limits {
+        max_listing_bytes_per_user: one_listing / 2,
+        ..copyless_scripted::limits()
+    };
+    server.set_limits(lowered);
+    let b = second.create("two", true).unwrap();
+    query(&mut second, b, 0, 1024).unwrap();
+    assert_eq!(
+        ledger.of_user("alice"),
+        one_listing,
+        "what she held stays; the new listing is not kept"
+    );
+    server.set_limits(copyless_scripted::limits());
+    query(&mut second, b, 0, 1024).unwrap();
+    assert!(ledger.of_user("alice") > one_listing, "raised: kept again");
 }

@@ -2,13 +2,20 @@
 //! another connection creates, renames and deletes, kept between requests
 //! and answered at once, and the request ends on close.
 
+use copyless_fscc::access::FILE_ALL_ACCESS;
+use copyless_fscc::descriptor::{
+    sids, Ace, Descriptor, ACCESS_ALLOWED_ACE_TYPE, ALL_PARTS, CONTAINER_INHERIT_ACE,
+    OBJECT_INHERIT_ACE, SE_DACL_PRESENT,
+};
 use copyless_fscc::notify::{action, filter};
+use copyless_proto::client::CreateParams;
 use copyless_proto::command;
+use copyless_proto::create_context as cc;
 use copyless_proto::messages::FileId;
 use copyless_proto::status;
 use copyless_scripted::{
-    close_request, config, create_request_with, memory_server, notify_entries, notify_request,
-    Client, Reply, Request, Users,
+    close_request, config, create_request_from, create_request_with, memory_server, notify_entries,
+    notify_request, Client, Reply, Request, Users,
 };
 use std::sync::Arc;
 
@@ -152,5 +159,86 @@ fn a_file_handle_cannot_be_watched() {
     assert_eq!(
         a.call(notify_request(f, NAMES, false, 4096)).status(),
         status::INVALID_PARAMETER
+    );
+}
+
+/// CREATE of a folder with the creator's descriptor: a DACL that lets
+/// only `sid` in.
+fn folder_only_for(c: &mut Client, name: &str, sid: &[u8]) -> FileId {
+    let sd = Descriptor {
+        control: SE_DACL_PRESENT,
+        dacl: Some(vec![Ace::new(
+            ACCESS_ALLOWED_ACE_TYPE,
+            OBJECT_INHERIT_ACE | CONTAINER_INHERIT_ACE,
+            FILE_ALL_ACCESS,
+            sid,
+        )]),
+        ..Descriptor::default()
+    };
+    let contexts = cc::build_chain(&[(cc::SECD, sd.encode(ALL_PARTS))]);
+    c.open(create_request_from(&CreateParams {
+        oplock_level: 0,
+        desired_access: FILE_ALL_ACCESS,
+        file_attributes: 0,
+        share_access: 7,
+        disposition: 2,
+        options: 1,
+        name,
+        contexts: &contexts,
+    }))
+    .unwrap()
+}
+
+#[test]
+fn a_tree_watcher_hears_nothing_beneath_a_folder_its_dacl_keeps_it_out_of() {
+    let users = Arc::new(Users::default());
+    users.add("alice", "pw");
+    users.add("bob", "pw");
+    users.link("alice", 1001, 1001, vec![1001]);
+    users.link("bob", 1002, 1002, vec![1002]);
+    let mut config = config();
+    config.act_as_users = true;
+    let (server, vfs) = memory_server(config, users);
+    // A share root everyone may write, as a family share's is.
+    vfs.set_owner("", 0, 0, 0o777).unwrap();
+    let mut alice = Client::login(server.clone(), "alice", "pw");
+    let mut bob = Client::login(server.clone(), "bob", "pw");
+    let private = folder_only_for(&mut alice, "private", &sids::unix_user(1001));
+    alice.close(private);
+    alice.create("shared", true).unwrap();
+    let root = bob.create("", true).unwrap();
+    assert_eq!(
+        bob.call(notify_request(root, NAMES, true, 4096)).status(),
+        status::PENDING
+    );
+    alice.create("private\\salary.xlsx", false).unwrap();
+    alice.create("private\\deeper", true).unwrap();
+    alice.create("private\\deeper\\letter.txt", false).unwrap();
+    assert!(
+        post(&mut alice, &mut bob).is_empty(),
+        "bob may not list alice's folder: he hears nothing of it"
+    );
+    alice.create("shared\\plan.txt", false).unwrap();
+    let replies = post(&mut alice, &mut bob);
+    assert_eq!(
+        notify_entries(&replies[0]),
+        vec![(action::ADDED, "shared\\plan.txt".into())],
+        "what bob may list is reported, and only that"
+    );
+    // alice, whom the DACL lets in, hears of her own folder.
+    assert_eq!(bob.close(root), status::SUCCESS);
+    let mut watching = Client::login(server, "alice", "pw");
+    let mine = watching.create("", true).unwrap();
+    assert_eq!(
+        watching
+            .call(notify_request(mine, NAMES, true, 4096))
+            .status(),
+        status::PENDING
+    );
+    alice.create("private\\bonus.xlsx", false).unwrap();
+    let replies = post(&mut alice, &mut watching);
+    assert_eq!(
+        notify_entries(&replies[0]),
+        vec![(action::ADDED, "private\\bonus.xlsx".into())]
     );
 }

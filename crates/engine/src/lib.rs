@@ -17,6 +17,7 @@ mod framing;
 mod local;
 pub mod log_limit;
 mod logons;
+mod memory;
 mod post;
 mod threads;
 mod uring;

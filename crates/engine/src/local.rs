@@ -271,6 +271,10 @@ impl Inner {
         let shares = self.shares.read().unwrap_or_else(|e| e.into_inner());
         let root = shares.get(share)?.as_ref()?;
         let rel = if path.is_empty() { "." } else { path };
+        // As the server, not as whichever user's request runs on this
+        // thread: a folder only some may read is watched for all of them,
+        // and the core tells each watcher only what it may list.
+        copyless_vfs::posix::act_as_server().ok()?;
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
         // No symbolic link is followed: a local `loop -> .` would make
         // a recursive watch walk its own tree again and again.

@@ -143,6 +143,8 @@ pub fn limits() -> Limits {
         max_open_files_per_user: 1000,
         max_open_files_total: 1000,
         max_listing_bytes: 64 << 20,
+        max_listing_bytes_per_user: 64 << 20,
+        max_listing_bytes_total: 256 << 20,
     }
 }
 

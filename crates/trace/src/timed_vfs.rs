@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use copyless_vfs::{
     CreateAction, Disposition, FileHandle, FileStat, FsStat, Identity, OpenRequest, Opened,
-    SetTimes, UnixAccess, Vfs, VfsResult,
+    RootState, SetTimes, UnixAccess, Vfs, VfsResult,
 };
 
 use crate::clock;
@@ -133,6 +133,10 @@ impl Vfs for TimedVfs {
         self.timed(Syscall::ReadDir, || self.inner.list_names(h))
     }
 
+    fn each_name(&self, h: &FileHandle, f: &mut dyn FnMut(&str)) -> VfsResult<()> {
+        self.timed(Syscall::ReadDir, || self.inner.each_name(h, f))
+    }
+
     fn entry(&self, dir: &FileHandle, name: &str) -> VfsResult<Option<FileStat>> {
         self.timed(Syscall::Stat, || self.inner.entry(dir, name))
     }
@@ -155,6 +159,10 @@ impl Vfs for TimedVfs {
         self.timed(Syscall::Resolve, || self.inner.may_read_entry(dir, name))
     }
 
+    fn may_list_beneath(&self, dir: &FileHandle, path: &str) -> VfsResult<bool> {
+        self.timed(Syscall::Resolve, || self.inner.may_list_beneath(dir, path))
+    }
+
     fn may_delete(&self, who: &Identity, path: &str) -> VfsResult<()> {
         self.timed(Syscall::Resolve, || self.inner.may_delete(who, path))
     }
@@ -165,6 +173,10 @@ impl Vfs for TimedVfs {
 
     fn fs_stat(&self) -> VfsResult<FsStat> {
         self.timed(Syscall::FsStat, || self.inner.fs_stat())
+    }
+
+    fn root_state(&self) -> RootState {
+        self.inner.root_state()
     }
 
     fn security(&self, h: &FileHandle) -> VfsResult<Option<Vec<u8>>> {

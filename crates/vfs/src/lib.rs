@@ -314,6 +314,25 @@ fn root_may_open(req: &OpenRequest<'_>) -> VfsResult<()> {
     }
 }
 
+/// Whether the folder a share serves is still the one at the share's
+/// path: a folder removed, re-created, or on a filesystem that was
+/// unmounted must not go on being served through a descriptor of what is
+/// gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RootState {
+    /// The path still leads to the folder the share was opened on.
+    Current,
+    /// No folder is at the path.
+    Gone,
+    /// Another folder of the same filesystem is at the path: the share's
+    /// folder was removed and made again.
+    Replaced,
+    /// A folder of another filesystem is at the path: the share's own
+    /// filesystem was unmounted (the mount point shows), or something was
+    /// mounted over it.
+    Elsewhere,
+}
+
 /// Every operation is done as someone: an open as `req.who`, a path
 /// operation as its `who`, anything through a handle as whoever opened it.
 pub trait Vfs: Send + Sync {
@@ -351,6 +370,15 @@ pub trait Vfs: Send + Sync {
     fn set_attributes(&self, h: &FileHandle, attributes: u32) -> VfsResult<()>;
     /// The names in an open directory except `.` and `..`, sorted.
     fn list_names(&self, h: &FileHandle) -> VfsResult<Vec<String>>;
+    /// Hands each name of an open directory except `.` and `..` to `f`,
+    /// in no particular order and without keeping them: for listings that
+    /// keep only some of a large directory's names.
+    fn each_name(&self, h: &FileHandle, f: &mut dyn FnMut(&str)) -> VfsResult<()> {
+        for name in self.list_names(h)? {
+            f(&name);
+        }
+        Ok(())
+    }
     /// The entry `name` of an open directory; None when it is no longer
     /// there.
     fn entry(&self, dir: &FileHandle, name: &str) -> VfsResult<Option<FileStat>>;
@@ -362,6 +390,14 @@ pub trait Vfs: Send + Sync {
     /// stream's: its file's), asked of the kernel itself so that POSIX
     /// ACLs count.
     fn unix_access(&self, h: &FileHandle) -> VfsResult<UnixAccess>;
+    /// Whether whoever opened the directory `dir` may list the directory
+    /// `path` beneath it (`/`-separated, relative to `dir`), by the
+    /// kernel's rules for that identity (mode bits, POSIX ACLs): search
+    /// permission on `dir` and on every directory on the way, read and
+    /// search permission on `path` itself. False when `path` is not (or no
+    /// longer) a directory there. For change notifications of a watched
+    /// tree, which tell a watcher only what it could have listed.
+    fn may_list_beneath(&self, dir: &FileHandle, path: &str) -> VfsResult<bool>;
     /// Whether [`Vfs::list_names`] would list nothing, without listing a
     /// large directory to find out.
     fn is_empty_dir(&self, h: &FileHandle) -> VfsResult<bool> {
@@ -393,6 +429,11 @@ pub trait Vfs: Send + Sync {
     /// Removes a file or an empty directory by its real path.
     fn unlink(&self, who: &Identity, path: &str, is_dir: bool) -> VfsResult<()>;
     fn fs_stat(&self) -> VfsResult<FsStat>;
+    /// Whether the share's folder is still the one at its path. Backends
+    /// without a path of their own are always current.
+    fn root_state(&self) -> RootState {
+        RootState::Current
+    }
     /// The NT security descriptor (self-relative) stored for the object,
     /// or None when it has none and its rights follow from its mode.
     fn security(&self, h: &FileHandle) -> VfsResult<Option<Vec<u8>>>;

@@ -894,6 +894,12 @@ impl Vfs for MemoryVfs {
         Ok(true)
     }
 
+    /// Memory objects keep their permission bits out of listings: whoever
+    /// opened a directory may list what is beneath it.
+    fn may_list_beneath(&self, _dir: &FileHandle, _path: &str) -> VfsResult<bool> {
+        Ok(true)
+    }
+
     /// Memory objects keep their permission bits out of deleting: whoever
     /// may open may delete.
     fn may_delete(&self, _who: &Identity, _path: &str) -> VfsResult<()> {

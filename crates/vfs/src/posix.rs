@@ -22,14 +22,14 @@ use std::path::Path;
 use rustix::fs::{
     accessat, fallocate, fcntl_setfl, fdatasync, fstatvfs, fsync, ftruncate, futimens, mkdirat,
     renameat, renameat_with, unlinkat, Access, AtFlags, Dir, FallocateFlags, FileType, Mode,
-    OFlags, RenameFlags, Statx, Timespec, Timestamps, UTIME_OMIT,
+    OFlags, RenameFlags, Statx, StatxFlags, Timespec, Timestamps, UTIME_OMIT,
 };
 use rustix::io::{pread, pwrite, Errno};
 
 use crate::names::{fold, join, split};
 use crate::{
     attr, CreateAction, Disposition, FileHandle, FileStat, FsStat, Identity, Kind, OpenRequest,
-    Opened, SetTimes, UnixAccess, Vfs, VfsError, VfsResult,
+    Opened, RootState, SetTimes, UnixAccess, Vfs, VfsError, VfsResult,
 };
 use case_cache::{CaseCache, Lookup};
 use errno::{io_err, path_err};
@@ -46,6 +46,10 @@ const MAX_CACHED_NAMES: usize = 1 << 20;
 
 pub struct PosixVfs {
     root: OwnedFd,
+    /// The path the root was opened at, and the (dev, ino) found there:
+    /// the share is current while the path still leads to it.
+    source: std::path::PathBuf,
+    root_key: (u64, u64),
     /// The device of the share's root, when its filesystem is one whose
     /// data an engine may read and write itself (see [`direct_data`]).
     direct_dev: Option<u64>,
@@ -144,11 +148,14 @@ impl PosixVfs {
             Mode::empty(),
         )?;
         let acls = AclStore::new(fd.as_fd());
-        let direct_dev = direct_data(fd.as_fd())?.then_some(file_key(&statx_fd(fd.as_fd())?).0);
+        let root_key = file_key(&statx_fd(fd.as_fd())?);
+        let direct_dev = direct_data(fd.as_fd())?.then_some(root_key.0);
         Ok(PosixVfs {
             acls,
             direct_dev,
             root: fd,
+            source: root.to_path_buf(),
+            root_key,
             cache: CaseCache::new(MAX_CACHED_DIRS, MAX_CACHED_NAMES),
             meta: MetaStore::new(),
             change_times: ChangeTimes::default(),
@@ -532,13 +539,18 @@ fn preallocate(fd: BorrowedFd<'_>, len: u64) -> VfsResult<()> {
 /// cannot be named by a client and are left out.
 fn scan_names(dir: BorrowedFd<'_>) -> VfsResult<Vec<String>> {
     let mut names = Vec::new();
+    each_name_in(dir, &mut |name| names.push(name.to_owned()))?;
+    Ok(names)
+}
+
+fn each_name_in(dir: BorrowedFd<'_>, f: &mut dyn FnMut(&str)) -> VfsResult<()> {
     for entry in Dir::read_from(dir).map_err(io_err)? {
         let entry = entry.map_err(io_err)?;
         if let Some(name) = listed_name(entry.file_name().to_bytes()) {
-            names.push(name.to_owned());
+            f(name);
         }
     }
-    Ok(names)
+    Ok(())
 }
 
 fn listed_name(raw: &[u8]) -> Option<&str> {
@@ -635,6 +647,14 @@ fn fd_of(h: &FileHandle) -> VfsResult<BorrowedFd<'_>> {
     let fd = h.fd().ok_or_else(|| VfsError::Io(Errno::BADF.into()))?;
     creds::act_as(h.who())?;
     Ok(fd)
+}
+
+/// Makes this thread act as the server itself, for the server's own file
+/// work beside a share's [`Vfs`]: watching a share's directories for
+/// local changes, which must cover what any user may list, whoever's
+/// request set the watch up.
+pub fn act_as_server() -> VfsResult<()> {
+    creds::act_as(&Identity::Server)
 }
 
 /// Maps the error of a read, write or sync an engine made itself on a
@@ -877,6 +897,14 @@ impl Vfs for PosixVfs {
         Ok(names)
     }
 
+    fn each_name(&self, h: &FileHandle, f: &mut dyn FnMut(&str)) -> VfsResult<()> {
+        let fd = fd_of(h)?;
+        if file_type(&statx_fd(fd).map_err(io_err)?) != FileType::Directory {
+            return Err(VfsError::NotADirectory);
+        }
+        each_name_in(fd, f)
+    }
+
     fn entry(&self, dir: &FileHandle, name: &str) -> VfsResult<Option<FileStat>> {
         self.entry_stat(fd_of(dir)?, name)
     }
@@ -1005,6 +1033,36 @@ impl Vfs for PosixVfs {
             write: may(Access::WRITE_OK)?,
             execute: may(Access::EXEC_OK)?,
         })
+    }
+
+    fn may_list_beneath(&self, dir: &FileHandle, path: &str) -> VfsResult<bool> {
+        let fd = fd_of(dir)?;
+        // The walk itself needs search permission on `dir` and on every
+        // directory on the way, as the opener; O_PATH asks nothing more of
+        // the last one, whose read and search permission is asked next.
+        let path = if path.is_empty() { "." } else { path };
+        let sub = match open_beneath(fd, path, OFlags::PATH | OFlags::DIRECTORY, Mode::empty()) {
+            Ok(sub) => sub,
+            Err(
+                Errno::ACCESS
+                | Errno::PERM
+                | Errno::NOENT
+                | Errno::NOTDIR
+                | Errno::LOOP
+                | Errno::XDEV,
+            ) => return Ok(false),
+            Err(e) => return Err(io_err(e)),
+        };
+        match accessat(
+            sub.as_fd(),
+            ".",
+            Access::READ_OK | Access::EXEC_OK,
+            AtFlags::EACCESS,
+        ) {
+            Ok(()) => Ok(true),
+            Err(Errno::ACCESS | Errno::PERM | Errno::NOENT) => Ok(false),
+            Err(e) => Err(io_err(e)),
+        }
     }
 
     fn may_delete(&self, who: &Identity, path: &str) -> VfsResult<()> {
@@ -1179,6 +1237,32 @@ impl Vfs for PosixVfs {
             streams::remove(fd, from)?;
         }
         Ok(to.to_owned())
+    }
+
+    fn root_state(&self) -> RootState {
+        // As the server: the share's path may lie where its users cannot
+        // look.
+        if creds::act_as(&Identity::Server).is_err() {
+            return RootState::Current;
+        }
+        // What the kernel knows is enough: a network filesystem is not
+        // asked again every second.
+        let found = rustix::fs::statx(
+            rustix::fs::CWD,
+            &self.source,
+            AtFlags::STATX_DONT_SYNC,
+            StatxFlags::TYPE | StatxFlags::INO,
+        );
+        match found {
+            Ok(stx) if file_type(&stx) != FileType::Directory => RootState::Gone,
+            Ok(stx) if file_key(&stx) == self.root_key => RootState::Current,
+            Ok(stx) if file_key(&stx).0 == self.root_key.0 => RootState::Replaced,
+            Ok(_) => RootState::Elsewhere,
+            Err(Errno::NOENT | Errno::NOTDIR) => RootState::Gone,
+            // Anything else (a path it may not look at, a dying mount)
+            // says nothing for sure: the share is left as it is.
+            Err(_) => RootState::Current,
+        }
     }
 
     fn fs_stat(&self) -> VfsResult<FsStat> {

@@ -86,6 +86,8 @@ pub fn serve(
     if let Ok(letters) = catch_unwind(AssertUnwindSafe(|| conn.shutdown())) {
         post.send(letters);
     }
+    drop(conn);
+    crate::memory::connection_gone();
 }
 
 struct Run<'a, F> {

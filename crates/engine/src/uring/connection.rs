@@ -832,7 +832,11 @@ impl<'a> Driver<'a> {
         }
         if let Some(mut conn) = self.conn.take() {
             let closed = compio::runtime::spawn_blocking(move || {
-                catch_unwind(AssertUnwindSafe(|| conn.shutdown())).unwrap_or_default()
+                let letters =
+                    catch_unwind(AssertUnwindSafe(|| conn.shutdown())).unwrap_or_default();
+                drop(conn);
+                crate::memory::connection_gone();
+                letters
             });
             // Lock requests its locks held up, on other connections, are
             // woken.
