@@ -85,10 +85,12 @@ def test_a_tree_watcher_hears_nothing_of_a_folder_a_stored_dacl_keeps_it_out_of(
         family, alice_and_bob):
     alice, bob = alice_and_bob
     share = family.share_path
-    # The mode bits let everyone in; the DACL lets alice in and denies bob
-    # reading (listing) it.
+    # alice's folder, whose mode bits let everyone in; its DACL lets alice
+    # in and denies bob reading (listing) it.
     locked = share / "locked"
     locked.mkdir()
+    alice_account = pwd.getpwnam("alice")
+    os.chown(locked, alice_account.pw_uid, alice_account.pw_gid)
     locked.chmod(0o777)
     h = open_(alice, "locked", READ_CONTROL | WRITE_DAC, directory=True)
     set_sd(h, DACL, grant_alice_deny_bob(family))
