@@ -16,9 +16,10 @@ from typing import NamedTuple
 
 import pytest
 
+from smbprotocol.file_info import FileInformationClass, FileRenameInformation, InfoType
 from smbprotocol.open import (CreateDisposition, CreateOptions, FileAttributes,
                               FilePipePrinterAccessMask, ImpersonationLevel, Open,
-                              ShareAccess)
+                              ShareAccess, SMB2SetInfoRequest)
 
 from conftest import STARTUP_TIMEOUT, copyless_binary
 
@@ -175,6 +176,22 @@ def create_file(tree, name: str):
         CreateOptions.FILE_NON_DIRECTORY_FILE,
     )
     return f
+
+
+def rename(h, new: str, replace_if_exists: bool = False) -> None:
+    """Renames what the smbprotocol open `h` (made with DELETE) is on to
+    `new` (FileRenameInformation); raises the server's status."""
+    info = FileRenameInformation()
+    info["replace_if_exists"] = replace_if_exists
+    info["file_name"] = new.encode("utf-16-le")
+    req = SMB2SetInfoRequest()
+    req["info_type"] = InfoType.SMB2_0_INFO_FILE
+    req["file_info_class"] = FileInformationClass.FILE_RENAME_INFORMATION
+    req["file_id"] = h.file_id
+    req["buffer"] = info
+    tree = h.tree_connect
+    conn = tree.session.connection
+    conn.receive(conn.send(req, sid=tree.session.session_id, tid=tree.tree_connect_id))
 
 
 LISTENING_RE = re.compile(r"^copyless listening on 127\.0\.0\.1:(\d+)$")

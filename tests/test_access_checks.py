@@ -14,13 +14,13 @@ import os
 
 import pytest
 from smbprotocol.header import NtStatus
-from smbprotocol.file_info import FileInformationClass, FileRenameInformation, InfoType
-from smbprotocol.open import CreateDisposition, Open, SMB2SetInfoRequest
+from smbprotocol.open import CreateDisposition, Open
 from smbprotocol.security_descriptor import (AccessAllowedAce, AccessDeniedAce, AclPacket,
                                              SDControl, SMB2CreateSDBuffer)
 
 from conftest import SERVER_KIND, SHARE_NAME, _start_copyless, _stop_copyless, make_temp_dir
 from hostile import FILE_OPEN_IF, RawSmb
+from support import rename
 from test_acl import DACL, OWNER, open_, set_sd, status_of
 from test_unix_identity import (ALICE, BOB, GROUP, READ, WRITE, connect, ensure_accounts,
                                 lay_out, sid, uid, write_file)
@@ -213,20 +213,6 @@ def test_renames_keep_to_the_folders_dacls(nas):
         assert (share / "family" / "keep" / "bobs.txt").read_bytes() == b"bob's"
     finally:
         disconnect(alice, bob)
-
-
-def rename(h, new: str, replace_if_exists: bool = False) -> None:
-    info = FileRenameInformation()
-    info["replace_if_exists"] = replace_if_exists
-    info["file_name"] = new.encode("utf-16-le")
-    req = SMB2SetInfoRequest()
-    req["info_type"] = InfoType.SMB2_0_INFO_FILE
-    req["file_info_class"] = FileInformationClass.FILE_RENAME_INFORMATION
-    req["file_id"] = h.file_id
-    req["buffer"] = info
-    tree = h.tree_connect
-    conn = tree.session.connection
-    conn.receive(conn.send(req, sid=tree.session.session_id, tid=tree.tree_connect_id))
 
 
 def streams_of(path) -> list[str]:

@@ -12,11 +12,10 @@ import time
 import pytest
 from smbprotocol.change_notify import ChangeNotifyFlags, CompletionFilter, FileAction, FileSystemWatcher
 from smbprotocol.connection import Dialects
-from smbprotocol.file_info import FileInformationClass, FileRenameInformation, InfoType
-from smbprotocol.open import (CreateDisposition, CreateOptions, FilePipePrinterAccessMask, ImpersonationLevel, Open,
-                              SMB2SetInfoRequest)
+from smbprotocol.open import CreateDisposition, CreateOptions, FilePipePrinterAccessMask, ImpersonationLevel, Open
 
 from conftest import SERVER_KIND
+from support import rename
 from test_acl import connect
 from test_notify import NAMES, SHARE_ALL, changes, make_file, open_dir
 
@@ -134,16 +133,7 @@ def rename_through(tree, old, new) -> None:
     h.create(ImpersonationLevel.Impersonation,
              FilePipePrinterAccessMask.DELETE | FilePipePrinterAccessMask.FILE_READ_ATTRIBUTES,
              0, SHARE_ALL, CreateDisposition.FILE_OPEN, CreateOptions.FILE_NON_DIRECTORY_FILE)
-    info = FileRenameInformation()
-    info["replace_if_exists"] = False
-    info["file_name"] = new.encode("utf-16-le")
-    req = SMB2SetInfoRequest()
-    req["info_type"] = InfoType.SMB2_0_INFO_FILE
-    req["file_info_class"] = FileInformationClass.FILE_RENAME_INFORMATION
-    req["file_id"] = h.file_id
-    req["buffer"] = info
-    connection = tree.session.connection
-    connection.receive(connection.send(req, sid=tree.session.session_id, tid=tree.tree_connect_id))
+    rename(h, new)
     h.close()
 
 

@@ -26,7 +26,6 @@ use copyless_bench::client::{connect, ClientOptions, Signing};
 use copyless_bench::client::{Connection, Msg};
 use copyless_proto::client as wire;
 use copyless_proto::command;
-use copyless_proto::create_context as cc;
 use copyless_proto::messages::FileId;
 
 use reference::{Open, Person};
@@ -177,26 +176,10 @@ struct OverTcp {
 }
 
 fn create(c: &mut Connection, name: &str, open: &Open) -> copyless_bench::client::Reply {
-    let contexts = if open.mxac {
-        cc::build_chain(&[(cc::MXAC, Vec::new())])
-    } else {
-        Vec::new()
-    };
+    let contexts = scenes::create_contexts(open);
     let mut msg = Msg::new(command::CREATE);
-    wire::write_create_request(
-        &mut msg.buf,
-        &wire::CreateParams {
-            oplock_level: 0,
-            desired_access: open.desired,
-            file_attributes: 0,
-            share_access: open.share,
-            disposition: open.disposition,
-            options: 0,
-            name,
-            contexts: &contexts,
-        },
-    )
-    .unwrap();
+    wire::write_create_request(&mut msg.buf, &scenes::create_params(name, open, &contexts))
+        .unwrap();
     c.call(msg).unwrap()
 }
 
@@ -218,13 +201,7 @@ fn open_and_set(
     info: (u8, u8, u32),
     buf: &[u8],
 ) -> u32 {
-    let open = Open {
-        desired,
-        disposition: reference::OPEN,
-        share: 7,
-        mxac: false,
-    };
-    let r = create(c, name, &open);
+    let r = create(c, name, &scenes::plain_open(desired, 7));
     let Some(id) = opened(&r) else {
         return r.status();
     };
@@ -253,14 +230,8 @@ impl Asker for OverTcp {
         other: Option<(usize, u32, u32)>,
     ) -> Seen {
         let held = other.and_then(|(keeper, access, share)| {
-            let hold = Open {
-                desired: access,
-                disposition: reference::OPEN,
-                share,
-                mxac: false,
-            };
             let k = pick(&mut self.keeping[keeper], read_only_share);
-            opened(&create(k, name, &hold)).map(|id| (keeper, id))
+            opened(&create(k, name, &scenes::plain_open(access, share))).map(|id| (keeper, id))
         });
         let c = pick(&mut self.asking[who], read_only_share);
         let r = create(c, name, open);
@@ -272,11 +243,7 @@ impl Asker for OverTcp {
         };
         if let Some(id) = opened(&r) {
             let reply = wire::CreateReply::parse(&r.msg).unwrap();
-            seen.maximal = cc::parse_chain(reply.contexts)
-                .unwrap()
-                .iter()
-                .find(|x| x.name == cc::MXAC)
-                .map(|x| u32::from_le_bytes(x.data[4..8].try_into().unwrap()));
+            seen.maximal = scenes::maximal_access(reply.contexts);
             let q = c
                 .call(copyless_bench::client::ops::query_info(id, 8, 64))
                 .unwrap();

@@ -12,7 +12,6 @@ use std::sync::Arc;
 
 use copyless_core::ShareAccess;
 use copyless_proto::client as wire;
-use copyless_proto::create_context as cc;
 use copyless_proto::messages::FileId;
 use copyless_proto::{command, status};
 use copyless_scripted::{config, create_request_from, shares_over, Client, Request, Users};
@@ -63,21 +62,10 @@ fn client(server: &Arc<copyless_core::Server>, user: &str) -> (Client, u32, u32)
 }
 
 fn create(c: &mut Client, name: &str, open: &Open) -> copyless_scripted::Reply {
-    let contexts = if open.mxac {
-        cc::build_chain(&[(cc::MXAC, Vec::new())])
-    } else {
-        Vec::new()
-    };
-    c.call(create_request_from(&wire::CreateParams {
-        oplock_level: 0,
-        desired_access: open.desired,
-        file_attributes: 0,
-        share_access: open.share,
-        disposition: open.disposition,
-        options: 0,
-        name,
-        contexts: &contexts,
-    }))
+    let contexts = scenes::create_contexts(open);
+    c.call(create_request_from(&scenes::create_params(
+        name, open, &contexts,
+    )))
 }
 
 fn close(c: &mut Client, id: FileId) {
@@ -89,13 +77,7 @@ fn close(c: &mut Client, id: FileId) {
 
 /// Opens `name` asking for `desired` and sends one SET_INFO on it.
 fn open_and_set(c: &mut Client, name: &str, desired: u32, info: (u8, u8, u32), buf: &[u8]) -> u32 {
-    let open = Open {
-        desired,
-        disposition: model::OPEN,
-        share: 7,
-        mxac: false,
-    };
-    let r = create(c, name, &open);
+    let r = create(c, name, &scenes::plain_open(desired, 7));
     if r.status() != status::SUCCESS {
         return r.status();
     }
@@ -120,13 +102,7 @@ impl Sessions {
         let other = job.other.and_then(|(keeper, access, share)| {
             let (k, rw, ro) = &mut self.keepers[keeper];
             k.tree_id = if job.read_only_share { *ro } else { *rw };
-            let hold = Open {
-                desired: access,
-                disposition: model::OPEN,
-                share,
-                mxac: false,
-            };
-            let r = create(k, &job.name, &hold);
+            let r = create(k, &job.name, &scenes::plain_open(access, share));
             (r.status() == status::SUCCESS)
                 .then(|| (keeper, wire::CreateReply::parse(&r.msg).unwrap().file_id))
         });
@@ -141,11 +117,7 @@ impl Sessions {
         };
         if r.status() == status::SUCCESS {
             let reply = wire::CreateReply::parse(&r.msg).unwrap();
-            seen.maximal = cc::parse_chain(reply.contexts)
-                .unwrap()
-                .iter()
-                .find(|x| x.name == cc::MXAC)
-                .map(|x| u32::from_le_bytes(x.data[4..8].try_into().unwrap()));
+            seen.maximal = scenes::maximal_access(reply.contexts);
             let q = c.call(Request::new(command::QUERY_INFO, 1, |w| {
                 wire::write_query_info_request(w, 1, 8, 64, 0, 0, reply.file_id)
             }));

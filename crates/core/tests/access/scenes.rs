@@ -11,6 +11,8 @@
 use std::os::unix::fs::{chown, PermissionsExt};
 use std::path::Path;
 
+use copyless_proto::client::CreateParams;
+use copyless_proto::create_context as cc;
 use copyless_vfs::posix::PosixVfs;
 use copyless_vfs::{attr, Disposition, Identity, Kind, OpenRequest, Vfs};
 
@@ -52,6 +54,48 @@ pub trait Asker {
     fn rename(&mut self, who: usize, from: &str, to: &str) -> u32;
     /// Opens `name` for WRITE_OWNER and sets its owner from `sd`.
     fn set_owner(&mut self, who: usize, name: &str, sd: &[u8]) -> u32;
+}
+
+/// An OPEN of an existing object asking for `desired`, sharing `share`.
+pub fn plain_open(desired: u32, share: u32) -> Open {
+    Open {
+        desired,
+        disposition: model::OPEN,
+        share,
+        mxac: false,
+    }
+}
+
+/// The create contexts `open` sends: MxAc when it asks for it.
+pub fn create_contexts(open: &Open) -> Vec<u8> {
+    if open.mxac {
+        cc::build_chain(&[(cc::MXAC, Vec::new())])
+    } else {
+        Vec::new()
+    }
+}
+
+/// The CREATE `open` stands for, of `name`, with `contexts`.
+pub fn create_params<'a>(name: &'a str, open: &Open, contexts: &'a [u8]) -> CreateParams<'a> {
+    CreateParams {
+        oplock_level: 0,
+        desired_access: open.desired,
+        file_attributes: 0,
+        share_access: open.share,
+        disposition: open.disposition,
+        options: 0,
+        name,
+        contexts,
+    }
+}
+
+/// What a CREATE reply's MxAc context says, if it holds one.
+pub fn maximal_access(reply_contexts: &[u8]) -> Option<u32> {
+    cc::parse_chain(reply_contexts)
+        .unwrap()
+        .iter()
+        .find(|x| x.name == cc::MXAC)
+        .map(|x| u32::from_le_bytes(x.data[4..8].try_into().unwrap()))
 }
 
 /// How many cases: the environment variable, else `default`.
