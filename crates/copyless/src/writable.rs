@@ -15,7 +15,7 @@ use copyless_auth::UserStore;
 use copyless_core::server::includes;
 use copyless_core::ShareAccess;
 use copyless_vfs::posix::PosixVfs;
-use copyless_vfs::{Disposition, Identity, Kind, OpenRequest, UnixIds, Vfs};
+use copyless_vfs::{Identity, Kind, OpenRequest, UnixIds, Vfs};
 
 use crate::config::{Config, ShareConfig};
 
@@ -156,17 +156,7 @@ fn any_can_write(root: &Path, writers: &[Identity]) -> io::Result<bool> {
             .spawn(|| {
                 let vfs = PosixVfs::new(root).map_err(io::Error::other)?;
                 Ok(writers.iter().any(|who| {
-                    let req = OpenRequest {
-                        who,
-                        path: "",
-                        disposition: Disposition::Open,
-                        kind: Kind::Directory,
-                        read: false,
-                        write: false,
-                        attributes: 0,
-                        allocation_size: 0,
-                    };
-                    vfs.open(&req)
+                    vfs.open(&OpenRequest::look(who, "", Kind::Directory))
                         .and_then(|root| vfs.unix_access(&root.handle))
                         .is_ok_and(|may| may.write && may.execute)
                 }))

@@ -244,16 +244,7 @@ pub fn folder_rights_for(
 /// (0 when it has none: a derived descriptor leaves DELETE to the
 /// parent, and so do objects the caller may not even open).
 pub fn stored_rights_at(vfs: &dyn Vfs, caller: &Caller<'_>, path: &str) -> Result<u32, NtStatus> {
-    let req = copyless_vfs::OpenRequest {
-        who: caller.who,
-        path,
-        disposition: copyless_vfs::Disposition::Open,
-        kind: copyless_vfs::Kind::Any,
-        read: false,
-        write: false,
-        attributes: 0,
-        allocation_size: 0,
-    };
+    let req = copyless_vfs::OpenRequest::look(caller.who, path, copyless_vfs::Kind::Any);
     let opened = match vfs.open(&req) {
         Ok(o) => o,
         Err(VfsError::AccessDenied) => return Ok(0),

@@ -148,6 +148,24 @@ pub struct OpenRequest<'a> {
     pub allocation_size: u64,
 }
 
+impl<'a> OpenRequest<'a> {
+    /// Opens an existing object of `kind` at `path` as `who` to look at
+    /// it (its metadata, its descriptor, a handle to act from), neither
+    /// reading nor writing its data.
+    pub fn look(who: &'a Identity, path: &'a str, kind: Kind) -> Self {
+        OpenRequest {
+            who,
+            path,
+            disposition: Disposition::Open,
+            kind,
+            read: false,
+            write: false,
+            attributes: 0,
+            allocation_size: 0,
+        }
+    }
+}
+
 /// An open object. Closing is dropping.
 #[derive(Debug)]
 pub struct FileHandle {

@@ -801,14 +801,8 @@ fn open_or_create_stream(
     };
     let may_create = !matches!(disposition, Disposition::Open | Disposition::Overwrite);
     let base_req = OpenRequest {
-        who: caller.who,
-        path,
-        disposition: Disposition::Open,
-        kind: Kind::Any,
-        read: false,
-        write: false,
         attributes: cr.file_attributes,
-        allocation_size: 0,
+        ..OpenRequest::look(caller.who, path, Kind::Any)
     };
     let (base, base_created, granted, maximal) = match vfs.open(&base_req) {
         Ok(base) => {

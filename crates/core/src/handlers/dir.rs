@@ -5,7 +5,7 @@ use copyless_fscc::DirWriter;
 use copyless_proto::messages::{self, FileId, QueryDirectoryRequest};
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::{utf16, Writer};
-use copyless_vfs::{Disposition, Kind, OpenRequest};
+use copyless_vfs::{Kind, OpenRequest};
 
 use crate::access;
 use crate::connection::{Compound, Connection, Req};
@@ -63,16 +63,11 @@ impl Connection {
                 let parent_path = crate::path::parent(&path);
                 let po = f
                     .vfs
-                    .open(&OpenRequest {
-                        who: f.handle.who(),
-                        path: parent_path,
-                        disposition: Disposition::Open,
-                        kind: Kind::Directory,
-                        read: false,
-                        write: false,
-                        attributes: 0,
-                        allocation_size: 0,
-                    })
+                    .open(&OpenRequest::look(
+                        f.handle.who(),
+                        parent_path,
+                        Kind::Directory,
+                    ))
                     .map_err(|e| vfs_status(&e))?;
                 po.stat
             };

@@ -117,17 +117,8 @@ pub fn rename_info(target: &str) -> Vec<u8> {
 }
 
 fn open_as_server(vfs: &PosixVfs, path: &str) -> copyless_vfs::Opened {
-    vfs.open(&OpenRequest {
-        who: &Identity::Server,
-        path,
-        disposition: Disposition::Open,
-        kind: Kind::Any,
-        read: false,
-        write: false,
-        attributes: 0,
-        allocation_size: 0,
-    })
-    .unwrap_or_else(|e| panic!("open {path}: {e}"))
+    vfs.open(&OpenRequest::look(&Identity::Server, path, Kind::Any))
+        .unwrap_or_else(|e| panic!("open {path}: {e}"))
 }
 
 /// Gives `path` its descriptor, read-only mark, owner and mode.
