@@ -10,8 +10,7 @@ use std::sync::Arc;
 
 use copyless_vfs::{FileHandle, Vfs, VfsResult};
 
-/// Names one intent until its completion; unique within a connection.
-pub type Token = u64;
+pub use copyless_state::Token;
 
 /// The file an intent reads or writes: the share's VFS and the open
 /// handle. Holding it keeps the handle alive even when the client closes

@@ -2,8 +2,12 @@
 //! engine supplies the bytes, the clock and randomness ([`Env`]); the file
 //! system is reached only through the share's `copyless_vfs::Vfs`.
 
-pub mod access;
 mod breaks;
+// The state shared between connections, under the names the core has
+// always used for it.
+pub use copyless_state::{
+    access, file_table, leases, limits, listing_ledger, locks, oplocks, quota, Limits,
+};
 mod channels;
 pub mod connection;
 pub mod credits;
@@ -12,25 +16,18 @@ pub mod encryption;
 mod enumeration;
 pub mod env;
 pub mod event;
-pub mod file_table;
 mod handlers;
 pub mod hosts;
 pub mod intent;
-pub mod leases;
-pub mod limits;
-pub mod listing_ledger;
 pub mod local;
-pub(crate) mod locks;
 pub mod logon;
 mod negotiate;
 pub mod notify;
 mod notify_sight;
 pub mod open;
-pub mod oplocks;
 pub mod path;
 mod pending;
 pub mod post;
-pub mod quota;
 pub mod rights;
 pub mod security;
 pub mod server;
@@ -47,6 +44,5 @@ pub use connection::{Connection, Output};
 pub use env::Env;
 pub use event::Event;
 pub use intent::{Completion, DataFile, Intent, Op, Token, WriteData};
-pub use limits::Limits;
 pub use post::{ConnectionId, Letter, Message};
 pub use server::{Principal, Server, ServerConfig, Share, ShareAccess, ShareKeeper};

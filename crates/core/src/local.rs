@@ -47,9 +47,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use copyless_fscc::notify::{action, filter};
 
-use crate::file_table::{FileKey, Seen};
+use crate::file_table::Seen;
 use crate::leases::LeaseBreak;
-use crate::notify::OVERFLOWED;
+pub use crate::file_table::WatchedDir;
+use crate::file_table::OVERFLOWED;
 use crate::post::{ConnectionId, Kind, Letter, Message};
 
 /// The most changes of one batch of local events reported to one
@@ -68,15 +69,6 @@ pub trait LocalWatch: Send + Sync {
     fn share_changed(&self, index: usize, path: Option<&str>);
 }
 
-/// A directory some open watches.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WatchedDir {
-    pub key: FileKey,
-    /// Its path beneath the share root, `/`-separated, empty for the root.
-    pub path: String,
-    /// Some watcher wants its whole subtree (WATCH_TREE).
-    pub recursive: bool,
-}
 
 /// What a local process changed.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,19 +14,11 @@ use copyless_proto::{Writer, HEADER_LEN};
 
 use crate::access;
 use crate::connection::{Compound, Connection, Reply, Req};
-use crate::file_table::{Seen, Watcher};
+use crate::file_table::{Seen, Watcher, DIRECTORY_DELETED, OVERFLOWED};
 use crate::open::OpenKind;
 use crate::pending::Awaits;
 use crate::post::Kind;
 
-/// The action of a [`Seen`] that says the watched directory itself is to
-/// be deleted: waiting requests end with STATUS_DELETE_PENDING.
-pub(crate) const DIRECTORY_DELETED: u32 = 0;
-
-/// The action of a [`Seen`] that says changes were lost (the kernel's
-/// queue of local changes overflowed): the next answer is
-/// STATUS_NOTIFY_ENUM_DIR.
-pub(crate) const OVERFLOWED: u32 = u32::MAX;
 
 /// What an open that watches its directory keeps between requests.
 #[derive(Debug)]

@@ -30,7 +30,7 @@ use copyless_vfs::{FileHandle, Identity, Vfs};
 use crate::access::{FILE_EXECUTE, FILE_LIST_DIRECTORY};
 use crate::connection::Connection;
 use crate::file_table::Seen;
-use crate::notify::{DIRECTORY_DELETED, OVERFLOWED};
+use crate::file_table::{DIRECTORY_DELETED, OVERFLOWED};
 use crate::open::{current_path, OpenKind};
 use crate::security::{folder_rights_for, Caller, Token};
 

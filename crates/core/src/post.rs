@@ -13,9 +13,7 @@ use copyless_crypto::{Cipher, CipherId, SigningAlgorithm, SigningKey};
 use crate::file_table::Seen;
 use crate::leases::LeaseBreak;
 
-/// Names a connection for the life of the process (see
-/// [`Connection::id`](crate::Connection::id)).
-pub type ConnectionId = u64;
+pub use copyless_state::ConnectionId;
 
 /// A letter for the connection `to`.
 #[derive(Debug)]

@@ -15,11 +15,10 @@ use std::sync::Arc;
 use copyless_proto::status::{self, NtStatus};
 
 use crate::access::{self, SHARE_CHECKED};
-use crate::intent::Token;
 use crate::leases::{self, Lease, LeaseBreak, LeaseId};
 use crate::locks::{self, ByteLock};
 use crate::oplocks::{self, Ask, Break, OnOpen, Oplock};
-use crate::post::ConnectionId;
+use crate::{ConnectionId, Token};
 use copyless_proto::lease::{HANDLE_CACHING, READ_CACHING, WRITE_CACHING};
 use copyless_proto::messages::{OPLOCK_LEVEL_BATCH, OPLOCK_LEVEL_II};
 
@@ -299,11 +298,30 @@ impl FileState {
             .map(|w| Seen {
                 connection: w.connection,
                 open: w.open,
-                action: crate::notify::DIRECTORY_DELETED,
+                action: DIRECTORY_DELETED,
                 name: String::new(),
             })
             .collect()
     }
+}
+
+/// The action of a [`Seen`] that says the watched directory itself is to
+/// be deleted: waiting requests end with STATUS_DELETE_PENDING.
+pub const DIRECTORY_DELETED: u32 = 0;
+
+/// The action of a [`Seen`] that says changes were lost (the kernel's
+/// queue of local changes overflowed): the next answer is
+/// STATUS_NOTIFY_ENUM_DIR.
+pub const OVERFLOWED: u32 = u32::MAX;
+
+/// A directory some open watches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchedDir {
+    pub key: FileKey,
+    /// Its path beneath the share root, `/`-separated, empty for the root.
+    pub path: String,
+    /// Some watcher wants its whole subtree (WATCH_TREE).
+    pub recursive: bool,
 }
 
 /// How many opens of a file hold and share each kind of access.
@@ -1274,12 +1292,12 @@ impl FileTable {
 
     /// Every watched directory, with its path and whether some watcher
     /// wants its subtree.
-    pub fn watched_dirs(&self) -> Vec<crate::local::WatchedDir> {
+    pub fn watched_dirs(&self) -> Vec<WatchedDir> {
         self.watched
             .union(&self.leased_dirs)
             .filter_map(|key| {
                 let state = self.files.get(key)?;
-                Some(crate::local::WatchedDir {
+                Some(WatchedDir {
                     key: *key,
                     path: state.path.clone(),
                     recursive: state.watchers.iter().any(|w| w.recursive),
@@ -1289,7 +1307,7 @@ impl FileTable {
     }
 
     /// Every watcher, to be told `action` (a word for all of them, such
-    /// as [`crate::notify::OVERFLOWED`]).
+    /// as [`OVERFLOWED`]).
     pub fn all_watchers(&self, action: u32) -> Vec<Seen> {
         self.watched
             .iter()
@@ -1333,7 +1351,7 @@ impl FileTable {
         let mut dir = path;
         let mut direct = true;
         loop {
-            let parent = crate::path::parent(dir);
+            let parent = dir.rsplit_once('/').map_or("", |(parent, _)| parent);
             let name = if parent.is_empty() {
                 path
             } else {

@@ -22,7 +22,7 @@ use copyless_proto::lease::{
 use copyless_proto::status::{self, NtStatus};
 
 use crate::file_table::{FileKey, LeaseGrant};
-use crate::post::ConnectionId;
+use crate::ConnectionId;
 
 /// A lease's name: the client's GUID and the key it chose.
 pub type LeaseId = ([u8; 16], [u8; 16]);
@@ -188,7 +188,7 @@ pub fn upgrade(lease: &mut Lease, requested: u32, granted: u32) {
 }
 
 /// The RqLs response context for a lease, in the lease's own version.
-pub(crate) fn response_context(key: [u8; 16], g: LeaseGrant) -> Vec<u8> {
+pub fn response_context(key: [u8; 16], g: LeaseGrant) -> Vec<u8> {
     let mut flags = 0;
     if g.breaking {
         flags |= FLAG_BREAK_IN_PROGRESS;

@@ -21,7 +21,7 @@ use copyless_proto::messages::{
 use copyless_proto::status::{self, NtStatus};
 
 use crate::access;
-use crate::post::ConnectionId;
+use crate::ConnectionId;
 
 /// An oplock one open holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -71,20 +71,20 @@ pub fn map_generic(desired: u32, maximal: u32) -> u32 {
     }
 }
 
-pub(crate) fn reads(access: u32) -> bool {
+pub fn reads(access: u32) -> bool {
     access & (FILE_READ_DATA | FILE_EXECUTE) != 0
 }
 
-pub(crate) fn writes(access: u32) -> bool {
+pub fn writes(access: u32) -> bool {
     access & (FILE_WRITE_DATA | FILE_APPEND_DATA) != 0
 }
 
-pub(crate) fn deletes(access: u32) -> bool {
+pub fn deletes(access: u32) -> bool {
     access & DELETE != 0
 }
 
 /// Opens that ask for none of these take no part in share-mode checks.
-pub(crate) const SHARE_CHECKED: u32 =
+pub const SHARE_CHECKED: u32 =
     FILE_READ_DATA | FILE_EXECUTE | FILE_WRITE_DATA | FILE_APPEND_DATA | DELETE;
 
 /// Whether a new open (access, share) conflicts with an existing one: the
