@@ -80,7 +80,7 @@ fn anyone_may_write(config: &Config, share: &ShareConfig, store: &UserStore) -> 
 }
 
 /// The identities of everyone the settings let write, as the core makes
-/// them (core/src/tree.rs: share_rights and forced), each once.
+/// them (core/src/conn/tree.rs: share_rights and forced), each once.
 fn writers(config: &Config, share: &ShareConfig, store: &UserStore) -> Vec<Identity> {
     let a = &share.access;
     let mut found: Vec<Identity> = Vec::new();

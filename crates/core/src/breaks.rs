@@ -9,7 +9,9 @@ use copyless_proto::messages::{self, FileId, OplockBreakAck, OPLOCK_LEVEL_LEASE}
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::{command as cmd, Writer, HEADER_LEN};
 
-use crate::connection::{Compound, Connection, Output, Reply, Req};
+use crate::conn::connection::{Compound, Connection, Output, Reply, Req};
+use crate::conn::post::{ConnectionId, Kind};
+use crate::conn::waiting::{Awaited, Hold};
 use crate::env::Env;
 use crate::file_table::FileKey;
 use crate::intent::Token;
@@ -17,9 +19,7 @@ use crate::leases::{LeaseBreak, LeaseId};
 use crate::open::FileOpen;
 use crate::open::OpenKind;
 use crate::oplocks::Break;
-use crate::post::{ConnectionId, Kind};
 use crate::server::Server;
-use crate::waiting::{Awaited, Hold};
 
 /// A break notification this connection is to send.
 pub(crate) enum Notice {
@@ -90,7 +90,7 @@ impl Connection {
         if !self.server.has_oplocks() || path.is_empty() {
             return;
         }
-        let dir = crate::path::parent(path);
+        let dir = crate::names::path::parent(path);
         let breaks = self.server.files().break_dir_leases(share, dir, except);
         self.send_lease_breaks(breaks);
     }

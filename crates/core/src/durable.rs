@@ -22,15 +22,15 @@ use copyless_proto::negotiate::DIALECT_300;
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::Writer;
 
-use crate::connection::{Compound, Connection, Reply, Req};
+use crate::conn::connection::{Compound, Connection, Reply, Req};
+use crate::conn::post::{ConnectionId, Kind};
+use crate::conn::tree::TreeKind;
+use crate::conn::waiting::{Awaited, Hold};
 use crate::file_table::FileKey;
 use crate::handlers::file_times;
 use crate::intent::Token;
 use crate::leases;
 use crate::open::{current_path, Open};
-use crate::post::{ConnectionId, Kind};
-use crate::tree::TreeKind;
-use crate::waiting::{Awaited, Hold};
 
 /// How long a version 1 handle is kept (Windows leaves it to the server;
 /// Samba keeps 16 minutes).
@@ -379,7 +379,7 @@ impl Connection {
         let Ok(index) = self.disk_share(req) else {
             return Ok(None);
         };
-        let path = crate::path::from_smb_with_stream(name)?.path;
+        let path = crate::names::path::from_smb_with_stream(name)?.path;
         let opens = self
             .server
             .files()
@@ -486,7 +486,7 @@ impl Connection {
             if lease_id.is_some() {
                 // With a lease the name must be the open's own.
                 let path = current_path(&server, &f.key).unwrap_or_default();
-                let asked_path = crate::path::from_smb_with_stream(name)
+                let asked_path = crate::names::path::from_smb_with_stream(name)
                     .map_err(|_| status::INVALID_PARAMETER)?
                     .path;
                 if !asked_path.eq_ignore_ascii_case(&path) {

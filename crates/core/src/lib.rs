@@ -1,19 +1,20 @@
 //! The SMB2/3 protocol state machine, sans I/O: frames in, frames out. The
 //! engine supplies the bytes, the clock and randomness ([`Env`]); the file
 //! system is reached only through the share's `copyless_vfs::Vfs`.
+//!
+//! Three layers, each using only those below it:
+//! - `copyless_state`: what connections share (the open-file table with
+//!   share modes, locks, oplocks and leases, caps and limits, the status
+//!   board), re-exported here under the names the core has always used;
+//! - [`Connection`] and what one connection keeps (`conn/`): dispatch,
+//!   signing, credits, negotiate, sessions, tree connects, channels,
+//!   pending and waiting requests, letters between connections;
+//! - the command handlers (`handlers/`), with the names they work on
+//!   (`names/`: paths, wildcards, short names, enumerations).
 
 mod breaks;
-// The state shared between connections, under the names the core has
-// always used for it.
-pub use copyless_state::{
-    access, file_table, leases, limits, listing_ledger, locks, oplocks, quota, Limits,
-};
-mod channels;
-pub mod connection;
-pub mod credits;
+mod conn;
 pub mod durable;
-pub mod encryption;
-mod enumeration;
 pub mod env;
 pub mod event;
 mod handlers;
@@ -21,28 +22,26 @@ pub mod hosts;
 pub mod intent;
 pub mod local;
 pub mod logon;
-mod negotiate;
+mod names;
 pub mod notify;
 mod notify_sight;
 pub mod open;
-pub mod path;
-mod pending;
-pub mod post;
 pub mod rights;
 pub mod security;
 pub mod server;
-mod session;
-pub mod shortname;
 pub mod status;
-pub mod tree;
-mod waiting;
-pub mod wildcard;
-#[cfg(any(test, feature = "reference"))]
-pub mod wildcard_reference;
 
-pub use connection::{Connection, Output};
+pub use copyless_state::{
+    access, file_table, leases, limits, listing_ledger, locks, oplocks, quota, Limits,
+};
+
+pub use conn::connection::{Connection, Output, RequestTrace};
+pub use conn::encryption::SessionCiphers;
+pub use conn::post::{ConnectionId, Letter, Message};
 pub use env::Env;
 pub use event::Event;
 pub use intent::{Completion, DataFile, Intent, Op, Token, WriteData};
-pub use post::{ConnectionId, Letter, Message};
+#[cfg(any(test, feature = "reference"))]
+pub use names::wildcard_reference;
+pub use names::{path, wildcard};
 pub use server::{Principal, Server, ServerConfig, Share, ShareAccess, ShareKeeper};

@@ -47,11 +47,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use copyless_fscc::notify::{action, filter};
 
+use crate::conn::post::{ConnectionId, Kind, Letter, Message};
 use crate::file_table::Seen;
-use crate::leases::LeaseBreak;
 pub use crate::file_table::WatchedDir;
 use crate::file_table::OVERFLOWED;
-use crate::post::{ConnectionId, Kind, Letter, Message};
+use crate::leases::LeaseBreak;
 
 /// The most changes of one batch of local events reported to one
 /// watching open.
@@ -68,7 +68,6 @@ pub trait LocalWatch: Send + Sync {
     /// The share at `index` is now at `path`, or gone (a reload).
     fn share_changed(&self, index: usize, path: Option<&str>);
 }
-
 
 /// What a local process changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -331,7 +330,7 @@ impl Server {
             }
             // The entry of a leased directory changed: its lease breaks,
             // as for another client's change.
-            let dir = crate::path::parent(&c.path);
+            let dir = crate::names::path::parent(&c.path);
             breaks.extend(files.break_dir_leases(c.share, dir, None));
         }
         let mut out = letters(seen);

@@ -13,12 +13,11 @@ use copyless_proto::status::{self, NtStatus};
 use copyless_proto::{Writer, HEADER_LEN};
 
 use crate::access;
-use crate::connection::{Compound, Connection, Reply, Req};
+use crate::conn::connection::{Compound, Connection, Reply, Req};
+use crate::conn::pending::Awaits;
+use crate::conn::post::Kind;
 use crate::file_table::{Seen, Watcher, DIRECTORY_DELETED, OVERFLOWED};
 use crate::open::OpenKind;
-use crate::pending::Awaits;
-use crate::post::Kind;
-
 
 /// What an open that watches its directory keeps between requests.
 #[derive(Debug)]

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use copyless_vfs::{FileHandle, Identity, Vfs};
 
 use crate::access::{FILE_EXECUTE, FILE_LIST_DIRECTORY};
-use crate::connection::Connection;
+use crate::conn::connection::Connection;
 use crate::file_table::Seen;
 use crate::file_table::{DIRECTORY_DELETED, OVERFLOWED};
 use crate::open::{current_path, OpenKind};
@@ -173,7 +173,7 @@ fn stored_rights_allow(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::post::{Kind, Letter};
+    use crate::conn::post::{Kind, Letter};
 
     fn seen(action: u32, name: &str) -> Seen {
         Seen {

@@ -37,7 +37,7 @@ pub struct FileOpen {
     pub position: u64,
     /// FileModeInformation flags from the create options.
     pub mode: u32,
-    pub dir: Option<Box<crate::enumeration::Enumeration>>,
+    pub dir: Option<Box<crate::names::enumeration::Enumeration>>,
     /// The directory is watched for changes (CHANGE_NOTIFY).
     pub watch: Option<Box<crate::notify::Watch>>,
     /// Data was written through it: watchers hear of it at its close.

@@ -120,7 +120,7 @@ fn parent(path: &str) -> Option<&str> {
     if path.is_empty() {
         return None;
     }
-    Some(crate::path::parent(path))
+    Some(crate::names::path::parent(path))
 }
 
 /// The facts of an open object, gathered as a decision asks for them

@@ -7,6 +7,8 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 use copyless_auth::Credentials;
 use copyless_vfs::{Identity, Vfs};
 
+use crate::conn::post::{ClientTable, SessionTable};
+use crate::conn::post::{Kind, Letter, Message};
 use crate::durable::DurableTable;
 use crate::file_table::FileTable;
 use crate::hosts::HostFilter;
@@ -14,8 +16,6 @@ use crate::leases::LeaseBreak;
 use crate::limits::Limits;
 use crate::listing_ledger::ListingLedger;
 use crate::local::{LocalWatch, OwnChanges};
-use crate::post::{ClientTable, SessionTable};
-use crate::post::{Kind, Letter, Message};
 use crate::quota::OpenQuota;
 
 #[derive(Debug, Clone)]

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 
 pub use copyless_state::status::*;
 
-use crate::connection::Connection;
+use crate::conn::connection::Connection;
+use crate::conn::tree::TreeKind;
 use crate::server::Server;
-use crate::tree::TreeKind;
 
 impl Server {
     /// Connections (in the order they came), their sessions, and open

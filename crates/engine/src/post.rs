@@ -1,4 +1,4 @@
-//! Carries letters between connections (`copyless_core::post`): each
+//! Carries letters between connections (`copyless_core::Letter`): each
 //! connection has an inbox while it lives; a letter for a connection that
 //! has ended is dropped, as the core expects.
 //!

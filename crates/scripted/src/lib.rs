@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use copyless_auth::{
     ClientIdentity, Credentials, Initiator, InitiatorRandom, InitiatorStep, UnixAccount,
 };
-use copyless_core::encryption::SessionCiphers;
+use copyless_core::SessionCiphers;
 use copyless_core::{
     Completion, Connection, Env, Event, Letter, Limits, Message, Output, Server, ServerConfig,
     Share, ShareAccess, Token,

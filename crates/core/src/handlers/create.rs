@@ -14,7 +14,9 @@ use copyless_proto::{utf16, Writer};
 use copyless_vfs::{attr, CreateAction, Disposition, Kind, OpenRequest, Opened, Vfs, VfsError};
 
 use crate::access::{self, map_generic};
-use crate::connection::{Compound, Connection, Reply, Req};
+use crate::conn::connection::{Compound, Connection, Reply, Req};
+use crate::conn::tree::TreeKind;
+use crate::conn::waiting::{Awaited, Hold};
 use crate::durable;
 use crate::env::Env;
 use crate::file_table::{stream_id, AppOpen, FileKey, LeaseAsk, OpenRef, OplockRequest};
@@ -24,8 +26,6 @@ use crate::open::{FileOpen, Open, OpenKind};
 use crate::rights;
 use crate::security::{self, Caller};
 use crate::server::Server;
-use crate::tree::TreeKind;
-use crate::waiting::{Awaited, Hold};
 
 pub const FILE_DIRECTORY_FILE: u32 = 0x0000_0001;
 pub const FILE_WRITE_THROUGH: u32 = 0x0000_0002;
@@ -269,11 +269,11 @@ impl Connection {
             TreeKind::Disk { index, share } => (*index, share.clone()),
         };
         let read_only = tree.read_only;
-        let crate::path::CreateName {
+        let crate::names::path::CreateName {
             path,
             stream,
             data_type,
-        } = crate::path::from_smb_with_stream(cr.name)?;
+        } = crate::names::path::from_smb_with_stream(cr.name)?;
         // A lease key names one file: asked for with another, the open is
         // refused before anything is made (MS-SMB2 3.3.5.9.8; the table
         // checks again as it registers the open).

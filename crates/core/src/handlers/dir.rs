@@ -8,12 +8,12 @@ use copyless_proto::{utf16, Writer};
 use copyless_vfs::{Kind, OpenRequest};
 
 use crate::access;
-use crate::connection::{Compound, Connection, Req};
-use crate::enumeration::{Entry, Enumeration};
+use crate::conn::connection::{Compound, Connection, Req};
 use crate::handlers::{file_info, vfs_status};
 use crate::listing_ledger::Caps;
+use crate::names::enumeration::{Entry, Enumeration};
+use crate::names::wildcard::{self, Pattern};
 use crate::open::{current_path, OpenKind};
-use crate::wildcard::{self, Pattern};
 
 /// The least room worth keeping a window of a directory in: below it a
 /// listing serves one request and goes.
@@ -60,7 +60,7 @@ impl Connection {
             let parent = if path.is_empty() {
                 own.clone()
             } else {
-                let parent_path = crate::path::parent(&path);
+                let parent_path = crate::names::path::parent(&path);
                 let po = f
                     .vfs
                     .open(&OpenRequest::look(
@@ -152,8 +152,8 @@ impl Connection {
                     continue;
                 }
                 let info = file_info(&stat, false);
-                let short =
-                    matches!(entry, Entry::Name(_)).then(|| crate::shortname::short_name(name));
+                let short = matches!(entry, Entry::Name(_))
+                    .then(|| crate::names::shortname::short_name(name));
                 if !writer.push_with_short_name(name, short.as_deref(), &info, next as u32) {
                     if writer.is_empty() {
                         return Err(status::INFO_LENGTH_MISMATCH);

@@ -7,14 +7,14 @@ use copyless_proto::Writer;
 
 use crate::access;
 use crate::breaks::handles_cached;
-use crate::connection::{Compound, Connection, Reply, Req};
+use crate::conn::connection::{Compound, Connection, Reply, Req};
+use crate::conn::pending::Awaits;
+use crate::conn::waiting::{Wait, WaitOp};
 use crate::file_table::{LockWaiter, Locked};
 use crate::handlers::file_times;
 use crate::intent::WriteData;
 use crate::locks::ByteLock;
 use crate::open::{Open, OpenKind};
-use crate::pending::Awaits;
-use crate::waiting::{Wait, WaitOp};
 
 const PIPE_EMPTY: NtStatus = 0xC000_00D9;
 

@@ -12,11 +12,11 @@ use copyless_vfs::{attr, Disposition, FileHandle, Kind, OpenRequest, SetTimes, V
 
 use crate::access;
 use crate::breaks::handles_cached;
-use crate::connection::{Compound, Connection, Reply, Req};
+use crate::conn::connection::{Compound, Connection, Reply, Req};
 use crate::file_table::stream_id;
 use crate::handlers::{file_info, vfs_status};
+use crate::names::path;
 use crate::open::{current_path, FileOpen, OpenKind};
-use crate::path;
 use crate::rights;
 use crate::security::{self, Caller};
 use crate::server::Server;
@@ -54,7 +54,7 @@ impl Connection {
                 let (path, delete_pending) = file_state(&server, f);
                 let info = file_info(&st, delete_pending);
                 if q.class == class::FILE_ALTERNATE_NAME_INFORMATION {
-                    let short = crate::shortname::short_name(path::file_name(&path));
+                    let short = crate::names::shortname::short_name(path::file_name(&path));
                     let name = copyless_proto::utf16::encode(&short);
                     let mut data = (name.len() as u32).to_le_bytes().to_vec();
                     data.extend_from_slice(&name);
@@ -348,8 +348,8 @@ impl Connection {
             .get(&req.session_id)
             .and_then(|s| s.trees.get(&req.tree_id))
             .map(|t| match &t.kind {
-                crate::tree::TreeKind::Disk { share, .. } => share.name.clone(),
-                crate::tree::TreeKind::Ipc => "IPC$".into(),
+                crate::conn::tree::TreeKind::Disk { share, .. } => share.name.clone(),
+                crate::conn::tree::TreeKind::Ipc => "IPC$".into(),
             })
             .unwrap_or_default()
     }

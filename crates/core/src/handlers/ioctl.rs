@@ -9,7 +9,7 @@ use copyless_proto::negotiate::DIALECT_210;
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::Writer;
 
-use crate::connection::{Compound, Connection, Reply, Req};
+use crate::conn::connection::{Compound, Connection, Reply, Req};
 use crate::durable::{Durable, MAX_RESILIENT_TIMEOUT_MS};
 use crate::open::OpenKind;
 

@@ -11,7 +11,7 @@ use copyless_proto::messages::{FileId, FileTimes};
 use copyless_proto::status::{self, NtStatus};
 use copyless_vfs::{FileStat, VfsError};
 
-use crate::connection::{Compound, Connection, Req};
+use crate::conn::connection::{Compound, Connection, Req};
 use crate::open::Open;
 
 /// The NTSTATUS Windows gives for a filesystem error.

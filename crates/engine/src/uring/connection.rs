@@ -22,7 +22,7 @@ use compio::buf::{BufResult, IntoInner, IoBuf};
 use compio::driver::BufferRef;
 use compio::io::{AsyncRead, AsyncReadManaged, AsyncWriteExt};
 use compio::net::TcpStream;
-use copyless_core::connection::RequestTrace;
+use copyless_core::RequestTrace;
 use copyless_core::{Connection, Letter, Op, Output, Token};
 use copyless_trace::{clock, FrameTimes, Recorder, Request, Scope};
 use futures_channel::oneshot;

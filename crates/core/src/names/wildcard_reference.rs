@@ -1,5 +1,5 @@
 //! A second, deliberately plain reading of MS-FSA 2.1.4.4
-//! (FsRtlIsNameInExpression) to check [`crate::wildcard`] against: the
+//! (FsRtlIsNameInExpression) to check [`crate::names::wildcard`] against: the
 //! rules written as a recursion over (pattern position, name position),
 //! memoised. It may recurse as deep as pattern plus name, so it is built
 //! only for tests and for the fuzz targets (feature `reference`), never

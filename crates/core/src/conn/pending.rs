@@ -5,7 +5,7 @@
 //! closes. Its final response then goes out with whatever output comes
 //! next: that of the request, letter or timer that ended the wait.
 //!
-//! Unlike [`crate::waiting`], nothing here waits for the engine: what ends
+//! Unlike [`crate::conn::waiting`], nothing here waits for the engine: what ends
 //! a wait is another request, on this connection or (by a letter) on
 //! another.
 
@@ -16,13 +16,13 @@ use copyless_proto::messages;
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::{Writer, HEADER_LEN};
 
-use crate::channels::Via;
-use crate::connection::{Begun, Chain, Connection, Output};
+use crate::conn::channels::Via;
+use crate::conn::connection::{Begun, Chain, Connection, Output};
+use crate::conn::post::{ConnectionId, Kind};
 use crate::env::Env;
 use crate::file_table::{FileKey, LockWaiter, Locked};
 use crate::locks::ByteLock;
 use crate::open::{close_open, current_path, Open};
-use crate::post::{ConnectionId, Kind};
 use copyless_fscc::notify::{action, filter};
 
 /// Requests one connection may have pending at once. Windows may fail

@@ -15,7 +15,7 @@
 use copyless_vfs::FileStat;
 
 use crate::listing_ledger::ListingCharge;
-use crate::wildcard::Pattern;
+use crate::names::wildcard::Pattern;
 
 pub struct Enumeration {
     pub pattern: Pattern,

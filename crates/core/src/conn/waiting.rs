@@ -12,15 +12,15 @@ use copyless_proto::messages;
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::{Writer, HEADER_LEN};
 
-use crate::channels::Via;
-use crate::connection::{Begun, Chain, Connection, Output, Req};
+use crate::conn::channels::Via;
+use crate::conn::connection::{Begun, Chain, Connection, Output, Req};
+use crate::conn::pending::interim_response;
+use crate::conn::post::ConnectionId;
 use crate::env::Env;
 use crate::file_table::FileKey;
 use crate::handlers::vfs_status;
 use crate::intent::{Completion, DataFile, Intent, Op, Token, WriteData};
 use crate::open::OpenKind;
-use crate::pending::interim_response;
-use crate::post::ConnectionId;
 
 /// Bytes of a READ reply before its data: the header and the response's
 /// fixed part (MS-SMB2 2.2.20, DataOffset 0x50).

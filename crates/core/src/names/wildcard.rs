@@ -301,7 +301,7 @@ mod tests {
                 for n in names.iter().filter(|n| !n.is_empty()) {
                     assert_eq!(
                         compiled.matches(n),
-                        crate::wildcard_reference::matches(&p, n),
+                        crate::names::wildcard_reference::matches(&p, n),
                         "pattern {p:?} name {n:?}"
                     );
                 }

@@ -8,9 +8,9 @@ use copyless_proto::Writer;
 use copyless_vfs::{Identity, RootState};
 
 use crate::access;
-use crate::connection::{Connection, Reply, Req};
+use crate::conn::connection::{Connection, Reply, Req};
+use crate::conn::session::Session;
 use crate::server::{includes, Server, Share, ShareAccess};
-use crate::session::Session;
 
 pub enum TreeKind {
     Disk { index: usize, share: Arc<Share> },

@@ -20,19 +20,19 @@ use copyless_proto::{smb1, Writer, HEADER_LEN};
 use copyless_vfs::Identity;
 
 use crate::breaks::Notice;
-use crate::channels::{Binding, Bound, Relay, Via};
-use crate::credits::CreditWindow;
+use crate::conn::channels::{Binding, Bound, Relay, Via};
+use crate::conn::credits::CreditWindow;
+use crate::conn::pending::{Answer, Awaits, Pending};
+use crate::conn::post::{ConnectionId, Kind, Letter, Message};
+use crate::conn::session::Session;
+use crate::conn::tree::TreeKind;
+use crate::conn::waiting::{Hold, Wait, Waiting};
 use crate::env::Env;
 use crate::event::Event;
 use crate::file_table::Seen;
 use crate::intent::{Intent, Token};
 use crate::limits::Limits;
-use crate::pending::{Answer, Awaits, Pending};
-use crate::post::{ConnectionId, Kind, Letter, Message};
 use crate::server::Server;
-use crate::session::Session;
-use crate::tree::TreeKind;
-use crate::waiting::{Hold, Wait, Waiting};
 
 /// The largest SMB2 message the Direct TCP transport can carry (a 24-bit
 /// length), less room for the transform header that encrypts it.
@@ -1168,7 +1168,7 @@ impl Connection {
         if session.encrypt_data && !req.encrypted {
             return Err(status::ACCESS_DENIED);
         }
-        if session.is_expired(env.now()) && !crate::session::runs_when_expired(req) {
+        if session.is_expired(env.now()) && !crate::conn::session::runs_when_expired(req) {
             return Err(status::NETWORK_SESSION_EXPIRED);
         }
         match c {

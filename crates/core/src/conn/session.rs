@@ -15,15 +15,15 @@ use copyless_proto::status::{self, NtStatus};
 use copyless_proto::Writer;
 use copyless_vfs::Identity;
 
-use crate::channels::{Binding, Bound};
-use crate::connection::{Connection, Reply, Req};
+use crate::conn::channels::{Binding, Bound};
+use crate::conn::connection::{Connection, Reply, Req};
+use crate::conn::post::{ChannelKey, ConnectionId, Kind, SessionFacts};
+use crate::conn::tree::Tree;
 use crate::env::Env;
 use crate::event::Event;
 use crate::logon::{self, Logon};
 use crate::open::Open;
-use crate::post::{ChannelKey, ConnectionId, Kind, SessionFacts};
 use crate::server::Server;
-use crate::tree::Tree;
 
 pub enum AuthState {
     /// Waiting for the next SESSION_SETUP leg.
@@ -41,7 +41,7 @@ pub struct Session {
     pub guest: bool,
     pub signing: Option<Arc<SigningKey>>,
     pub signing_required: bool,
-    pub ciphers: Option<crate::encryption::SessionCiphers>,
+    pub ciphers: Option<crate::conn::encryption::SessionCiphers>,
     /// Every request must come encrypted (SESSION_FLAG_ENCRYPT_DATA).
     pub encrypt_data: bool,
     pub preauth: PreauthHash,
@@ -263,7 +263,7 @@ impl Connection {
                         )));
                         session.signing_required = signing_required_cfg;
                         session.ciphers = cipher.and_then(|c| {
-                            crate::encryption::SessionCiphers::derive(
+                            crate::conn::encryption::SessionCiphers::derive(
                                 dialect,
                                 c,
                                 &auth.session_key,
@@ -293,7 +293,7 @@ impl Connection {
                     session.user = auth.user.clone();
                     session.anonymous = auth.anonymous;
                     session.guest = auth.guest;
-                    crate::tree::reidentify_trees(&self.server, session);
+                    crate::conn::tree::reidentify_trees(&self.server, session);
                     self.server.sessions.remove(sid);
                 }
                 session.state = AuthState::Valid;

@@ -8,7 +8,7 @@ use copyless_proto::negotiate::{self as neg, NegotiateRequest, NegotiateResponse
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::{Writer, HEADER_LEN};
 
-use crate::connection::{Connection, Output, Reply, Req};
+use crate::conn::connection::{Connection, Output, Reply, Req};
 use crate::env::Env;
 
 /// Dialects we speak, best last.
@@ -82,7 +82,7 @@ impl Connection {
         if dialect == neg::DIALECT_311 {
             if let Some(c) = nr.context(neg::CTX_ENCRYPTION) {
                 let offered = neg::parse_id_list(c.data).map_err(|_| status::INVALID_PARAMETER)?;
-                self.cipher = crate::encryption::PREFERENCE
+                self.cipher = crate::conn::encryption::PREFERENCE
                     .iter()
                     .copied()
                     .find(|c| offered.contains(&c.id()));

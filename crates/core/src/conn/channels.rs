@@ -15,9 +15,9 @@ use copyless_proto::command as cmd;
 use copyless_proto::header::{Header, TRANSFORM_PROTOCOL_ID};
 use copyless_proto::transform::Sealed;
 
-use crate::connection::{Chain, Connection, Output};
+use crate::conn::connection::{Chain, Connection, Output};
+use crate::conn::post::{ConnectionId, Kind};
 use crate::env::Env;
-use crate::post::{ConnectionId, Kind};
 
 /// This connection's place in a session held by another (Channel, MS-SMB2
 /// 3.3.1.14). The home signs with the channel's key; it is kept here too
@@ -120,7 +120,7 @@ impl Connection {
                 .bound
                 .get(&sid)
                 .and_then(|b| b.decrypt.clone())
-                .is_some_and(|d| crate::encryption::open_in_place(&d, &mut copy));
+                .is_some_and(|d| crate::conn::encryption::open_in_place(&d, &mut copy));
             if !opened {
                 return Output::close(Vec::new());
             }

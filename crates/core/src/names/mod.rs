@@ -1,0 +1,9 @@
+//! The names handlers work on: paths beneath a share, wildcard patterns,
+//! 8.3 short names, and the listings an enumeration keeps.
+
+pub mod enumeration;
+pub mod path;
+pub mod shortname;
+pub mod wildcard;
+#[cfg(any(test, feature = "reference"))]
+pub mod wildcard_reference;
