@@ -164,6 +164,27 @@ fn a_kept_open_expires_after_sixteen_minutes() {
 }
 
 #[test]
+fn a_timer_says_when_it_may_close_a_kept_open() {
+    let server = server();
+    let mut a = Client::login(server.clone(), "u", "pw");
+    assert!(
+        !a.conn.timeout_may_block(),
+        "with nothing kept or held a tick only checks sessions: the engine runs it in place"
+    );
+    opened(&a.call(durable("doc", OPLOCK_LEVEL_BATCH)));
+    a.conn.shutdown();
+    let mut b = Client::login(server.clone(), "u", "pw");
+    assert!(
+        b.conn.timeout_may_block(),
+        "the kept open may expire on this tick, and closing it reaches the filesystem"
+    );
+    b.env.now += 17 * MINUTE;
+    b.tick();
+    assert!(server.durable.is_empty());
+    assert!(!b.conn.timeout_may_block());
+}
+
+#[test]
 fn another_client_does_not_wait_for_one_that_is_gone() {
     let server = server();
     let mut a = Client::login(server.clone(), "u", "pw");

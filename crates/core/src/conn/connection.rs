@@ -576,6 +576,21 @@ impl Connection {
         }
     }
 
+    /// Whether [`Connection::handle_timeout`] may reach the filesystem
+    /// now: a held request to run again, an open kept for a durable
+    /// handle to close, the opens of a user removed from the store to
+    /// close, a relayed request to run. An engine that serves sockets on
+    /// one thread runs the timeout elsewhere then, as it does frames
+    /// [`Connection::may_block`] names; otherwise the tick only sends
+    /// interim responses and checks sessions.
+    pub fn timeout_may_block(&self) -> bool {
+        !self.waiting.is_empty()
+            || !self.retries.is_empty()
+            || !self.relays.is_empty()
+            || !self.server.durable.is_empty()
+            || self.server.credentials.generation() != self.credentials_generation
+    }
+
     /// Work that is due without a message: interim responses for requests
     /// that have waited long, and the end of sessions of users removed
     /// from the user store.

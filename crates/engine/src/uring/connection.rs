@@ -108,6 +108,8 @@ enum Got {
 enum Work {
     Frame(Frame),
     Letter(Letter),
+    /// The core's timer ([`Connection::handle_timeout`]).
+    Timeout,
 }
 
 enum Event {
@@ -612,6 +614,7 @@ impl<'a> Driver<'a> {
         let may_block = match &work {
             Work::Frame(frame) => Connection::may_block(frame),
             Work::Letter(letter) => letter.may_block(),
+            Work::Timeout => conn.timeout_may_block(),
         };
         if !may_block {
             let (out, frame, disk) = run_core(&mut conn, work, scope.as_ref());
@@ -796,13 +799,17 @@ impl<'a> Driver<'a> {
         if self.next_tick.is_none_or(|t| now < t) {
             return;
         }
-        let Some(conn) = self.conn.as_mut() else {
+        let Some(conn) = self.conn.as_ref() else {
             // On the pool: the tick waits for it.
             return;
         };
         self.next_tick = conn.timeout().map(|t| now + t);
-        let out = conn.handle_timeout(&mut self.env);
-        self.dispatch(out, Rc::new(Frame::empty()), Pending::default());
+        let t = FrameTimes {
+            dispatched: clock::now(),
+            ..FrameTimes::default()
+        };
+        // Here, unless it may close files or run held requests again.
+        self.work(Work::Timeout, t);
     }
 
     fn internal_error(&self) -> Output {
@@ -855,18 +862,20 @@ fn run_core(
     work: Work,
     scope: Option<&Scope>,
 ) -> (Option<Output>, Frame, u64) {
-    let (mut frame, letter) = match work {
-        Work::Frame(frame) => (frame, None),
-        Work::Letter(letter) => (Frame::empty(), Some(letter)),
-    };
     let go = || {
-        catch_unwind(AssertUnwindSafe(|| match letter {
-            Some(letter) => conn.receive(letter, &mut SystemEnv),
-            None => conn.handle_in_place(&mut frame, &mut SystemEnv),
+        let mut frame = Frame::empty();
+        let out = catch_unwind(AssertUnwindSafe(|| match work {
+            Work::Frame(f) => {
+                frame = f;
+                conn.handle_in_place(&mut frame, &mut SystemEnv)
+            }
+            Work::Letter(letter) => conn.receive(letter, &mut SystemEnv),
+            Work::Timeout => conn.handle_timeout(&mut SystemEnv),
         }))
-        .ok()
+        .ok();
+        (out, frame)
     };
-    let (out, disk) = match scope {
+    let ((out, frame), disk) = match scope {
         Some(scope) => scope.run(go),
         None => (go(), 0),
     };
