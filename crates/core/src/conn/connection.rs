@@ -240,6 +240,28 @@ pub(crate) struct Compound {
     pub room: usize,
 }
 
+/// One client connection's protocol state, driven by an engine and never
+/// driving: it reads no socket, clock or file of its own accord. An
+/// engine calls, in this order over a connection's life:
+///
+/// 1. [`Connection::new`] when a client connects, with the shared
+///    [`Server`];
+/// 2. [`Connection::handle`] (or [`Connection::handle_in_place`]) for each
+///    received transport frame, [`Connection::receive`] for each
+///    [`Letter`](crate::Letter) another connection posted, and
+///    [`Connection::complete`] for each [`Intent`] it carried out; each
+///    returns an [`Output`]: frames to send, intents to perform, intents
+///    to stop, letters to post, whether to disconnect, and what to trace;
+/// 3. [`Connection::handle_timeout`] once [`Connection::timeout`] has
+///    passed without a frame;
+/// 4. [`Connection::shutdown`] when the socket is gone, which closes every
+///    open and returns the letters that wake what they held up elsewhere.
+///
+/// Until every filesystem call leaves as an intent, some requests, letters
+/// and timeouts still reach the filesystem while they are handled:
+/// [`Connection::may_block`], [`Letter::may_block`](crate::Letter::may_block)
+/// and [`Connection::timeout_may_block`] say which, so that an engine that
+/// serves sockets on one thread runs those elsewhere.
 pub struct Connection {
     pub(crate) server: Arc<Server>,
     id: ConnectionId,
