@@ -442,6 +442,14 @@ impl FileTable {
         self.files.get(key)
     }
 
+    /// Whether closing an open of `key` may delete something: the stream
+    /// or the file it belongs to is marked for deletion.
+    pub fn deletes_at_close(&self, key: &FileKey) -> bool {
+        [*key, main_data(*key)]
+            .iter()
+            .any(|k| self.files.get(k).is_some_and(|s| s.delete_pending))
+    }
+
     /// Marks the file for deletion at its last close, or no longer; a
     /// directory's watchers come back when it is, to be told.
     pub fn set_delete_pending(&mut self, key: &FileKey, pending: bool) -> Vec<Seen> {

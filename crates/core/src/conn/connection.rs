@@ -32,6 +32,7 @@ use crate::event::Event;
 use crate::file_table::Seen;
 use crate::intent::{Intent, Token};
 use crate::limits::Limits;
+use crate::open::OpenKind;
 use crate::server::Server;
 
 /// The largest SMB2 message the Direct TCP transport can carry (a 24-bit
@@ -563,29 +564,62 @@ impl Connection {
     }
 
     /// Whether handling `msg` may call the share's filesystem and so
-    /// block: false only for plain frames whose every request is one that
-    /// reaches file data through intents (READ, WRITE, FLUSH) or none at
-    /// all, so that an engine may run those on the thread that serves
-    /// sockets. Sealed frames count as blocking: what they hold is not
-    /// known before they are opened.
-    pub fn may_block(msg: &[u8]) -> bool {
+    /// block: false only for plain frames whose every request reaches file
+    /// data through intents (READ, WRITE, FLUSH), the filesystem not at
+    /// all, or only to close a descriptor (a CLOSE that deletes nothing,
+    /// see [`Connection::closes_in_place`]), so that an engine may run
+    /// those on the thread that serves sockets. Sealed frames count as
+    /// blocking: what they hold is not known before they are opened.
+    pub fn may_block(&self, msg: &[u8]) -> bool {
         if smb1::is_smb1(msg) || msg.starts_with(&copyless_proto::header::TRANSFORM_PROTOCOL_ID) {
             return true;
         }
         !copyless_proto::compound::messages(msg).all(|m| {
-            m.is_ok_and(|m| {
-                matches!(
-                    m.header.command,
-                    cmd::READ
-                        | cmd::WRITE
-                        | cmd::FLUSH
-                        | cmd::ECHO
-                        | cmd::CANCEL
-                        | cmd::NEGOTIATE
-                        | cmd::SESSION_SETUP
-                )
+            m.is_ok_and(|m| match m.header.command {
+                cmd::READ
+                | cmd::WRITE
+                | cmd::FLUSH
+                | cmd::ECHO
+                | cmd::CANCEL
+                | cmd::NEGOTIATE
+                | cmd::SESSION_SETUP => true,
+                cmd::CLOSE => self.closes_in_place(&m),
+                _ => false,
             })
         })
+    }
+
+    /// Whether the CLOSE `m` only gives its open back: the server's tables
+    /// change and the descriptor is closed, which on a local filesystem
+    /// never waits for the disk. Anything more reaches the filesystem
+    /// while the close is handled, and is not done in place: a file or
+    /// stream to delete (or leases to break first), the attributes asked
+    /// back (POSTQUERY_ATTRIB), a watch to end, a change to report to
+    /// watchers (who may have to be looked up on disk), held requests of
+    /// this connection that the close may let run again. An open named by
+    /// a related request, or not found, is not looked at further.
+    fn closes_in_place(&self, m: &copyless_proto::compound::Message<'_>) -> bool {
+        if m.header.is_related() || !self.waiting.is_empty() || !self.retries.is_empty() {
+            return false;
+        }
+        let Ok(c) = messages::CloseRequest::parse(m.bytes) else {
+            return false;
+        };
+        if c.flags & messages::CLOSE_FLAG_POSTQUERY_ATTRIB != 0 {
+            return false;
+        }
+        let open = self
+            .sessions
+            .get(&m.header.session_id)
+            .and_then(|s| s.opens.get(&c.file_id.volatile));
+        let Some(OpenKind::File(f)) = open.map(|o| &o.kind) else {
+            return false;
+        };
+        let reports = f.written && self.server.has_watchers();
+        !(f.delete_on_close
+            || f.watch.is_some()
+            || reports
+            || self.server.files().deletes_at_close(&f.key))
     }
 
     /// How long the engine may wait, when no message arrives, before

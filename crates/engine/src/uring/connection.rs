@@ -612,7 +612,7 @@ impl<'a> Driver<'a> {
         };
         let scope = self.scope.clone();
         let may_block = match &work {
-            Work::Frame(frame) => Connection::may_block(frame),
+            Work::Frame(frame) => conn.may_block(frame),
             Work::Letter(letter) => letter.may_block(),
             Work::Timeout => conn.timeout_may_block(),
         };
