@@ -1,9 +1,10 @@
 //! The state connections share, which no single connection owns: the
 //! open-file table with share modes, byte-range locks, oplocks and
 //! leases, the caps on opens and on listing memory, the limits in force,
-//! and the board `copyless status` reads. Protocol cores (SMB now, NFS
-//! later) read and change it; it does no I/O and knows nothing of them,
-//! so that a clustered backend can later hold it elsewhere.
+//! the clients' connections and sessions, and the board `copyless status`
+//! reads. Protocol cores (SMB now, NFS later) read and change it; it does
+//! no I/O and knows nothing of them, so that a clustered backend can later
+//! hold it elsewhere.
 
 pub mod access;
 pub mod file_table;
@@ -13,6 +14,7 @@ pub mod listing_ledger;
 pub mod locks;
 pub mod oplocks;
 pub mod quota;
+pub mod sessions;
 pub mod status;
 
 pub use limits::Limits;

@@ -1,18 +1,19 @@
 //! Messages between connections: what one connection's request makes
 //! another connection do (end a session now, try a waiting lock request
-//! again; later, oplock and lease breaks and notify completions). The core only addresses them; the
-//! engine carries each to the connection named and hands it to
+//! again, break an oplock or a lease, report changes to watchers). The
+//! core only addresses them; the engine carries each to the connection
+//! named and hands it to
 //! [`Connection::receive`](crate::Connection::receive) there, before any
 //! frame that connection receives after the message was sent.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use copyless_crypto::{Cipher, CipherId, SigningAlgorithm, SigningKey};
+use copyless_crypto::SigningKey;
 
 use crate::file_table::Seen;
 use crate::leases::LeaseBreak;
 
+pub use copyless_state::sessions::{ClientTable, SessionFacts, SessionTable};
 pub use copyless_state::ConnectionId;
 
 /// A letter for the connection `to`.
@@ -134,103 +135,5 @@ impl Letter {
             // The request runs again, and opens files.
             Kind::BreakResolved { .. } => true,
         }
-    }
-}
-
-/// Every client's connections, oldest first, by ClientGuid: a lease is
-/// the client's, and its breaks go to the client's oldest connection
-/// (as Windows and Samba send them), whichever connection opened it.
-#[derive(Default)]
-pub struct ClientTable {
-    clients: Mutex<HashMap<[u8; 16], Vec<ConnectionId>>>,
-}
-
-impl ClientTable {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 16], Vec<ConnectionId>>> {
-        self.clients.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub(crate) fn join(&self, client: [u8; 16], connection: ConnectionId) {
-        self.lock().entry(client).or_default().push(connection);
-    }
-
-    pub(crate) fn leave(&self, client: [u8; 16], connection: ConnectionId) {
-        let mut clients = self.lock();
-        if let Some(list) = clients.get_mut(&client) {
-            list.retain(|c| *c != connection);
-            if list.is_empty() {
-                clients.remove(&client);
-            }
-        }
-    }
-
-    pub(crate) fn oldest(&self, client: &[u8; 16]) -> Option<ConnectionId> {
-        self.lock().get(client).and_then(|l| l.first().copied())
-    }
-}
-
-/// Every authenticated session of the server and the connection that
-/// holds it (MS-SMB2 GlobalSessionTable), for what one connection must
-/// reach in another, and for the answers another connection gives a
-/// request naming the session (a bind, a stray request).
-#[derive(Default)]
-pub struct SessionTable {
-    sessions: Mutex<HashMap<u64, SessionFacts>>,
-}
-
-/// What another connection needs to judge a request that names a
-/// session it does not hold: the session's dialect and algorithms, which
-/// a bind must match, and its key, which checks the request and signs
-/// the refusal.
-#[derive(Clone)]
-pub(crate) struct SessionFacts {
-    /// The connection that holds the session.
-    pub home: ConnectionId,
-    pub user: String,
-    pub dialect: u16,
-    pub algorithm: SigningAlgorithm,
-    pub cipher: Option<CipherId>,
-    pub signing: Arc<SigningKey>,
-    /// Opens what the client seals for the session, on any channel.
-    pub decrypt: Option<Arc<Cipher>>,
-}
-
-impl SessionTable {
-    pub(crate) fn insert(&self, session_id: u64, facts: SessionFacts) {
-        self.lock().insert(session_id, facts);
-    }
-
-    pub(crate) fn remove(&self, session_id: u64) {
-        self.lock().remove(&session_id);
-    }
-
-    pub(crate) fn facts(&self, session_id: u64) -> Option<SessionFacts> {
-        self.lock().get(&session_id).cloned()
-    }
-
-    /// Takes the session out of the table when `user` holds it, and says
-    /// which connection must end it; None (and nothing taken) for another
-    /// user's session or one that is gone.
-    pub(crate) fn take_if_user(&self, session_id: u64, user: &str) -> Option<ConnectionId> {
-        let mut sessions = self.lock();
-        let owner = sessions.get(&session_id)?;
-        if !owner.user.eq_ignore_ascii_case(user) {
-            return None;
-        }
-        sessions.remove(&session_id).map(|o| o.home)
-    }
-
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Held only for short updates; a poisoned lock (a panic in another
-    /// connection) does not stop the others.
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, SessionFacts>> {
-        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
