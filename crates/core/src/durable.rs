@@ -11,9 +11,6 @@
 //! and share modes, its lease or oplock, its locks, position and
 //! delete-on-close, the CreateGuid and the owner.
 
-use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
-
 use copyless_proto::create_context::{self as cc, CreateContext};
 use copyless_proto::durable::{self as wire, ReconnectV2, RequestV2};
 use copyless_proto::lease::{LeaseContext, HANDLE_CACHING};
@@ -23,7 +20,7 @@ use copyless_proto::status::{self, NtStatus};
 use copyless_proto::Writer;
 
 use crate::conn::connection::{Compound, Connection, Reply, Req};
-use crate::conn::post::{ConnectionId, Kind};
+use crate::conn::post::Kind;
 use crate::conn::tree::TreeKind;
 use crate::conn::waiting::{Awaited, Hold};
 use crate::file_table::FileKey;
@@ -31,6 +28,10 @@ use crate::handlers::file_times;
 use crate::intent::Token;
 use crate::leases;
 use crate::open::{current_path, Open};
+
+/// The server's durable opens, parked and live (copyless_state).
+pub type DurableTable = copyless_state::durable_table::DurableTable<Open>;
+type Parked = copyless_state::durable_table::Parked<Open>;
 
 /// How long a version 1 handle is kept (Windows leaves it to the server;
 /// Samba keeps 16 minutes).
@@ -196,91 +197,6 @@ pub(crate) fn reclaim<'a>(
     }))
 }
 
-/// An open whose connection went, waiting to be reclaimed.
-pub struct Parked {
-    pub open: Open,
-    /// The user of the session that held it: only they may reclaim it.
-    pub user: String,
-    pub share: usize,
-    /// FILETIME after which it is closed.
-    pub expires: u64,
-}
-
-/// The durable opens of the server, by persistent file id: those whose
-/// connection went, and where the others live.
-#[derive(Default)]
-pub struct DurableTable {
-    parked: Mutex<HashMap<u64, Parked>>,
-    live: Mutex<HashMap<u64, (FileKey, ConnectionId)>>,
-}
-
-impl DurableTable {
-    fn lock(&self) -> MutexGuard<'_, HashMap<u64, Parked>> {
-        self.parked.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn live(&self) -> MutexGuard<'_, HashMap<u64, (FileKey, ConnectionId)>> {
-        self.live.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// A durable open lives on `connection`.
-    pub(crate) fn attach(&self, id: u64, key: FileKey, connection: ConnectionId) {
-        self.live().insert(id, (key, connection));
-    }
-
-    /// A durable open closes.
-    pub(crate) fn detach(&self, id: u64) {
-        self.live().remove(&id);
-    }
-
-    fn park(&self, parked: Parked) {
-        let id = parked.open.file_id.persistent;
-        self.detach(id);
-        self.lock().insert(id, parked);
-    }
-
-    /// Takes the open out when `check` allows; a refused reclaim leaves
-    /// it where it is, for a later, right one.
-    fn take_if(
-        &self,
-        persistent: u64,
-        check: impl FnOnce(&Parked) -> Result<(), NtStatus>,
-    ) -> Result<Parked, NtStatus> {
-        let mut parked = self.lock();
-        check(
-            parked
-                .get(&persistent)
-                .ok_or(status::OBJECT_NAME_NOT_FOUND)?,
-        )?;
-        parked
-            .remove(&persistent)
-            .ok_or(status::OBJECT_NAME_NOT_FOUND)
-    }
-
-    fn take(&self, ids: &[u64]) -> Vec<Parked> {
-        let mut parked = self.lock();
-        ids.iter().filter_map(|id| parked.remove(id)).collect()
-    }
-
-    fn take_expired(&self, now: u64) -> Vec<Parked> {
-        let mut parked = self.lock();
-        let expired: Vec<u64> = parked
-            .iter()
-            .filter(|(_, p)| p.expires <= now)
-            .map(|(id, _)| *id)
-            .collect();
-        expired.iter().filter_map(|id| parked.remove(id)).collect()
-    }
-
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
 /// A create response context: its name and data.
 pub(crate) type ResponseContext = (&'static [u8], Vec<u8>);
 
@@ -341,12 +257,15 @@ impl Connection {
                     let key = open.file().map(|f| f.key);
                     let woken = key.map(|k| self.server.files().park(&k, id));
                     self.wake_held(woken.unwrap_or_default());
-                    self.server.durable.park(Parked {
-                        open,
-                        user: user.to_owned(),
-                        share,
-                        expires: self.clock + u64::from(timeout_ms) * TICKS_PER_MS,
-                    });
+                    self.server.durable.park(
+                        open.file_id.persistent,
+                        Parked {
+                            open,
+                            user: user.to_owned(),
+                            share,
+                            expires: self.clock + u64::from(timeout_ms) * TICKS_PER_MS,
+                        },
+                    );
                 }
                 None => self.release(session_id, open),
             }
