@@ -2,15 +2,20 @@
 //! engine supplies the bytes, the clock and randomness ([`Env`]); the file
 //! system is reached only through the share's `copyless_vfs::Vfs`.
 //!
-//! Three layers, each using only those below it:
+//! Three layers:
 //! - `copyless_state`: what connections share (the open-file table with
-//!   share modes, locks, oplocks and leases, caps and limits, the status
-//!   board), re-exported here under the names the core has always used;
+//!   share modes, locks, oplocks and leases, durable opens, sessions,
+//!   caps and limits, the status board), which knows nothing of the core;
+//!   re-exported here under the names the core has always used;
 //! - [`Connection`] and what one connection keeps (`conn/`): dispatch,
 //!   signing, credits, negotiate, sessions, tree connects, channels,
 //!   pending and waiting requests, letters between connections;
 //! - the command handlers (`handlers/`), with the names they work on
 //!   (`names/`: paths, wildcards, short names, enumerations).
+//!
+//! The last two still reach into each other: dispatch calls the handlers,
+//! and handlers and the feature modules beside them (durable, notify,
+//! breaks, local) add to `impl Connection`.
 
 mod breaks;
 mod conn;

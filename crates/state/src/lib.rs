@@ -1,8 +1,8 @@
 //! The state connections share, which no single connection owns: the
 //! open-file table with share modes, byte-range locks, oplocks and
-//! leases, durable opens, the caps on opens and on listing memory, the limits in force,
-//! the clients' connections and sessions, and the board `copyless status`
-//! reads. Protocol cores (SMB now, NFS later) read and change it; it does
+//! leases, durable opens, the caps on opens and on listing memory, the
+//! limits in force, the clients' connections and sessions, and the board
+//! `copyless status` reads. Protocol cores (SMB now, NFS later) read and change it; it does
 //! no I/O and knows nothing of them, so that a clustered backend can later
 //! hold it elsewhere.
 
