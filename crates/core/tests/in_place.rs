@@ -39,6 +39,17 @@ fn postquery_close(id: FileId) -> Request {
     })
 }
 
+/// An open of `name` that deletes it at its close.
+fn doomed(name: &str) -> Request {
+    create_request_with(
+        name,
+        ALL,
+        SHARE_ALL,
+        OPEN_IF,
+        NON_DIRECTORY | OPTION_DELETE_ON_CLOSE,
+    )
+}
+
 fn exists(vfs: &MemoryVfs, path: &str) -> bool {
     vfs.open(&OpenRequest::look(&Identity::Server, path, Kind::Any))
         .is_ok()
@@ -83,14 +94,7 @@ fn a_close_that_asks_for_attributes_goes_elsewhere() {
 #[test]
 fn a_close_that_deletes_goes_elsewhere() {
     let (mut c, vfs) = client();
-    let doomed = create_request_with(
-        "doc",
-        ALL,
-        SHARE_ALL,
-        OPEN_IF,
-        NON_DIRECTORY | OPTION_DELETE_ON_CLOSE,
-    );
-    let id = c.open(doomed).unwrap();
+    let id = c.open(doomed("doc")).unwrap();
     assert_eq!(
         sent(&mut c, vec![close_request(id)]),
         (true, vec![status::SUCCESS])
@@ -102,14 +106,7 @@ fn a_close_that_deletes_goes_elsewhere() {
 fn the_last_close_of_a_file_another_open_doomed_goes_elsewhere() {
     let (mut c, vfs) = client();
     let keeper = c.create("doc", false).unwrap();
-    let doomed = create_request_with(
-        "doc",
-        ALL,
-        SHARE_ALL,
-        OPEN_IF,
-        NON_DIRECTORY | OPTION_DELETE_ON_CLOSE,
-    );
-    let id = c.open(doomed).unwrap();
+    let id = c.open(doomed("doc")).unwrap();
     assert_eq!(c.close(id), status::SUCCESS);
     assert!(exists(&vfs, "doc"), "another open keeps it for now");
     assert_eq!(

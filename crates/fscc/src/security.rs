@@ -34,6 +34,12 @@ pub mod access {
     pub const WRITE_DAC: u32 = 0x0004_0000;
     pub const WRITE_OWNER: u32 = 0x0008_0000;
     pub const SYNCHRONIZE: u32 = 0x0010_0000;
+    pub const ACCESS_SYSTEM_SECURITY: u32 = 0x0100_0000;
+    pub const MAXIMUM_ALLOWED: u32 = 0x0200_0000;
+    pub const GENERIC_ALL: u32 = 0x1000_0000;
+    pub const GENERIC_EXECUTE: u32 = 0x2000_0000;
+    pub const GENERIC_WRITE: u32 = 0x4000_0000;
+    pub const GENERIC_READ: u32 = 0x8000_0000;
     pub const FILE_GENERIC_READ: u32 =
         READ_CONTROL | FILE_READ_DATA | FILE_READ_ATTRIBUTES | FILE_READ_EA | SYNCHRONIZE;
     pub const FILE_GENERIC_WRITE: u32 = READ_CONTROL

@@ -1,37 +1,14 @@
 //! Access masks (MS-SMB2 2.2.13.1) and share-mode conflicts (MS-FSA
 //! 2.1.5.1.2).
 
-pub const FILE_READ_DATA: u32 = 0x0000_0001;
+pub use copyless_fscc::access::*;
+
 /// FILE_READ_DATA, as a directory's right to be listed.
 pub const FILE_LIST_DIRECTORY: u32 = FILE_READ_DATA;
-pub const FILE_WRITE_DATA: u32 = 0x0000_0002;
 /// FILE_WRITE_DATA, as a directory's right to take a new file.
 pub const FILE_ADD_FILE: u32 = FILE_WRITE_DATA;
-pub const FILE_APPEND_DATA: u32 = 0x0000_0004;
 /// FILE_APPEND_DATA, as a directory's right to take a new subdirectory.
 pub const FILE_ADD_SUBDIRECTORY: u32 = FILE_APPEND_DATA;
-pub const FILE_READ_EA: u32 = 0x0000_0008;
-pub const FILE_WRITE_EA: u32 = 0x0000_0010;
-pub const FILE_EXECUTE: u32 = 0x0000_0020;
-pub const FILE_DELETE_CHILD: u32 = 0x0000_0040;
-pub const FILE_READ_ATTRIBUTES: u32 = 0x0000_0080;
-pub const FILE_WRITE_ATTRIBUTES: u32 = 0x0000_0100;
-pub const DELETE: u32 = 0x0001_0000;
-pub const READ_CONTROL: u32 = 0x0002_0000;
-pub const WRITE_DAC: u32 = 0x0004_0000;
-pub const WRITE_OWNER: u32 = 0x0008_0000;
-pub const SYNCHRONIZE: u32 = 0x0010_0000;
-pub const ACCESS_SYSTEM_SECURITY: u32 = 0x0100_0000;
-pub const MAXIMUM_ALLOWED: u32 = 0x0200_0000;
-pub const GENERIC_ALL: u32 = 0x1000_0000;
-pub const GENERIC_EXECUTE: u32 = 0x2000_0000;
-pub const GENERIC_WRITE: u32 = 0x4000_0000;
-pub const GENERIC_READ: u32 = 0x8000_0000;
-
-pub const FILE_ALL_ACCESS: u32 = 0x001F_01FF;
-pub const FILE_GENERIC_READ: u32 = 0x0012_0089;
-pub const FILE_GENERIC_WRITE: u32 = 0x0012_0116;
-pub const FILE_GENERIC_EXECUTE: u32 = 0x0012_00A0;
 
 /// Rights that change a file or its directory entry.
 pub const MODIFYING: u32 = FILE_WRITE_DATA
