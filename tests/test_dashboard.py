@@ -223,7 +223,9 @@ def browser():
 # What the page shows, read from the rendered DOM: the text a person sees
 # and the raw value beside it (null while the page is still loading).
 READ_PAGE = """(() => {
-  if (!document.getElementById("status")) return null;  // not loaded yet
+  // Still the blank page, or the parser is not done: some of the elements
+  // read below may not exist yet.
+  if (!document.getElementById("status") || document.readyState !== "complete") return null;
   const shown = (el) => el ? { text: el.textContent, value: Number(el.dataset.value) } : null;
   const tile = (id) => shown(document.getElementById(id));
   const rows = (table) => Array.from(document.querySelectorAll("#" + table + " tbody tr")).map((tr) => {
