@@ -285,7 +285,7 @@ impl PosixVfs {
 
     fn stat_fd(&self, fd: BorrowedFd<'_>) -> VfsResult<FileStat> {
         let stx = statx_fd(fd).map_err(io_err)?;
-        let stored = self.meta.read(&Target::Fd(fd), file_key(&stx));
+        let stored = self.meta.read(&Target::Fd(fd), &stx);
         Ok(self.change_times.apply(&stx, build_stat(&stx, stored)))
     }
 
@@ -365,7 +365,7 @@ impl PosixVfs {
             }
             stx = statx_fd(fd.as_fd()).map_err(io_err)?;
         }
-        let stored = self.meta.read(&Target::Fd(fd.as_fd()), file_key(&stx));
+        let stored = self.meta.read(&Target::Fd(fd.as_fd()), &stx);
         let stat = self.change_times.apply(&stx, build_stat(&stx, stored));
         Ok((self.handle(fd, is_dir, &stat, req.who), stat))
     }
@@ -457,11 +457,10 @@ impl PosixVfs {
             // cannot see it would be puzzled by a Create that collides.
             if let Ok(pfd) = open_beneath(dir, name, OFlags::PATH, Mode::empty()) {
                 if let Ok(stx) = statx_fd(pfd.as_fd()) {
-                    let key = file_key(&stx);
                     let stored = if self.meta.can_read_by_path() {
-                        self.meta.read(&Target::PathFd(pfd.as_fd()), key)
+                        self.meta.read(&Target::PathFd(pfd.as_fd()), &stx)
                     } else {
-                        self.stored_by_open(dir, name, OFlags::empty(), key)
+                        self.stored_by_open(dir, name, OFlags::empty(), &stx)
                     };
                     return Ok(Some(
                         self.change_times.apply(&stx, build_stat(&stx, stored)),
@@ -470,11 +469,10 @@ impl PosixVfs {
             }
             return Ok(Some(build_stat(&lstat, Stored::default())));
         }
-        let key = file_key(&lstat);
         let stored = if self.meta.can_read_by_path() {
-            self.meta.read(&Target::Entry { dir, name }, key)
+            self.meta.read(&Target::Entry { dir, name }, &lstat)
         } else if matches!(ftype, FileType::RegularFile | FileType::Directory) {
-            self.stored_by_open(dir, name, OFlags::NOFOLLOW, key)
+            self.stored_by_open(dir, name, OFlags::NOFOLLOW, &lstat)
         } else {
             Stored::default()
         };
@@ -489,11 +487,11 @@ impl PosixVfs {
         dir: BorrowedFd<'_>,
         name: &str,
         extra: OFlags,
-        key: (u64, u64),
+        stx: &Statx,
     ) -> Stored {
         let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | extra;
         match open_beneath(dir, name, flags, Mode::empty()) {
-            Ok(fd) => self.meta.read(&Target::Fd(fd.as_fd()), key),
+            Ok(fd) => self.meta.read(&Target::Fd(fd.as_fd()), stx),
             Err(_) => Stored::default(),
         }
     }

@@ -1,18 +1,34 @@
 //! What Windows keeps and POSIX does not: DOS attribute bits and a settable
 //! creation time, stored in user xattrs so they survive a restart, or in
 //! memory on filesystems without xattrs.
+//!
+//! What was read is remembered per inode with the inode's change time:
+//! setting an xattr moves the change time, so a remembered value whose
+//! change time still matches is what the xattrs hold. A change time is
+//! trusted only once it is [`SETTLED`] old, since two changes inside one
+//! clock tick share it. An open or a listing of an unchanged object then
+//! costs no xattr read at all.
 
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rustix::fs::{fgetxattr, fsetxattr, getxattr, lgetxattr, XattrFlags};
+use rustix::fs::{fgetxattr, fsetxattr, getxattr, lgetxattr, Statx, XattrFlags};
 use rustix::io::Errno;
 
 use super::errno::io_err;
 use super::sys::{file_key, statx_fd};
 use crate::VfsResult;
+
+/// How old a change time must be before values read under it are
+/// remembered: longer than any filesystem's timestamp tick.
+const SETTLED: Duration = Duration::from_secs(2);
+
+/// Inodes whose values are remembered, per share; past it the memory is
+/// emptied and filled again (about 64 bytes an inode).
+const REMEMBERED: usize = 1 << 16;
 
 pub const ATTR_XATTR: &str = "user.copyless.dosattrib";
 pub const BTIME_XATTR: &str = "user.copyless.btime";
@@ -38,9 +54,14 @@ pub enum Target<'a> {
     PathFd(BorrowedFd<'a>),
 }
 
+/// A change time, seconds and nanoseconds.
+type ChangeTime = (i64, u32);
+
 pub struct MetaStore {
     /// Used only for objects on filesystems that refuse user xattrs.
     mem: Mutex<HashMap<FileKey, Stored>>,
+    /// What the xattrs held, by inode, and the change time then.
+    read: Mutex<HashMap<FileKey, (ChangeTime, Stored)>>,
     mem_used: AtomicBool,
     /// /proc is mounted, so xattrs of a directory entry can be read by path
     /// without opening the entry.
@@ -49,14 +70,33 @@ pub struct MetaStore {
 
 enum Got<const N: usize> {
     Value([u8; N]),
+    /// Not set.
     None,
+    /// Could not be read (not allowed, or not ours): taken as not set,
+    /// but not remembered, since another caller may read it.
+    Unread,
     Unsupported,
+}
+
+impl<const N: usize> Got<N> {
+    fn value(&self) -> Option<[u8; N]> {
+        match self {
+            Got::Value(b) => Some(*b),
+            _ => None,
+        }
+    }
+
+    /// What any caller would read.
+    fn definite(&self) -> bool {
+        matches!(self, Got::Value(_) | Got::None)
+    }
 }
 
 impl MetaStore {
     pub fn new() -> MetaStore {
         MetaStore {
             mem: Mutex::new(HashMap::new()),
+            read: Mutex::new(HashMap::new()),
             mem_used: AtomicBool::new(false),
             proc_fd: std::path::Path::new("/proc/self/fd").is_dir(),
         }
@@ -71,32 +111,46 @@ impl MetaStore {
         self.mem.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Reads both values; `key` is the object's (dev, ino), used only for
-    /// the in-memory fallback. Read errors other than "not supported" count
-    /// as nothing stored: a stat must not fail over a missing attribute.
-    pub fn read(&self, target: &Target<'_>, key: FileKey) -> Stored {
-        let attrs = get::<4>(target, ATTR_XATTR);
-        let mut unsupported = matches!(attrs, Got::Unsupported);
-        let mut stored = Stored {
-            attrs: match attrs {
-                Got::Value(b) => Some(u32::from_le_bytes(b)),
-                _ => None,
-            },
-            btime: None,
-        };
-        if !unsupported {
-            match get::<8>(target, BTIME_XATTR) {
-                Got::Value(b) => stored.btime = Some(u64::from_le_bytes(b)),
-                Got::None => {}
-                Got::Unsupported => unsupported = true,
+    /// Reads both values of the object `stx` describes. Read errors
+    /// other than "not supported" count as nothing stored: a stat must not
+    /// fail over a missing attribute.
+    pub fn read(&self, target: &Target<'_>, stx: &Statx) -> Stored {
+        let key = file_key(stx);
+        let changed = (stx.stx_ctime.tv_sec, stx.stx_ctime.tv_nsec);
+        if let Some((at, stored)) = self.remembered().get(&key) {
+            if *at == changed {
+                return *stored;
             }
         }
-        if unsupported && self.mem_used.load(Ordering::Relaxed) {
-            if let Some(m) = self.mem().get(&key) {
-                return *m;
+        let attrs = get::<4>(target, ATTR_XATTR);
+        let btime = match attrs {
+            Got::Unsupported => Got::Unsupported,
+            _ => get::<8>(target, BTIME_XATTR),
+        };
+        let stored = Stored {
+            attrs: attrs.value().map(u32::from_le_bytes),
+            btime: btime.value().map(u64::from_le_bytes),
+        };
+        if matches!(attrs, Got::Unsupported) || matches!(btime, Got::Unsupported) {
+            if self.mem_used.load(Ordering::Relaxed) {
+                if let Some(m) = self.mem().get(&key) {
+                    return *m;
+                }
             }
+            return stored;
+        }
+        if attrs.definite() && btime.definite() && settled(changed) {
+            let mut remembered = self.remembered();
+            if remembered.len() >= REMEMBERED {
+                remembered.clear();
+            }
+            remembered.insert(key, (changed, stored));
         }
         stored
+    }
+
+    fn remembered(&self) -> MutexGuard<'_, HashMap<FileKey, (ChangeTime, Stored)>> {
+        self.read.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn set_attrs(&self, fd: BorrowedFd<'_>, attrs: u32) -> VfsResult<()> {
@@ -118,6 +172,8 @@ impl MetaStore {
         value: &[u8],
         update: impl FnOnce(&mut Stored),
     ) -> VfsResult<()> {
+        // What is remembered of this inode needs no forgetting: the change
+        // time moves with the xattr, past any settled one.
         match fsetxattr(fd, name, value, XattrFlags::empty()) {
             Ok(()) => Ok(()),
             Err(Errno::OPNOTSUPP) => {
@@ -133,6 +189,7 @@ impl MetaStore {
     /// The inode is gone: a new object reusing its number must not inherit
     /// what was kept in memory for it.
     pub fn forget(&self, key: FileKey) {
+        self.remembered().remove(&key);
         if self.mem_used.load(Ordering::Relaxed) {
             self.mem().remove(&key);
         }
@@ -157,10 +214,20 @@ fn get<const N: usize>(target: &Target<'_>, name: &str) -> Got<N> {
     match r {
         Ok(n) if n == N => Got::Value(buf),
         Err(Errno::OPNOTSUPP) => Got::Unsupported,
-        // Wrong length (ERANGE: longer than ours), absent, or unreadable:
-        // treat as never set.
-        _ => Got::None,
+        // Absent, or of another length than ours (ERANGE: longer): never
+        // set by us.
+        Ok(_) | Err(Errno::NODATA | Errno::RANGE) => Got::None,
+        Err(_) => Got::Unread,
     }
+}
+
+/// Whether a change time is old enough that a later change cannot share it.
+fn settled(changed: ChangeTime) -> bool {
+    let Ok(now) = SystemTime::now().duration_since(UNIX_EPOCH) else {
+        return false;
+    };
+    let changed = Duration::new(changed.0.max(0) as u64, changed.1);
+    now.saturating_sub(changed) >= SETTLED
 }
 
 #[cfg(test)]
@@ -173,15 +240,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = std::fs::File::create(dir.path().join("f")).unwrap();
         let store = MetaStore::new();
-        let key = file_key(&statx_fd(f.as_fd()).unwrap());
-        assert_eq!(store.read(&Target::Fd(f.as_fd()), key), Stored::default());
+        assert_eq!(
+            store.read(&Target::Fd(f.as_fd()), &statx_fd(f.as_fd()).unwrap()),
+            Stored::default()
+        );
         store.set_attrs(f.as_fd(), 0x22).unwrap();
         store.set_btime(f.as_fd(), 125_911_584_000_000_000).unwrap();
         let want = Stored {
             attrs: Some(0x22),
             btime: Some(125_911_584_000_000_000),
         };
-        assert_eq!(store.read(&Target::Fd(f.as_fd()), key), want);
+        assert_eq!(
+            store.read(&Target::Fd(f.as_fd()), &statx_fd(f.as_fd()).unwrap()),
+            want
+        );
         // The on-disk format: 4 bytes little-endian.
         let mut raw = [0u8; 8];
         let n = fgetxattr(&f, ATTR_XATTR, &mut raw).unwrap();
@@ -194,8 +266,40 @@ mod tests {
                 dir: d.as_fd(),
                 name: "f",
             };
-            assert_eq!(fresh.read(&entry, key), want);
+            assert_eq!(fresh.read(&entry, &statx_fd(f.as_fd()).unwrap()), want);
         }
+    }
+
+    #[test]
+    fn values_read_under_a_settled_change_time_are_remembered() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = std::fs::File::create(dir.path().join("f")).unwrap();
+        let store = MetaStore::new();
+        store.set_attrs(f.as_fd(), 0x20).unwrap();
+        let mut old = statx_fd(f.as_fd()).unwrap();
+        old.stx_ctime.tv_sec -= 10;
+        let mut fresh = statx_fd(f.as_fd()).unwrap();
+        let was = Stored {
+            attrs: Some(0x20),
+            btime: None,
+        };
+        assert_eq!(store.read(&Target::Fd(f.as_fd()), &old), was);
+        // Changed behind the store's back, yet under the same change
+        // time: the remembered value is what is read, so no xattr was.
+        fsetxattr(&f, ATTR_XATTR, &0x22u32.to_le_bytes(), XattrFlags::empty()).unwrap();
+        assert_eq!(store.read(&Target::Fd(f.as_fd()), &old), was);
+        // The real change time differs: read again.
+        let now = Stored {
+            attrs: Some(0x22),
+            btime: None,
+        };
+        assert_eq!(store.read(&Target::Fd(f.as_fd()), &fresh), now);
+        // A change time of just now is not trusted: two changes may share it.
+        fsetxattr(&f, ATTR_XATTR, &0x24u32.to_le_bytes(), XattrFlags::empty()).unwrap();
+        assert_eq!(store.read(&Target::Fd(f.as_fd()), &fresh).attrs, Some(0x24));
+        fresh = statx_fd(f.as_fd()).unwrap();
+        store.forget(file_key(&fresh));
+        assert_eq!(store.read(&Target::Fd(f.as_fd()), &old).attrs, Some(0x24));
     }
 
     #[test]
@@ -212,13 +316,16 @@ mod tests {
         store.set_attrs(f.as_fd(), 0x2).unwrap();
         store.set_btime(f.as_fd(), 42).unwrap();
         assert_eq!(
-            store.read(&Target::Fd(f.as_fd()), key),
+            store.read(&Target::Fd(f.as_fd()), &statx_fd(f.as_fd()).unwrap()),
             Stored {
                 attrs: Some(0x2),
                 btime: Some(42)
             }
         );
         store.forget(key);
-        assert_eq!(store.read(&Target::Fd(f.as_fd()), key), Stored::default());
+        assert_eq!(
+            store.read(&Target::Fd(f.as_fd()), &statx_fd(f.as_fd()).unwrap()),
+            Stored::default()
+        );
     }
 }
