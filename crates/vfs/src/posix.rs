@@ -412,17 +412,22 @@ impl PosixVfs {
             fd
         };
         let setup = || -> VfsResult<FileStat> {
-            if is_dir {
-                if settable != 0 {
-                    self.meta.set_attrs(fd.as_fd(), settable)?;
-                }
+            let attrs = if is_dir {
+                (settable != 0).then_some(settable)
             } else {
-                self.meta.set_attrs(fd.as_fd(), settable | attr::ARCHIVE)?;
-                if req.allocation_size > 0 {
-                    preallocate(fd.as_fd(), req.allocation_size)?;
-                }
+                Some(settable | attr::ARCHIVE)
+            };
+            if let Some(attrs) = attrs {
+                self.meta.set_attrs(fd.as_fd(), attrs)?;
             }
-            self.stat_fd(fd.as_fd())
+            if !is_dir && req.allocation_size > 0 {
+                preallocate(fd.as_fd(), req.allocation_size)?;
+            }
+            // A new object holds only what was just written: nothing to
+            // read back.
+            let stx = statx_fd(fd.as_fd()).map_err(io_err)?;
+            let stored = Stored { attrs, btime: None };
+            Ok(self.change_times.apply(&stx, build_stat(&stx, stored)))
         };
         match setup() {
             Ok(stat) => Ok((self.handle(fd, is_dir, &stat, req.who), stat)),
