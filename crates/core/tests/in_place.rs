@@ -1,9 +1,12 @@
 //! Which frames an engine may handle on the thread that serves sockets
 //! (`Connection::may_block` false): those whose requests reach file data
-//! only through intents, or the filesystem only to close a descriptor. A
-//! CLOSE that deletes, reports a change to a watcher, asks attributes
-//! back, ends a watch or may let a held request run again reaches the
-//! filesystem while it is handled, and must go elsewhere.
+//! only through intents, the filesystem only to close a descriptor, or
+//! only where the kernel answers from memory. A CLOSE that deletes,
+//! reports a change to a watcher, asks attributes back, ends a watch or
+//! may let a held request run again reaches the filesystem while it is
+//! handled, and must go elsewhere; so must an open that may create,
+//! truncate or look a name up on disk, and a query of what is not in the
+//! open file's stat.
 
 use std::sync::Arc;
 
@@ -160,4 +163,126 @@ fn a_close_of_an_open_that_is_not_there_goes_elsewhere_and_fails() {
         sent(&mut c, vec![close_request(id)]),
         (true, vec![status::FILE_CLOSED])
     );
+}
+
+/// FILE_GENERIC_READ: all the share's root may be opened with.
+const READ: u32 = 0x0012_0089;
+/// FILE_OPEN: only an object that is there.
+const OPEN: u32 = 1;
+const CREATE: u32 = 2;
+const OVERWRITE_IF: u32 = 5;
+const INFO_FILE: u8 = 1;
+const FILE_BASIC_INFORMATION: u8 = 4;
+const FILE_STREAM_INFORMATION: u8 = 22;
+
+/// A client of a server whose share is a folder of this machine's own
+/// filesystem, where the kernel's cache decides what is found in place.
+fn posix_client() -> (Client, tempfile::TempDir) {
+    // tmpfs: a filesystem whose metadata lives in memory, wherever the
+    // machine keeps its temporary files.
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    std::fs::write(dir.path().join("sub/doc"), b"kept").unwrap();
+    let users = Arc::new(Users::default());
+    users.add("alice", "pw");
+    let server = copyless_scripted::server(dir.path(), config(), users);
+    // Attributes read under a change time of the last 2 s are not
+    // remembered (two changes may share it), and an object whose
+    // attributes would be read from its xattrs is not opened in place.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let mut c = Client::login(server, "alice", "pw");
+    // The first lookups may have to read folders and attributes.
+    for name in ["", "sub\\doc"] {
+        let id = c
+            .open(create_request_with(name, READ, SHARE_ALL, OPEN, 0))
+            .unwrap();
+        assert_eq!(c.close(id), status::SUCCESS);
+    }
+    (c, dir)
+}
+
+fn open_request(name: &str, disposition: u32) -> Request {
+    create_request_with(name, ALL, SHARE_ALL, disposition, 0)
+}
+
+fn query(id: FileId, class: u8) -> Request {
+    Request::new(command::QUERY_INFO, 1, |w| {
+        wire::write_query_info_request(w, INFO_FILE, class, 4096, 0, 0, id)
+    })
+}
+
+/// Whether the CREATE may block; then sends it, and returns that with
+/// the open's id or the status it failed with.
+fn opened(c: &mut Client, create: Request) -> (bool, Result<FileId, u32>) {
+    let frame = c.frame(vec![create]);
+    let blocks = c.conn.may_block(&frame);
+    let reply = c.handle_frame(&frame).remove(0);
+    let id = match reply.status() {
+        status::SUCCESS => Ok(wire::CreateReply::parse(&reply.msg).unwrap().file_id),
+        s => Err(s),
+    };
+    (blocks, id)
+}
+
+#[test]
+fn an_open_of_what_is_there_is_handled_in_place() {
+    let (mut c, dir) = posix_client();
+    let fs = |p: &str| dir.path().join(p);
+    let (blocks, id) = opened(&mut c, open_request("sub\\doc", OPEN));
+    assert!(!blocks, "an open of a file whose path the kernel knows");
+    let id = id.unwrap();
+    // Its stat, asked on the open file, is in memory as well.
+    let (blocks, statuses) = sent(&mut c, vec![query(id, FILE_BASIC_INFORMATION)]);
+    assert_eq!((blocks, statuses), (false, vec![status::SUCCESS]));
+    // Its streams are read from the disk.
+    let (blocks, _) = sent(&mut c, vec![query(id, FILE_STREAM_INFORMATION)]);
+    assert!(blocks, "a list of streams");
+    assert_eq!(c.close(id), status::SUCCESS);
+    assert_eq!(std::fs::read(fs("sub/doc")).unwrap(), b"kept");
+    // The share's root is always found.
+    let (blocks, id) = opened(&mut c, create_request_with("", READ, SHARE_ALL, OPEN, 1));
+    assert!(!blocks, "the share's root");
+    assert_eq!(c.close(id.unwrap()), status::SUCCESS);
+}
+
+#[test]
+fn an_open_that_may_create_truncate_or_miss_goes_elsewhere() {
+    let (mut c, dir) = posix_client();
+    let (blocks, id) = opened(&mut c, open_request("sub\\doc", OPEN));
+    assert!(!blocks, "the open the others differ from");
+    assert_eq!(c.close(id.unwrap()), status::SUCCESS);
+    for (name, disposition, what) in [
+        ("sub\\new", CREATE, "a create"),
+        ("sub\\doc", OPEN_IF, "an open that would create the name"),
+        ("sub\\doc", OVERWRITE_IF, "an overwrite"),
+        ("sub\\doc:stream", OPEN, "a stream"),
+        ("sub\\missing", OPEN, "a name the kernel has not seen"),
+        ("SUB\\DOC", OPEN, "a name found only case-insensitively"),
+    ] {
+        let (blocks, id) = opened(&mut c, open_request(name, disposition));
+        assert!(blocks, "{what}: {id:x?}");
+        if let Ok(id) = id {
+            assert_eq!(c.close(id), status::SUCCESS);
+        }
+    }
+    assert_eq!(
+        std::fs::read(dir.path().join("sub/doc")).unwrap(),
+        b"",
+        "overwritten"
+    );
+    assert!(dir.path().join("sub/new").exists());
+}
+
+#[test]
+fn an_open_goes_elsewhere_where_the_filesystem_may_wait() {
+    // The in-memory share has no descriptors to hand an engine: its
+    // files' stat is not taken for memory, though an open is.
+    let (mut c, _) = client();
+    let id = c.create("doc", false).unwrap();
+    assert_eq!(c.close(id), status::SUCCESS);
+    let (blocks, id) = opened(&mut c, open_request("doc", OPEN));
+    assert!(!blocks);
+    let id = id.unwrap();
+    let (blocks, _) = sent(&mut c, vec![query(id, FILE_BASIC_INFORMATION)]);
+    assert!(blocks, "a stat through a VFS without descriptors");
 }

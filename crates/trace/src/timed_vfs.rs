@@ -191,6 +191,10 @@ impl Vfs for TimedVfs {
         self.inner.descriptors_stored()
     }
 
+    fn found_without_waiting(&self, path: &str) -> bool {
+        self.inner.found_without_waiting(path)
+    }
+
     fn dir_security(&self, who: &Identity, path: &str) -> VfsResult<Option<(Vec<u8>, u32)>> {
         self.timed(Syscall::Security, || self.inner.dir_security(who, path))
     }

@@ -374,6 +374,15 @@ pub trait Vfs: Send + Sync {
     fn data_fd<'h>(&self, _h: &'h FileHandle) -> Option<BorrowedFd<'h>> {
         None
     }
+    /// Whether `path` (real or as the client wrote it) would be found
+    /// now without waiting for anything: every name on the way is in the
+    /// kernel's memory, on a filesystem whose metadata calls on an open
+    /// object wait for nothing but memory. An engine that serves sockets
+    /// on one thread may then open it there rather than hand the request
+    /// to a thread that may block. False whenever unsure (the default).
+    fn found_without_waiting(&self, _path: &str) -> bool {
+        false
+    }
     /// An engine read (or wrote) `bytes` of a handle's data on its
     /// [`Vfs::data_fd`] itself, taking `ns`: for layers that count data
     /// I/O. Nothing by default.

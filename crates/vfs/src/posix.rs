@@ -1161,6 +1161,28 @@ impl Vfs for PosixVfs {
         self.acls.in_use()
     }
 
+    fn found_without_waiting(&self, path: &str) -> bool {
+        // Only on the filesystems an engine may do data I/O on itself,
+        // whose stat of an open object is in memory; only for a path every
+        // name of which the kernel finds in its cache without leaving the
+        // share's mount (a case-insensitive match is not looked for); and
+        // only for an object whose stored attributes are remembered, so
+        // that opening it reads no xattr. The descriptor is only a probe.
+        if self.direct_dev.is_none() {
+            return false;
+        }
+        let probe = if path.is_empty() {
+            None
+        } else {
+            match sys::open_cached(self.root.as_fd(), path) {
+                Ok(fd) => Some(fd),
+                Err(_) => return false,
+            }
+        };
+        let fd = probe.as_ref().map_or(self.root.as_fd(), |fd| fd.as_fd());
+        statx_fd(fd).is_ok_and(|stx| self.meta.remembers(&stx))
+    }
+
     fn dir_security(&self, who: &Identity, path: &str) -> VfsResult<Option<(Vec<u8>, u32)>> {
         if !self.acls.in_use() {
             return Ok(None);

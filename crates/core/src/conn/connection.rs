@@ -563,13 +563,16 @@ impl Connection {
         }
     }
 
-    /// Whether handling `msg` may call the share's filesystem and so
-    /// block: false only for plain frames whose every request reaches file
-    /// data through intents (READ, WRITE, FLUSH), the filesystem not at
-    /// all, or only to close a descriptor (a CLOSE that deletes nothing,
-    /// see [`Connection::closes_in_place`]), so that an engine may run
-    /// those on the thread that serves sockets. Sealed frames count as
-    /// blocking: what they hold is not known before they are opened.
+    /// Whether handling `msg` may wait for a disk (or another slow
+    /// filesystem): false only for plain frames whose every request
+    /// reaches file data through intents (READ, WRITE, FLUSH), the
+    /// filesystem not at all, only to close a descriptor (a CLOSE that
+    /// deletes nothing, see `closes_in_place`), or only where the kernel
+    /// answers from memory (an open of what the kernel's cache finds, the
+    /// stat of an open file: see `opens_in_place` and `queries_in_place`),
+    /// so that an engine may run those on the thread that serves sockets.
+    /// Sealed frames count as blocking: what they hold is not known
+    /// before they are opened.
     pub fn may_block(&self, msg: &[u8]) -> bool {
         if smb1::is_smb1(msg) || msg.starts_with(&copyless_proto::header::TRANSFORM_PROTOCOL_ID) {
             return true;
@@ -584,6 +587,8 @@ impl Connection {
                 | cmd::NEGOTIATE
                 | cmd::SESSION_SETUP => true,
                 cmd::CLOSE => self.closes_in_place(&m),
+                cmd::CREATE => self.opens_in_place(&m),
+                cmd::QUERY_INFO => self.queries_in_place(&m),
                 _ => false,
             })
         })
@@ -620,6 +625,81 @@ impl Connection {
             || f.watch.is_some()
             || reports
             || self.server.files().deletes_at_close(&f.key))
+    }
+
+    /// Whether the CREATE `m` only opens an object that exists, on a
+    /// path the share's VFS finds without waiting for a disk
+    /// ([`copyless_vfs::Vfs::found_without_waiting`]): the lookup is then
+    /// the kernel's cache, and the stat and attributes of the opened
+    /// object are in memory. Timed on this project's machine, those calls
+    /// take 6 us where handing them to another thread, or to the kernel's
+    /// own workers as io_uring operations, takes over 20 (`cargo run
+    /// --release -p copyless-engine --example fs_hop`). Whatever may
+    /// create, truncate, reclaim a durable open, close other opens (an
+    /// application instance, a parked durable open in the way), open a
+    /// stream or read a stored descriptor is not done in place.
+    fn opens_in_place(&self, m: &copyless_proto::compound::Message<'_>) -> bool {
+        use copyless_proto::create_context as cc;
+        if m.header.is_related()
+            || !self.waiting.is_empty()
+            || !self.retries.is_empty()
+            || !self.server.durable.is_empty()
+        {
+            return false;
+        }
+        let Ok(cr) = messages::CreateRequest::parse(m.bytes) else {
+            return false;
+        };
+        const FILE_OPEN: u32 = 1;
+        if cr.create_disposition != FILE_OPEN {
+            return false;
+        }
+        let Ok(contexts) = cc::parse_chain(cr.contexts) else {
+            return false;
+        };
+        let memory_only = [cc::MXAC, cc::QFID, cc::RQLS, cc::DHNQ, cc::DH2Q];
+        if !contexts.iter().all(|c| memory_only.contains(&c.name)) {
+            return false;
+        }
+        let tree = self
+            .sessions
+            .get(&m.header.session_id)
+            .and_then(|s| s.trees.get(&m.header.tree_id));
+        let Some(TreeKind::Disk { share, .. }) = tree.map(|t| &t.kind) else {
+            return false;
+        };
+        let Ok(name) = crate::names::path::from_smb_with_stream(cr.name) else {
+            return false;
+        };
+        name.stream.is_none()
+            && !share.vfs.descriptors_stored()
+            && share.vfs.found_without_waiting(&name.path)
+    }
+
+    /// Whether the QUERY_INFO `m` asks an open file of a local filesystem
+    /// for what its stat and attributes say (not its streams, not a
+    /// descriptor, not the filesystem's figures): that is in memory once
+    /// the file is open.
+    fn queries_in_place(&self, m: &copyless_proto::compound::Message<'_>) -> bool {
+        if m.header.is_related() {
+            return false;
+        }
+        let Ok(q) = messages::QueryInfoRequest::parse(m.bytes) else {
+            return false;
+        };
+        if q.info_type != messages::INFO_FILE
+            || q.class == copyless_fscc::class::FILE_STREAM_INFORMATION
+        {
+            return false;
+        }
+        let open = self
+            .sessions
+            .get(&m.header.session_id)
+            .and_then(|s| s.opens.get(&q.file_id.volatile));
+        let Some(OpenKind::File(f)) = open.map(|o| &o.kind) else {
+            return false;
+        };
+        f.vfs.data_fd(&f.handle).is_some()
     }
 
     /// How long the engine may wait, when no message arrives, before

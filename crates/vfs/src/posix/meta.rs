@@ -116,7 +116,7 @@ impl MetaStore {
     /// fail over a missing attribute.
     pub fn read(&self, target: &Target<'_>, stx: &Statx) -> Stored {
         let key = file_key(stx);
-        let changed = (stx.stx_ctime.tv_sec, stx.stx_ctime.tv_nsec);
+        let changed = change_time(stx);
         if let Some((at, stored)) = self.remembered().get(&key) {
             if *at == changed {
                 return *stored;
@@ -147,6 +147,14 @@ impl MetaStore {
             remembered.insert(key, (changed, stored));
         }
         stored
+    }
+
+    /// Whether [`MetaStore::read`] of the object `stx` describes would
+    /// be answered from memory.
+    pub fn remembers(&self, stx: &Statx) -> bool {
+        self.remembered()
+            .get(&file_key(stx))
+            .is_some_and(|(at, _)| *at == change_time(stx))
     }
 
     fn remembered(&self) -> MutexGuard<'_, HashMap<FileKey, (ChangeTime, Stored)>> {
@@ -219,6 +227,10 @@ fn get<const N: usize>(target: &Target<'_>, name: &str) -> Got<N> {
         Ok(_) | Err(Errno::NODATA | Errno::RANGE) => Got::None,
         Err(_) => Got::Unread,
     }
+}
+
+fn change_time(stx: &Statx) -> ChangeTime {
+    (stx.stx_ctime.tv_sec, stx.stx_ctime.tv_nsec)
 }
 
 /// Whether a change time is old enough that a later change cannot share it.

@@ -34,6 +34,19 @@ pub fn open_beneath(
     }
 }
 
+/// An O_PATH descriptor of `path` beneath `dir`, only if every name on
+/// the way is in the kernel's cache and on `dir`'s mount: EAGAIN (or
+/// EXDEV) otherwise, never a wait for a disk.
+pub fn open_cached(dir: BorrowedFd<'_>, path: &str) -> Result<OwnedFd, Errno> {
+    openat2(
+        dir,
+        path,
+        OFlags::PATH | OFlags::CLOEXEC,
+        Mode::empty(),
+        RESOLVE | ResolveFlags::CACHED | ResolveFlags::NO_XDEV,
+    )
+}
+
 pub fn statx_fd(fd: BorrowedFd<'_>) -> Result<Statx, Errno> {
     statx(fd, "", AtFlags::EMPTY_PATH, STATX_MASK)
 }
