@@ -75,6 +75,11 @@ impl Pipe {
         let Idle { read, write } = match IDLE.with(|idle| idle.borrow_mut().pop()) {
             Some(idle) => idle,
             None => {
+                // A pipe is charged to the user its thread acts as
+                // (pipe-user-pages-soft), and a ring thread acts as a
+                // client's user after handling an open in place: the
+                // pipes every client's reads share are the server's.
+                copyless_vfs::posix::act_as_server().ok()?;
                 let (read, write) = pipe_with(PipeFlags::CLOEXEC).ok()?;
                 match fcntl_setpipe_size(&write, CAPACITY) {
                     Ok(size) if size >= CAPACITY => Idle {
