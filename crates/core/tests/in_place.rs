@@ -5,8 +5,9 @@
 //! reports a change to a watcher, asks attributes back, ends a watch or
 //! may let a held request run again reaches the filesystem while it is
 //! handled, and must go elsewhere; so must an open that may create,
-//! truncate or look a name up on disk, and a query of what is not in the
-//! open file's stat.
+//! truncate or look a name up on disk, a query of what is not in the
+//! open file's stat, and the deletion of a folder, which must be found
+//! empty first.
 
 use std::sync::Arc;
 
@@ -285,4 +286,47 @@ fn an_open_goes_elsewhere_where_the_filesystem_may_wait() {
     let id = id.unwrap();
     let (blocks, _) = sent(&mut c, vec![query(id, FILE_BASIC_INFORMATION)]);
     assert!(blocks, "a stat through a VFS without descriptors");
+}
+
+const FILE_DISPOSITION_INFORMATION: u8 = 13;
+const FILE_POSITION_INFORMATION: u8 = 14;
+
+fn set_info(id: FileId, class: u8, buffer: &[u8]) -> Request {
+    Request::new(command::SET_INFO, 1, |w| {
+        wire::write_set_info_request(w, INFO_FILE, class, 0, id, buffer).unwrap()
+    })
+}
+
+#[test]
+fn marking_a_file_for_deletion_is_handled_in_place_and_its_close_deletes_elsewhere() {
+    let (mut c, dir) = posix_client();
+    let doc = dir.path().join("sub/doc");
+    let (blocks, id) = opened(&mut c, open_request("sub\\doc", OPEN));
+    assert!(!blocks);
+    let id = id.unwrap();
+    let (blocks, statuses) = sent(
+        &mut c,
+        vec![set_info(id, FILE_DISPOSITION_INFORMATION, &[1])],
+    );
+    assert_eq!((blocks, statuses), (false, vec![status::SUCCESS]));
+    let position = 8u64.to_le_bytes();
+    let (blocks, statuses) = sent(
+        &mut c,
+        vec![set_info(id, FILE_POSITION_INFORMATION, &position)],
+    );
+    assert_eq!((blocks, statuses), (false, vec![status::SUCCESS]));
+    assert!(doc.exists(), "deleted only at its close");
+    let (blocks, statuses) = sent(&mut c, vec![close_request(id)]);
+    assert_eq!((blocks, statuses), (true, vec![status::SUCCESS]));
+    assert!(!doc.exists());
+    // A folder is deleted only if it is empty, which is read on disk.
+    let (_, id) = opened(&mut c, create_request_with("sub", ALL, SHARE_ALL, OPEN, 1));
+    let id = id.unwrap();
+    let (blocks, statuses) = sent(
+        &mut c,
+        vec![set_info(id, FILE_DISPOSITION_INFORMATION, &[1])],
+    );
+    assert_eq!((blocks, statuses), (true, vec![status::SUCCESS]));
+    assert_eq!(c.close(id), status::SUCCESS);
+    assert!(!dir.path().join("sub").exists());
 }

@@ -566,13 +566,14 @@ impl Connection {
     /// Whether handling `msg` may wait for a disk (or another slow
     /// filesystem): false only for plain frames whose every request
     /// reaches file data through intents (READ, WRITE, FLUSH), the
-    /// filesystem not at all, only to close a descriptor (a CLOSE that
-    /// deletes nothing, see `closes_in_place`), or only where the kernel
-    /// answers from memory (an open of what the kernel's cache finds, the
-    /// stat of an open file: see `opens_in_place` and `queries_in_place`),
-    /// so that an engine may run those on the thread that serves sockets.
-    /// Sealed frames count as blocking: what they hold is not known
-    /// before they are opened.
+    /// filesystem not at all (a SET_INFO that changes only what the
+    /// server keeps: see `sets_in_place`), only to close a descriptor (a
+    /// CLOSE that deletes nothing: `closes_in_place`), or only where the
+    /// kernel answers from memory (an open of what the kernel's cache
+    /// finds, the stat of an open file: `opens_in_place` and
+    /// `queries_in_place`), so that an engine may run those on the thread
+    /// that serves sockets. Sealed frames count as blocking: what they
+    /// hold is not known before they are opened.
     pub fn may_block(&self, msg: &[u8]) -> bool {
         if smb1::is_smb1(msg) || msg.starts_with(&copyless_proto::header::TRANSFORM_PROTOCOL_ID) {
             return true;
@@ -589,6 +590,7 @@ impl Connection {
                 cmd::CLOSE => self.closes_in_place(&m),
                 cmd::CREATE => self.opens_in_place(&m),
                 cmd::QUERY_INFO => self.queries_in_place(&m),
+                cmd::SET_INFO => self.sets_in_place(&m),
                 _ => false,
             })
         })
@@ -700,6 +702,36 @@ impl Connection {
             return false;
         };
         f.vfs.data_fd(&f.handle).is_some()
+    }
+
+    /// Whether the SET_INFO `m` changes only what the server keeps in
+    /// memory: the position or mode of an open, or whether a file (not a
+    /// folder, which must be found empty first) of a local filesystem is
+    /// to be deleted at its last close, which reads only its stat. The
+    /// deletion itself is the CLOSE's, and is not done in place.
+    fn sets_in_place(&self, m: &copyless_proto::compound::Message<'_>) -> bool {
+        use copyless_fscc::class;
+        if m.header.is_related() {
+            return false;
+        }
+        let Ok(set) = messages::SetInfoRequest::parse(m.bytes) else {
+            return false;
+        };
+        let open = self
+            .sessions
+            .get(&m.header.session_id)
+            .and_then(|s| s.opens.get(&set.file_id.volatile));
+        let Some(OpenKind::File(f)) = open.map(|o| &o.kind) else {
+            return false;
+        };
+        set.info_type == messages::INFO_FILE
+            && match set.class {
+                class::FILE_POSITION_INFORMATION | class::FILE_MODE_INFORMATION => true,
+                class::FILE_DISPOSITION_INFORMATION | class::FILE_DISPOSITION_INFORMATION_EX => {
+                    !f.is_dir && f.vfs.data_fd(&f.handle).is_some()
+                }
+                _ => false,
+            }
     }
 
     /// How long the engine may wait, when no message arrives, before
