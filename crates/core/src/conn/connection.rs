@@ -32,7 +32,7 @@ use crate::event::Event;
 use crate::file_table::Seen;
 use crate::intent::{Intent, Token};
 use crate::limits::Limits;
-use crate::open::OpenKind;
+use crate::open::{FileOpen, OpenKind};
 use crate::server::Server;
 
 /// The largest SMB2 message the Direct TCP transport can carry (a 24-bit
@@ -615,11 +615,7 @@ impl Connection {
         if c.flags & messages::CLOSE_FLAG_POSTQUERY_ATTRIB != 0 {
             return false;
         }
-        let open = self
-            .sessions
-            .get(&m.header.session_id)
-            .and_then(|s| s.opens.get(&c.file_id.volatile));
-        let Some(OpenKind::File(f)) = open.map(|o| &o.kind) else {
+        let Some(f) = self.file_open(m.header.session_id, c.file_id.volatile) else {
             return false;
         };
         let reports = f.written && self.server.has_watchers();
@@ -652,8 +648,7 @@ impl Connection {
         let Ok(cr) = messages::CreateRequest::parse(m.bytes) else {
             return false;
         };
-        const FILE_OPEN: u32 = 1;
-        if cr.create_disposition != FILE_OPEN {
+        if cr.create_disposition != crate::handlers::create::OPEN {
             return false;
         }
         let Ok(contexts) = cc::parse_chain(cr.contexts) else {
@@ -694,14 +689,8 @@ impl Connection {
         {
             return false;
         }
-        let open = self
-            .sessions
-            .get(&m.header.session_id)
-            .and_then(|s| s.opens.get(&q.file_id.volatile));
-        let Some(OpenKind::File(f)) = open.map(|o| &o.kind) else {
-            return false;
-        };
-        f.vfs.data_fd(&f.handle).is_some()
+        self.file_open(m.header.session_id, q.file_id.volatile)
+            .is_some_and(|f| f.vfs.data_fd(&f.handle).is_some())
     }
 
     /// Whether the SET_INFO `m` changes only what the server keeps in
@@ -717,11 +706,7 @@ impl Connection {
         let Ok(set) = messages::SetInfoRequest::parse(m.bytes) else {
             return false;
         };
-        let open = self
-            .sessions
-            .get(&m.header.session_id)
-            .and_then(|s| s.opens.get(&set.file_id.volatile));
-        let Some(OpenKind::File(f)) = open.map(|o| &o.kind) else {
+        let Some(f) = self.file_open(m.header.session_id, set.file_id.volatile) else {
             return false;
         };
         set.info_type == messages::INFO_FILE
@@ -732,6 +717,14 @@ impl Connection {
                 }
                 _ => false,
             }
+    }
+
+    /// The file or folder open `volatile` of session `session_id`.
+    fn file_open(&self, session_id: u64, volatile: u64) -> Option<&FileOpen> {
+        match &self.sessions.get(&session_id)?.opens.get(&volatile)?.kind {
+            OpenKind::File(f) => Some(f),
+            _ => None,
+        }
     }
 
     /// How long the engine may wait, when no message arrives, before

@@ -47,7 +47,7 @@ const ACCESS_RESERVED: u32 = 0x0CE0_FE00;
 const ATTRIBUTES_VALID: u32 = 0x0000_7FB7;
 
 const SUPERSEDE: u32 = 0;
-const OPEN: u32 = 1;
+pub(crate) const OPEN: u32 = 1;
 const CREATE: u32 = 2;
 const OVERWRITE: u32 = 4;
 const OVERWRITE_IF: u32 = 5;
