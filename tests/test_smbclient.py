@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
@@ -138,6 +139,32 @@ def test_setmode_archive_and_hidden(server, client_conf, temp_dir):
     info = parse_allinfo(smbclient_ok(server, client_conf, "allinfo a.txt").output)
     assert not info.attribute_bits & FILE_ATTRIBUTE_ARCHIVE, f"setmode -a not visible: {info}"
     assert info.attribute_bits & 0x02, f"setmode -a also cleared hidden: {info}"
+
+
+def test_attributes_changed_long_after_a_write_show_at_once(server, client_conf, temp_dir):
+    # copyless remembers a file's DOS attributes while its change time is
+    # more than 2 s old, and its io_uring engine then opens the file on
+    # the ring; a change through the share must show in the next look,
+    # by a new connection and in a listing alike.
+    local = temp_dir / "old.txt"
+    local.write_bytes(b"settled\n")
+    smbclient_ok(server, client_conf, f'put "{local}" old.txt')
+
+    def looked() -> tuple[int, str]:
+        info = parse_allinfo(smbclient_ok(server, client_conf, "allinfo old.txt").output)
+        listed = parse_ls(smbclient_ok(server, client_conf, "ls").output)
+        assert "old.txt" in listed, listed
+        return info.attribute_bits, listed["old.txt"][0]
+
+    for change, hidden in (("+h", True), ("-h", False)):
+        time.sleep(2.5)
+        bits, letters = looked()
+        assert bool(bits & 0x02) != hidden and ("H" in letters) != hidden, (bits, letters)
+        smbclient_ok(server, client_conf, f"setmode old.txt {change}")
+        bits, letters = looked()
+        assert bool(bits & 0x02) == hidden, f"setmode {change} not seen by allinfo: {bits:#x}"
+        assert ("H" in letters) == hidden, f"setmode {change} not seen by ls: {letters}"
+    assert (server.share_path / "old.txt").read_bytes() == b"settled\n"
 
 
 def test_wrong_password(server, client_conf):

@@ -17,7 +17,7 @@ use copyless_proto::messages::{FileId, CLOSE_FLAG_POSTQUERY_ATTRIB};
 use copyless_proto::status;
 use copyless_scripted::{
     close_request, config, create_request, create_request_with, memory_server, notify_request,
-    write_request, Client, Request, Users,
+    write_request, Client, Reply, Request, Users,
 };
 use copyless_vfs::memory::MemoryVfs;
 use copyless_vfs::{Identity, Kind, OpenRequest, Vfs};
@@ -62,10 +62,16 @@ fn exists(vfs: &MemoryVfs, path: &str) -> bool {
 /// Whether the frame of `reqs` may block; then sends it, and returns
 /// that with the statuses of its replies.
 fn sent(c: &mut Client, reqs: Vec<Request>) -> (bool, Vec<u32>) {
+    let (blocks, replies) = replied(c, reqs);
+    (blocks, replies.iter().map(|r| r.status()).collect())
+}
+
+/// Whether the frame of `reqs` may block; then sends it, and returns
+/// that with its replies.
+fn replied(c: &mut Client, reqs: Vec<Request>) -> (bool, Vec<Reply>) {
     let frame = c.frame(reqs);
     let blocks = c.conn.may_block(&frame);
-    let statuses = c.handle_frame(&frame).iter().map(|r| r.status()).collect();
-    (blocks, statuses)
+    (blocks, c.handle_frame(&frame))
 }
 
 #[test]
@@ -215,9 +221,8 @@ fn query(id: FileId, class: u8) -> Request {
 /// Whether the CREATE may block; then sends it, and returns that with
 /// the open's id or the status it failed with.
 fn opened(c: &mut Client, create: Request) -> (bool, Result<FileId, u32>) {
-    let frame = c.frame(vec![create]);
-    let blocks = c.conn.may_block(&frame);
-    let reply = c.handle_frame(&frame).remove(0);
+    let (blocks, mut replies) = replied(c, vec![create]);
+    let reply = replies.remove(0);
     let id = match reply.status() {
         status::SUCCESS => Ok(wire::CreateReply::parse(&reply.msg).unwrap().file_id),
         s => Err(s),

@@ -115,13 +115,11 @@ impl MetaStore {
     /// other than "not supported" count as nothing stored: a stat must not
     /// fail over a missing attribute.
     pub fn read(&self, target: &Target<'_>, stx: &Statx) -> Stored {
+        if let Some(stored) = self.remembered_for(stx) {
+            return stored;
+        }
         let key = file_key(stx);
         let changed = change_time(stx);
-        if let Some((at, stored)) = self.remembered().get(&key) {
-            if *at == changed {
-                return *stored;
-            }
-        }
         let attrs = get::<4>(target, ATTR_XATTR);
         let btime = match attrs {
             Got::Unsupported => Got::Unsupported,
@@ -152,9 +150,15 @@ impl MetaStore {
     /// Whether [`MetaStore::read`] of the object `stx` describes would
     /// be answered from memory.
     pub fn remembers(&self, stx: &Statx) -> bool {
-        self.remembered()
-            .get(&file_key(stx))
-            .is_some_and(|(at, _)| *at == change_time(stx))
+        self.remembered_for(stx).is_some()
+    }
+
+    /// What is remembered of the object `stx` describes, if it has not
+    /// changed since.
+    fn remembered_for(&self, stx: &Statx) -> Option<Stored> {
+        let remembered = self.remembered();
+        let (at, stored) = remembered.get(&file_key(stx))?;
+        (*at == change_time(stx)).then_some(*stored)
     }
 
     fn remembered(&self) -> MutexGuard<'_, HashMap<FileKey, (ChangeTime, Stored)>> {
