@@ -193,10 +193,8 @@ fn posix_client() -> (Client, tempfile::TempDir) {
     let users = Arc::new(Users::default());
     users.add("alice", "pw");
     let server = copyless_scripted::server(dir.path(), config(), users);
-    // Attributes read under a change time of the last 2 s are not
-    // remembered (two changes may share it), and an object whose
-    // attributes would be read from its xattrs is not opened in place.
-    std::thread::sleep(std::time::Duration::from_millis(2100));
+    // Just made: what their xattrs hold is in memory, though not yet
+    // remembered (see the VFS's meta.rs).
     let mut c = Client::login(server, "alice", "pw");
     // The first lookups may have to read folders and attributes.
     for name in ["", "sub\\doc"] {

@@ -1166,8 +1166,9 @@ impl Vfs for PosixVfs {
         // whose stat of an open object is in memory; only for a path every
         // name of which the kernel finds in its cache without leaving the
         // share's mount (a case-insensitive match is not looked for); and
-        // only for an object whose stored attributes are remembered, so
-        // that opening it reads no xattr. The descriptor is only a probe.
+        // only for an object whose stored attributes are remembered or
+        // just changed, so that opening it reads no xattr from the disk.
+        // The descriptor is only a probe.
         if self.direct_dev.is_none() {
             return false;
         }
@@ -1180,7 +1181,7 @@ impl Vfs for PosixVfs {
             }
         };
         let fd = probe.as_ref().map_or(self.root.as_fd(), |fd| fd.as_fd());
-        statx_fd(fd).is_ok_and(|stx| self.meta.remembers(&stx))
+        statx_fd(fd).is_ok_and(|stx| self.meta.in_memory(&stx))
     }
 
     fn dir_security(&self, who: &Identity, path: &str) -> VfsResult<Option<(Vec<u8>, u32)>> {

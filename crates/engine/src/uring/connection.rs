@@ -183,7 +183,10 @@ struct Driver<'a> {
     dones: VecDeque<data::Done>,
     outq: VecDeque<Outgoing>,
     recv: Option<Receive>,
-    send: Option<Local<bool>>,
+    send: Option<Local<io::Result<()>>>,
+    /// When the send under way must have ended: one timer for the
+    /// connection, not one per send.
+    send_by: Option<Instant>,
     /// Records of the frames whose replies the send under way carries.
     sending: Vec<Pending>,
     intents: FuturesUnordered<Local<data::Done>>,
@@ -247,6 +250,7 @@ impl<'a> Driver<'a> {
             outq: VecDeque::new(),
             recv: None,
             send: None,
+            send_by: None,
             sending: Vec::new(),
             intents: FuturesUnordered::new(),
             stops: HashMap::new(),
@@ -387,34 +391,33 @@ impl<'a> Driver<'a> {
             } else {
                 let mut s = self.stream.clone();
                 let socket = self.c.stream.clone();
+                self.send_by = Some(Instant::now() + SEND_TIMEOUT);
                 self.send = Some(Box::pin(async move {
-                    let send = async {
-                        let BufResult(r, _) = s.write_vectored_all(bufs).await;
-                        r?;
-                        if let Some((pipe, n)) = tail {
-                            pipe.drain(&socket, n).await?;
-                            pipe.give_back();
-                        }
-                        io::Result::Ok(())
-                    };
-                    matches!(compio::time::timeout(SEND_TIMEOUT, send).await, Ok(Ok(())))
+                    let BufResult(r, _) = s.write_vectored_all(bufs).await;
+                    r?;
+                    if let Some((pipe, n)) = tail {
+                        pipe.drain(&socket, n).await?;
+                        pipe.give_back();
+                    }
+                    io::Result::Ok(())
                 }));
             }
         }
         // While the core is on the pool its tick waits: the pool's return
         // is an event of its own.
         let tick = self.next_tick.filter(|_| self.conn.is_some());
-        let wake = match (self.deadline, tick) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        match wake {
-            None => self.timer = None,
-            Some(at) if self.timer.as_ref().is_none_or(|(t, _)| *t != at) => {
+        let wake = [self.deadline, tick, self.send_by]
+            .into_iter()
+            .flatten()
+            .min();
+        // A timer that fires early is kept (its wake finds nothing due and
+        // sets the next): so a send, which moves the wake time later, arms
+        // no timer of its own.
+        if let Some(at) = wake {
+            if self.timer.as_ref().is_none_or(|(t, _)| *t > at) {
                 let left = at.saturating_duration_since(Instant::now());
                 self.timer = Some((at, Box::pin(compio::time::sleep(left))));
             }
-            Some(_) => {}
         }
     }
 
@@ -469,9 +472,9 @@ impl<'a> Driver<'a> {
             // A send that ended before a frame arrived is seen first: the
             // frame then finds nothing of this connection on its way out.
             if let Some(f) = send.as_mut() {
-                if let Poll::Ready(ok) = f.as_mut().poll(cx) {
+                if let Poll::Ready(r) = f.as_mut().poll(cx) {
                     *send = None;
-                    return Poll::Ready(Event::Sent(ok));
+                    return Poll::Ready(Event::Sent(r.is_ok()));
                 }
             }
             if let Some(f) = recv.as_mut() {
@@ -763,6 +766,7 @@ impl<'a> Driver<'a> {
 
     fn sent(&mut self, ok: bool) {
         self.send_calls += 1;
+        self.send_by = None;
         if !ok {
             // The client takes no more: nothing else can reach it.
             self.closing = true;
@@ -796,6 +800,12 @@ impl<'a> Driver<'a> {
     }
 
     fn timer_due(&mut self, now: Instant) {
+        if self.send_by.is_some_and(|by| now >= by) {
+            // A client that takes no bytes of a reply for this long is
+            // gone: the send is dropped, which cancels it.
+            self.send = None;
+            self.sent(false);
+        }
         if self.next_tick.is_none_or(|t| now < t) {
             return;
         }

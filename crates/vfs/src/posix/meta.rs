@@ -153,6 +153,15 @@ impl MetaStore {
         self.remembered_for(stx).is_some()
     }
 
+    /// Whether reading the values of the object `stx` describes needs no
+    /// disk: they are remembered, or the object changed so recently (too
+    /// recently to remember, see [`SETTLED`]) that the block holding them
+    /// was just written and is in memory. Small xattrs such as ours live
+    /// in the inode itself on ext4 and XFS, and beside it on btrfs.
+    pub fn in_memory(&self, stx: &Statx) -> bool {
+        self.remembers(stx) || !settled(change_time(stx))
+    }
+
     /// What is remembered of the object `stx` describes, if it has not
     /// changed since.
     fn remembered_for(&self, stx: &Statx) -> Option<Stored> {
@@ -316,6 +325,20 @@ mod tests {
         fresh = statx_fd(f.as_fd()).unwrap();
         store.forget(file_key(&fresh));
         assert_eq!(store.read(&Target::Fd(f.as_fd()), &old).attrs, Some(0x24));
+    }
+
+    #[test]
+    fn values_are_in_memory_when_remembered_or_just_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = std::fs::File::create(dir.path().join("f")).unwrap();
+        let store = MetaStore::new();
+        let fresh = statx_fd(f.as_fd()).unwrap();
+        assert!(store.in_memory(&fresh), "just made");
+        let mut old = fresh;
+        old.stx_ctime.tv_sec -= 10;
+        assert!(!store.in_memory(&old), "settled and never read");
+        store.read(&Target::Fd(f.as_fd()), &old);
+        assert!(store.in_memory(&old), "settled and read");
     }
 
     #[test]
