@@ -49,6 +49,7 @@ const ATTRIBUTES_VALID: u32 = 0x0000_7FB7;
 const SUPERSEDE: u32 = 0;
 pub(crate) const OPEN: u32 = 1;
 const CREATE: u32 = 2;
+const OPEN_IF: u32 = 3;
 const OVERWRITE: u32 = 4;
 const OVERWRITE_IF: u32 = 5;
 
@@ -554,11 +555,25 @@ fn open_or_create(
         || truncating;
     let mut write = granted & data_write != 0 || truncating;
     let mut write_refused = false;
+    // A name that may be made is looked up and made in one walk to its
+    // folder when nothing decided before making it depends on that folder
+    // (no stored descriptors to inherit or check) or on the creator's
+    // descriptor; else it is looked up first, and made only once its
+    // folder allows it. Either way what is there is opened as it is: it
+    // is overwritten below, once the caller's rights allow it.
+    let mut one_walk = matches!(disposition, SUPERSEDE | CREATE | OPEN_IF | OVERWRITE_IF)
+        && may_create(cr, path, read_only).is_ok()
+        && creator_sd.is_none()
+        && !vfs.descriptors_stored();
     for _attempt in 0..3 {
         let req = OpenRequest {
             who: caller.who,
             path,
-            disposition: Disposition::Open,
+            disposition: match (one_walk, disposition) {
+                (true, CREATE) => Disposition::Create,
+                (true, _) => Disposition::OpenIf,
+                (false, _) => Disposition::Open,
+            },
             kind,
             read: wants_read,
             write,
@@ -570,11 +585,16 @@ fn open_or_create(
             Err(VfsError::AccessDenied) if write && !needs_write => {
                 write = false;
                 write_refused = true;
+                one_walk = false;
                 continue;
             }
             r => r,
         };
         match opened {
+            Ok(opened) if opened.action == CreateAction::Created => {
+                return created(server, index, opened, id, granted, cr, tree, oplock);
+            }
+            Err(VfsError::Collision) if one_walk => return Err(status::OBJECT_NAME_COLLISION),
             Ok(opened) => {
                 if disposition == CREATE {
                     return Err(status::OBJECT_NAME_COLLISION);
@@ -649,20 +669,7 @@ fn open_or_create(
                 if matches!(disposition, OPEN | OVERWRITE) {
                     return Err(status::OBJECT_NAME_NOT_FOUND);
                 }
-                if read_only {
-                    return Err(status::ACCESS_DENIED);
-                }
-                if path.is_empty() {
-                    return Err(status::OBJECT_NAME_INVALID);
-                }
-                // MS-FSA 2.1.5.1.1: a new read-only file cannot be made
-                // delete-on-close.
-                if cr.create_options & FILE_DELETE_ON_CLOSE != 0
-                    && cr.file_attributes & attr::READONLY != 0
-                {
-                    return Err(status::CANNOT_DELETE);
-                }
-                no_encryption(cr)?;
+                may_create(cr, path, read_only)?;
                 let req = OpenRequest {
                     disposition: Disposition::Create,
                     attributes: cr.file_attributes & attr::SETTABLE,
@@ -670,14 +677,7 @@ fn open_or_create(
                 };
                 match create_inheriting(vfs, &req, caller, creator_sd)? {
                     Some(opened) => {
-                        oplock.created = true;
-                        register(server, index, &opened, id, granted, cr.share_access, oplock)?;
-                        return Ok(Outcome {
-                            opened,
-                            action: ACTION_CREATED,
-                            granted,
-                            maximal: tree.maximal,
-                        });
+                        return created(server, index, opened, id, granted, cr, tree, oplock);
                     }
                     // Someone created it meanwhile: open it instead.
                     None => continue,
@@ -687,6 +687,45 @@ fn open_or_create(
         }
     }
     Err(status::SHARING_VIOLATION)
+}
+
+/// Why a name that is not there may not be made by this request, if it
+/// may not.
+fn may_create(cr: &CreateRequest<'_>, path: &str, read_only: bool) -> Result<(), NtStatus> {
+    if read_only {
+        return Err(status::ACCESS_DENIED);
+    }
+    if path.is_empty() {
+        return Err(status::OBJECT_NAME_INVALID);
+    }
+    // MS-FSA 2.1.5.1.1: a new read-only file cannot be made
+    // delete-on-close.
+    if cr.create_options & FILE_DELETE_ON_CLOSE != 0 && cr.file_attributes & attr::READONLY != 0 {
+        return Err(status::CANNOT_DELETE);
+    }
+    no_encryption(cr)
+}
+
+/// The outcome of making `opened`: its creator gets what it asked for.
+#[allow(clippy::too_many_arguments)]
+fn created(
+    server: &Arc<Server>,
+    index: usize,
+    opened: Opened,
+    id: u64,
+    granted: u32,
+    cr: &CreateRequest<'_>,
+    tree: &TreeRights,
+    oplock: &mut OplockRequest,
+) -> Result<Outcome, NtStatus> {
+    oplock.created = true;
+    register(server, index, &opened, id, granted, cr.share_access, oplock)?;
+    Ok(Outcome {
+        opened,
+        action: ACTION_CREATED,
+        granted,
+        maximal: tree.maximal,
+    })
 }
 
 /// A file written as FILE_ATTRIBUTE_ENCRYPTED asks for EFS, which this
