@@ -123,6 +123,11 @@ impl Connection {
         if access & access::FILE_LIST_DIRECTORY == 0 {
             return Err(status::ACCESS_DENIED);
         }
+        // MS-FSA 2.1.5.10: a directory whose deletion is pending is
+        // watched no more (its watchers were told when it became so).
+        if server.files().get(&f.key).is_some_and(|s| s.delete_pending) {
+            return Err(status::DELETE_PENDING);
+        }
         let room = n.output_buffer_length;
         // The first request sets the watch up; later ones' filter and
         // depth are ignored.

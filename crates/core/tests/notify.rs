@@ -153,6 +153,23 @@ fn closing_the_directory_or_deleting_it_ends_the_request() {
 }
 
 #[test]
+fn a_request_that_comes_after_its_directory_was_doomed_ends_at_once() {
+    // smb2.notify.rmdir3 sends its request and, before the server has it,
+    // deletes the directory through another connection.
+    let (mut a, mut b, dir) = setup();
+    let gone = b
+        .open(create_request_with("docs", 0x0001_0000, 7, 1, 0x1001))
+        .unwrap();
+    assert_eq!(b.close(gone), status::SUCCESS);
+    post(&mut b, &mut a);
+    assert_eq!(
+        a.call(notify_request(dir, NAMES, false, 4096)).status(),
+        status::DELETE_PENDING
+    );
+    assert_eq!(a.close(dir), status::SUCCESS);
+}
+
+#[test]
 fn a_file_handle_cannot_be_watched() {
     let (mut a, _b, _dir) = setup();
     let f = a.create("docs\\f", false).unwrap();
