@@ -2,8 +2,11 @@
 //! receive, a send and every data intent of the connection under way at
 //! once, so that receiving, disk I/O and sending of different requests
 //! overlap, and all that one turn of the loop starts goes to the kernel
-//! with one `io_uring_enter`. It alone drives the protocol core: frames and
-//! intent completions go in, replies and intents come out. A frame that
+//! with one `io_uring_enter`; small replies are written at once by one
+//! plain system call instead (the socket is non-blocking), so that a
+//! request answered in place costs one ring entry and one write. It alone
+//! drives the protocol core: frames and intent completions go in, replies
+//! and intents come out. A frame that
 //! may touch file metadata is handled on the blocking pool, never on the
 //! ring's thread; meanwhile receives, sends and intents go on, and what
 //! the core must see waits for it.
@@ -51,6 +54,10 @@ pub(super) const RECV_CHUNK: usize = 64 * 1024;
 /// A receive buffer that starts a frame without the pool: an idle
 /// connection then holds this much.
 const IDLE_RECV: usize = 4 * 1024;
+
+/// Replies of at most this many bytes, together, are written to the
+/// socket at once rather than by the ring.
+const WRITE_NOW: usize = 64 * 1024;
 
 /// Frames sent with one system call at most.
 const SEND_BATCH: usize = 32;
@@ -368,7 +375,7 @@ impl<'a> Driver<'a> {
             self.recv = Some(self.receive());
         }
         if self.send.is_none() && !self.outq.is_empty() {
-            let mut bufs = Vec::new();
+            let mut bufs: Vec<Vec<u8>> = Vec::new();
             let mut tail = None;
             // A frame with a tail ends the batch: the tail goes next.
             while bufs.len() < 2 * SEND_BATCH && tail.is_none() {
@@ -385,6 +392,21 @@ impl<'a> Driver<'a> {
                     }
                 }
                 self.sending.extend(o.record);
+            }
+            let small = bufs.iter().map(Vec::len).sum::<usize>() <= WRITE_NOW;
+            if tail.is_none() && small && !bufs.is_empty() {
+                // Small replies fit in the socket's buffer: written at once
+                // by one plain system call, they need no ring operation,
+                // completion or turn of the loop. What does not fit goes
+                // by the ring, as large replies do.
+                match write_now(&self.c.stream, &mut bufs) {
+                    Ok(()) if bufs.is_empty() => self.sent(true),
+                    Ok(()) => {}
+                    Err(_) => {
+                        bufs.clear();
+                        self.sent(false);
+                    }
+                }
             }
             if bufs.is_empty() {
                 self.record_sent();
@@ -862,6 +884,42 @@ impl<'a> Driver<'a> {
             }
         }
     }
+}
+
+/// Writes what it can of `bufs` to the (non-blocking) socket without
+/// waiting, and leaves in `bufs` what is left to send.
+pub(super) fn write_now(socket: &std::net::TcpStream, bufs: &mut Vec<Vec<u8>>) -> io::Result<()> {
+    let mut done = 0;
+    let mut partial = 0;
+    while done < bufs.len() {
+        let slices: Vec<io::IoSlice<'_>> = std::iter::once(&bufs[done][partial..])
+            .chain(bufs[done + 1..].iter().map(Vec::as_slice))
+            .map(io::IoSlice::new)
+            .collect();
+        let mut n = match io::Write::write_vectored(&mut &*socket, &slices) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        while n > 0 {
+            let left = bufs[done].len() - partial;
+            if n >= left {
+                n -= left;
+                done += 1;
+                partial = 0;
+            } else {
+                partial += n;
+                n = 0;
+            }
+        }
+    }
+    bufs.drain(..done);
+    if let Some(first) = bufs.first_mut() {
+        first.drain(..partial);
+    }
+    Ok(())
 }
 
 /// Runs the core on a frame or a letter, its VFS calls counted for the

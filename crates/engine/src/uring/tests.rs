@@ -118,3 +118,45 @@ fn a_receive_that_finds_the_pool_empty_reads_into_a_buffer_of_its_own() {
     assert_eq!(command_field, command::NEGOTIATE);
     assert_eq!(status_field, status::SUCCESS);
 }
+
+/// A connected pair over loopback: the first non-blocking, as the
+/// engine's sockets are.
+fn nonblocking_pair() -> (StdStream, StdStream) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (b, a, _) = pair(&listener);
+    a.set_nonblocking(true).unwrap();
+    (a, b)
+}
+
+#[test]
+fn replies_that_fit_the_socket_are_written_at_once_in_order() {
+    let (a, mut b) = nonblocking_pair();
+    let mut bufs = vec![vec![1u8; 10], vec![2u8; 20], vec![3u8; 5]];
+    connection::write_now(&a, &mut bufs).unwrap();
+    assert!(bufs.is_empty());
+    let mut got = [0u8; 35];
+    b.read_exact(&mut got).unwrap();
+    assert_eq!(&got[..10], &[1; 10]);
+    assert_eq!(&got[10..30], &[2; 20]);
+    assert_eq!(&got[30..], &[3; 5]);
+}
+
+#[test]
+fn what_the_socket_cannot_take_is_left_to_send() {
+    let (a, mut b) = nonblocking_pair();
+    let sent: Vec<Vec<u8>> = (0..3u8)
+        .map(|i| (0..16 << 20).map(|j: u32| (j as u8) ^ i).collect())
+        .collect();
+    let mut bufs = sent.clone();
+    connection::write_now(&a, &mut bufs).unwrap();
+    let left: usize = bufs.iter().map(Vec::len).sum();
+    let total: usize = sent.iter().map(Vec::len).sum();
+    assert!(left > 0 && left < total, "{left} of {total} left");
+    let mut got = vec![0u8; total - left];
+    b.read_exact(&mut got).unwrap();
+    let mut whole = got;
+    for buf in bufs {
+        whole.extend(buf);
+    }
+    assert_eq!(whole, sent.concat());
+}
