@@ -393,36 +393,22 @@ impl<'a> Driver<'a> {
                 }
                 self.sending.extend(o.record);
             }
+            // Small replies of a connection with no data I/O under way fit
+            // in the socket's buffer: written at once by one plain system
+            // call, they need no ring operation, completion or turn of the
+            // loop. While reads and writes are under way the loop enters
+            // the ring for them anyway, and replies go with them (at depth
+            // 32 a write per reply batch costs more than it saves); so do
+            // large replies, and what the socket does not take.
             let small = bufs.iter().map(Vec::len).sum::<usize>() <= WRITE_NOW;
-            if tail.is_none() && small && !bufs.is_empty() {
-                // Small replies fit in the socket's buffer: written at once
-                // by one plain system call, they need no ring operation,
-                // completion or turn of the loop. What does not fit goes
-                // by the ring, as large replies do.
-                match write_now(&self.c.stream, &mut bufs) {
-                    Ok(()) if bufs.is_empty() => self.sent(true),
-                    Ok(()) => {}
-                    Err(_) => {
-                        bufs.clear();
-                        self.sent(false);
-                    }
-                }
-            }
-            if bufs.is_empty() {
-                self.record_sent();
-            } else {
-                let mut s = self.stream.clone();
-                let socket = self.c.stream.clone();
-                self.send_by = Some(Instant::now() + SEND_TIMEOUT);
-                self.send = Some(Box::pin(async move {
-                    let BufResult(r, _) = s.write_vectored_all(bufs).await;
-                    r?;
-                    if let Some((pipe, n)) = tail {
-                        pipe.drain(&socket, n).await?;
-                        pipe.give_back();
-                    }
-                    io::Result::Ok(())
-                }));
+            let alone = self.intents.is_empty();
+            let written = (tail.is_none() && small && alone && !bufs.is_empty())
+                .then(|| write_now(&self.c.stream, &mut bufs));
+            match written {
+                Some(Err(_)) => self.sent(false),
+                Some(Ok(())) if bufs.is_empty() => self.sent(true),
+                None if bufs.is_empty() => self.record_sent(),
+                _ => self.send_by_ring(bufs, tail),
             }
         }
         // While the core is on the pool its tick waits: the pool's return
@@ -441,6 +427,23 @@ impl<'a> Driver<'a> {
                 self.timer = Some((at, Box::pin(compio::time::sleep(left))));
             }
         }
+    }
+
+    /// Starts a send of `bufs` by the ring, then of the pipe's data behind
+    /// them, if any.
+    fn send_by_ring(&mut self, bufs: Vec<Vec<u8>>, tail: Option<(Pipe, usize)>) {
+        let mut s = self.stream.clone();
+        let socket = self.c.stream.clone();
+        self.send_by = Some(Instant::now() + SEND_TIMEOUT);
+        self.send = Some(Box::pin(async move {
+            let BufResult(r, _) = s.write_vectored_all(bufs).await;
+            r?;
+            if let Some((pipe, n)) = tail {
+                pipe.drain(&socket, n).await?;
+                pipe.give_back();
+            }
+            io::Result::Ok(())
+        }));
     }
 
     /// The receive to start: into a large frame's own buffer while it

@@ -147,19 +147,13 @@ impl MetaStore {
         stored
     }
 
-    /// Whether [`MetaStore::read`] of the object `stx` describes would
-    /// be answered from memory.
-    pub fn remembers(&self, stx: &Statx) -> bool {
-        self.remembered_for(stx).is_some()
-    }
-
     /// Whether reading the values of the object `stx` describes needs no
     /// disk: they are remembered, or the object changed so recently (too
     /// recently to remember, see [`SETTLED`]) that the block holding them
     /// was just written and is in memory. Small xattrs such as ours live
     /// in the inode itself on ext4 and XFS, and beside it on btrfs.
     pub fn in_memory(&self, stx: &Statx) -> bool {
-        self.remembers(stx) || !settled(change_time(stx))
+        self.remembered_for(stx).is_some() || !settled(change_time(stx))
     }
 
     /// What is remembered of the object `stx` describes, if it has not
