@@ -276,18 +276,27 @@ impl<'a> Driver<'a> {
         }
     }
 
+    /// Whether the connection has nothing left to do.
+    fn over(&self) -> bool {
+        let answered = self.frames.is_empty()
+            && self.dones.is_empty()
+            && self.intents.is_empty()
+            && self.pool.is_none();
+        let sent = self.send.is_none() && self.outq.is_empty();
+        (self.closing || (self.eof && answered)) && sent && self.pool.is_none()
+    }
+
     async fn run(mut self) {
         loop {
             self.drive_core();
-            let answered = self.frames.is_empty()
-                && self.dones.is_empty()
-                && self.intents.is_empty()
-                && self.pool.is_none();
-            let sent = self.send.is_none() && self.outq.is_empty();
-            if (self.closing || (self.eof && answered)) && sent && self.pool.is_none() {
+            if self.over() {
                 break;
             }
             self.start_io();
+            // A last reply written at once leaves no event to wait for.
+            if self.over() {
+                break;
+            }
             let event = self.next_event().await;
             let now = Instant::now();
             if self.deadline.is_some_and(|d| now >= d) {
