@@ -102,6 +102,10 @@ impl Vfs for TimedVfs {
         self.inner.data_fd(h)
     }
 
+    fn data_in_memory(&self) -> bool {
+        self.inner.data_in_memory()
+    }
+
     fn data_done(&self, write: bool, bytes: u64, ns: u64) {
         let dir = if write { Data::Written } else { Data::Read };
         self.record(dir, bytes, ns);

@@ -374,6 +374,15 @@ pub trait Vfs: Send + Sync {
     fn data_fd<'h>(&self, _h: &'h FileHandle) -> Option<BorrowedFd<'h>> {
         None
     }
+    /// Whether the data behind [`Vfs::data_fd`] lives in memory only
+    /// (tmpfs): reading and writing it waits for nothing but the copy.
+    /// The kernel has no way to do such I/O without blocking (tmpfs takes
+    /// no RWF_NOWAIT), so io_uring hands each operation to a worker thread
+    /// of its own, which copies the data cold, on another core; an engine
+    /// does better to read and write it at once, itself.
+    fn data_in_memory(&self) -> bool {
+        false
+    }
     /// Whether `path` (real or as the client wrote it) would be found
     /// now without waiting for anything: every name on the way is in the
     /// kernel's memory, on a filesystem whose metadata calls on an open

@@ -51,8 +51,10 @@ pub struct PosixVfs {
     source: std::path::PathBuf,
     root_key: (u64, u64),
     /// The device of the share's root, when its filesystem is one whose
-    /// data an engine may read and write itself (see [`direct_data`]).
+    /// data an engine may read and write itself (see [`DataKind`]).
     direct_dev: Option<u64>,
+    /// That data is in memory ([`DataKind::Memory`]).
+    data_in_memory: bool,
     cache: CaseCache,
     meta: MetaStore,
     acls: AclStore,
@@ -149,10 +151,12 @@ impl PosixVfs {
         )?;
         let acls = AclStore::new(fd.as_fd());
         let root_key = file_key(&statx_fd(fd.as_fd())?);
-        let direct_dev = direct_data(fd.as_fd())?.then_some(root_key.0);
+        let data = data_kind(fd.as_fd())?;
+        let direct_dev = (data != DataKind::Indirect).then_some(root_key.0);
         Ok(PosixVfs {
             acls,
             direct_dev,
+            data_in_memory: data == DataKind::Memory,
             root: fd,
             source: root.to_path_buf(),
             root_key,
@@ -770,6 +774,10 @@ impl Vfs for PosixVfs {
         h.fd()
     }
 
+    fn data_in_memory(&self) -> bool {
+        self.data_in_memory
+    }
+
     fn read(&self, h: &FileHandle, offset: u64, buf: &mut [u8]) -> VfsResult<usize> {
         let fd = fd_of(h)?;
         if let Some(name) = &h.stream {
@@ -1338,19 +1346,34 @@ fn rename_noreplace(
 #[cfg(test)]
 mod tests;
 
-/// Whether an engine may read and write files of the filesystem holding
-/// `root` itself, asynchronously (io_uring): local filesystems whose reads
-/// wait on nothing but their disk. Others go through the VFS on a thread
-/// that may block: on FUSE, io_uring was seen to wait for the daemon's
-/// answer inside the submission, stopping every connection of its ring;
-/// network filesystems may hang for as long as their server does. A file
-/// on another filesystem mounted inside the share is not on the root's
-/// device, and takes that way too.
-fn direct_data(root: BorrowedFd<'_>) -> std::io::Result<bool> {
+/// How an engine may reach the data of files of the filesystem holding a
+/// share's root.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum DataKind {
+    /// Itself, asynchronously (io_uring): local filesystems whose reads
+    /// wait on nothing but their disk.
+    Disk,
+    /// Itself, at once: the data is in memory (tmpfs), so reading and
+    /// writing it waits for nothing but the copy.
+    Memory,
+    /// Only through the VFS, on a thread that may block: on FUSE, io_uring
+    /// was seen to wait for the daemon's answer inside the submission,
+    /// stopping every connection of its ring; network filesystems may hang
+    /// for as long as their server does. A file on another filesystem
+    /// mounted inside the share is not on the root's device, and takes
+    /// this way too.
+    Indirect,
+}
+
+fn data_kind(root: BorrowedFd<'_>) -> std::io::Result<DataKind> {
     const EXT4: i64 = 0xEF53;
     const XFS: i64 = 0x5846_5342;
     const BTRFS: i64 = 0x9123_683E;
     const TMPFS: i64 = 0x0102_1994;
     let fs = rustix::fs::fstatfs(root)?;
-    Ok(matches!(fs.f_type as i64, EXT4 | XFS | BTRFS | TMPFS))
+    Ok(match fs.f_type as i64 {
+        EXT4 | XFS | BTRFS => DataKind::Disk,
+        TMPFS => DataKind::Memory,
+        _ => DataKind::Indirect,
+    })
 }

@@ -1,6 +1,6 @@
 //! Data intents carried out as ring operations: reads land straight in
 //! the reply's buffer, writes go from the received frame, syncs are
-//! fdatasync. Handles whose data only the VFS can reach (alternate data
+//! fdatasync. Writes to data in memory (tmpfs) are made at once instead. Handles whose data only the VFS can reach (alternate data
 //! streams) go to the blocking pool instead.
 
 use std::io;
@@ -41,6 +41,9 @@ impl IoBuf for WriteBuf {
         }
     }
 }
+
+/// Reads from memory of at most this many bytes are made at once.
+const READ_NOW: usize = 64 * 1024;
 
 /// An intent carried out, and the time it took.
 pub struct Done {
@@ -99,6 +102,11 @@ async fn carry_out(intent: Intent, frame: Rc<Frame>, scope: Option<Scope>, start
             aside: None,
         };
     }
+    // Data written to memory is copied at once, here, while it is still
+    // in this core's cache: the ring would hand each write to a worker
+    // thread (see `Vfs::data_in_memory`), which copies it cold. 1 MiB
+    // writes at depth 32 to tmpfs: 1,973 MB/s by the ring, 2,820 so.
+    let in_memory = intent.file.vfs.data_in_memory();
     let fd = DataFd(intent.file);
     let mut aside = None;
     let (completion, moved) = match intent.op {
@@ -137,7 +145,14 @@ async fn carry_out(intent: Intent, frame: Rc<Frame>, scope: Option<Scope>, start
                 }
                 _ => {
                     let before = buf.len();
-                    let (buf, r) = read(&fd, offset, len, buf).await;
+                    // A large read from memory stays a ring operation:
+                    // its worker thread copies while this one sends (1 MiB
+                    // at depth 32 ran at 1,775 MB/s so, 1,570 read here).
+                    let (buf, r) = if in_memory && len <= READ_NOW {
+                        read_now(fd.as_fd(), offset, len, buf)
+                    } else {
+                        read(&fd, offset, len, buf).await
+                    };
                     let n = buf.len() - before;
                     (Completion::Read(buf, r), Some((false, n)))
                 }
@@ -149,13 +164,19 @@ async fn carry_out(intent: Intent, frame: Rc<Frame>, scope: Option<Scope>, start
                 WriteData::Frame(r) => WriteBuf::Frame(frame, r),
                 WriteData::Owned(v) => WriteBuf::Owned(v),
             };
-            let mut r = write(&fd, offset, buf).await;
-            if r.is_ok() && sync {
+            let mut r = if in_memory {
+                write_now(fd.as_fd(), offset, buf.as_init())
+            } else {
+                write(&fd, offset, buf).await
+            };
+            if r.is_ok() && sync && !in_memory {
                 r = fdatasync(&fd).await;
             }
             let moved = r.is_ok().then_some((true, n));
             (Completion::Write(r), moved)
         }
+        // Memory has nothing to make durable.
+        Op::Flush if in_memory => (Completion::Flush(Ok(())), None),
         Op::Flush => (Completion::Flush(fdatasync(&fd).await), None),
     };
     let ns = clock::nanos(start, clock::now());
@@ -218,6 +239,48 @@ async fn read(fd: &DataFd, offset: u64, len: usize, mut buf: Vec<u8>) -> (Vec<u8
     (buf, Ok(()))
 }
 
+/// As [`read`], by plain system calls that wait for nothing but the copy.
+fn read_now(
+    fd: BorrowedFd<'_>,
+    offset: u64,
+    len: usize,
+    mut buf: Vec<u8>,
+) -> (Vec<u8>, VfsResult<()>) {
+    let start = buf.len();
+    let end = start + len;
+    buf.reserve_exact(len);
+    while buf.len() < end {
+        let filled = buf.len();
+        let at = offset + (filled - start) as u64;
+        let spare = &mut buf.spare_capacity_mut()[..end - filled];
+        match rustix::io::pread(fd, spare, at).map(|(read, _)| read.len()) {
+            Ok(0) => break,
+            Ok(n) => {
+                // SAFETY: pread initialised the first `n` bytes of the
+                // spare capacity, which lie within `filled..end`.
+                unsafe { buf.set_len(filled + n) };
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return (buf, Err(data_error(e.into()))),
+        }
+    }
+    (buf, Ok(()))
+}
+
+/// As [`write`], by plain system calls that wait for nothing but the copy.
+fn write_now(fd: BorrowedFd<'_>, offset: u64, data: &[u8]) -> VfsResult<()> {
+    let mut done = 0;
+    while done < data.len() {
+        match rustix::io::pwrite(fd, &data[done..], offset + done as u64) {
+            Ok(0) => return Err(data_error(io::ErrorKind::WriteZero.into())),
+            Ok(n) => done += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(data_error(e.into())),
+        }
+    }
+    Ok(())
+}
+
 async fn write(fd: &DataFd, offset: u64, mut buf: WriteBuf) -> VfsResult<()> {
     let len = buf.as_init().len();
     let mut done = 0;
@@ -237,4 +300,29 @@ async fn write(fd: &DataFd, offset: u64, mut buf: WriteBuf) -> VfsResult<()> {
 async fn fdatasync(fd: &DataFd) -> VfsResult<()> {
     let BufResult(r, _) = compio::runtime::submit(Sync::new(fd.clone(), true)).await;
     r.map(|_| ()).map_err(data_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_in_memory_is_read_behind_the_head_and_short_at_the_end() {
+        let file = tempfile::tempfile().expect("a file");
+        write_now(file.as_fd(), 3, b"abcdef").expect("written");
+        // Behind the reply's head; four bytes asked, four there.
+        let (buf, r) = read_now(file.as_fd(), 4, 4, b"head".to_vec());
+        assert!(r.is_ok());
+        assert_eq!(buf, b"headbcde");
+        // Past the end: what there is.
+        let (buf, r) = read_now(file.as_fd(), 7, 100, Vec::new());
+        assert!(r.is_ok());
+        assert_eq!(buf, b"ef");
+        let (buf, r) = read_now(file.as_fd(), 50, 10, b"h".to_vec());
+        assert!(r.is_ok());
+        assert_eq!(buf, b"h");
+        // The hole before the first write reads as zeros.
+        let (buf, _) = read_now(file.as_fd(), 0, 4, Vec::new());
+        assert_eq!(buf, b"\0\0\0a");
+    }
 }
