@@ -298,11 +298,13 @@ fn load(
         let reply = conn.next_reply()?;
         let done = Instant::now();
         complete(&reply, &mut in_flight, size, start, end, done, counters, m)?;
+        conn.recycle(reply);
     }
     while !in_flight.is_empty() {
         let reply = conn.next_reply()?;
         // Completions after the end are not counted.
         complete(&reply, &mut in_flight, size, start, end, end, counters, m)?;
+        conn.recycle(reply);
     }
     Ok(())
 }

@@ -57,8 +57,6 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    // Server and bench client alike move payload in large buffers.
-    copyless_engine::keep_payload_pages();
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(mut args) => match config::Config::from_serve_args(&args) {

@@ -39,7 +39,6 @@ use admission::{Refusal, Table};
 pub use env::filetime_now;
 use log_limit::RateLimit;
 use logons::Logons;
-pub use memory::keep_payload_pages;
 
 /// The engine's own limits; a connection's message sizes are the core's
 /// (`Connection::max_message_size`).

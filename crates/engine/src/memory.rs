@@ -10,9 +10,6 @@
 //! `malloc_trim` (measured; the threaded engine: 17 and 11 MiB). So once
 //! connections stop going for a moment, one trim gives the free pages of
 //! every arena back; under steady churn, at most one every few seconds.
-//!
-//! While connections move data, the opposite holds: pages of payload
-//! buffers must stay with the process (see [`keep_payload_pages`]).
 
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -28,43 +25,6 @@ struct Trimmer {
     gone: Mutex<Option<(Instant, Instant)>>,
     wake: Condvar,
 }
-
-/// Makes a freed payload buffer's pages serve the next one, instead of
-/// going back to the kernel and faulting in again, zeroed, one 4 KiB page
-/// at a time.
-///
-/// glibc's defaults move the line between its heaps and fresh mappings
-/// as it sees large blocks freed, and give the top of a heap back as soon
-/// as 2 x that line lies free. With 32 reads of 1 MiB in flight, replies
-/// freed in bursts crossed those lines all the time: measured on this
-/// project's machine (tmpfs share, `copyless bench io --size 1m --depth
-/// 32`), the server and the client then each spent most of their time in
-/// page faults, and a run settled at about 900 MB/s where it otherwise
-/// ran at 2,000-2,400, on either engine (the same happened to Samba's
-/// smbd now and then). Fixed lines end that; what stays resident after a
-/// burst is bounded by the trim threshold per heap, and given back when
-/// connections go ([`connection_gone`]). Call it once, at start, before
-/// threads allocate.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-pub fn keep_payload_pages() {
-    // The largest block served from a heap rather than a mapping of its
-    // own: any frame (the transport's 24-bit length keeps each under
-    // 16 MiB), so the largest READ or WRITE too.
-    const MMAP_THRESHOLD: i32 = 16 << 20;
-    // Free memory at the top of a heap kept rather than given back at
-    // once: the payload of a dozen 1 MiB requests in flight.
-    const TRIM_THRESHOLD: i32 = 16 << 20;
-    // SAFETY: mallopt only sets two of glibc's tunables, under its own
-    // lock; no pointer is passed. A value it refuses leaves the default.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD);
-    }
-}
-
-/// Other allocators choose for themselves.
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-pub fn keep_payload_pages() {}
 
 /// A connection went, its memory freed: a trim follows once closes
 /// settle. Never blocks on the trim itself.

@@ -344,6 +344,11 @@ impl Connection {
     }
 
     /// Takes the next final reply, waiting for one if none has arrived.
+    /// A reply is done with: its buffer may take a later one.
+    pub fn recycle(&mut self, reply: Reply) {
+        self.reader.recycle(reply.msg);
+    }
+
     pub fn next_reply(&mut self) -> Result<Reply, Error> {
         loop {
             if let Some(r) = self.replies.pop_front() {
