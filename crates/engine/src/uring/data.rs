@@ -45,6 +45,11 @@ impl IoBuf for WriteBuf {
 /// Reads from memory of at most this many bytes are made at once.
 const READ_NOW: usize = 64 * 1024;
 
+/// Writes to memory of at most this many bytes are made at once: a copy
+/// of 1 MiB holds the ring's other connections up for a few hundred
+/// microseconds at most; larger ones go to a worker.
+const WRITE_NOW: usize = 1024 * 1024;
+
 /// An intent carried out, and the time it took.
 pub struct Done {
     pub token: Token,
@@ -164,18 +169,18 @@ async fn carry_out(intent: Intent, frame: Rc<Frame>, scope: Option<Scope>, start
                 WriteData::Frame(r) => WriteBuf::Frame(frame, r),
                 WriteData::Owned(v) => WriteBuf::Owned(v),
             };
-            let mut r = if in_memory {
+            let mut r = if in_memory && n <= WRITE_NOW {
                 write_now(fd.as_fd(), offset, buf.as_init())
             } else {
                 write(&fd, offset, buf).await
             };
+            // Memory has nothing to make durable.
             if r.is_ok() && sync && !in_memory {
                 r = fdatasync(&fd).await;
             }
             let moved = r.is_ok().then_some((true, n));
             (Completion::Write(r), moved)
         }
-        // Memory has nothing to make durable.
         Op::Flush if in_memory => (Completion::Flush(Ok(())), None),
         Op::Flush => (Completion::Flush(fdatasync(&fd).await), None),
     };
