@@ -21,7 +21,12 @@
 //!   and DEFER_TASKRUN (completions run in the waiting `io_uring_enter`,
 //!   not by interrupting the thread);
 //! - `compio`: the runtime the io_uring engine is built on, one task
-//!   reading into a Vec and writing it back (single-shot receives).
+//!   reading into a Vec and writing it back (single-shot receives);
+//! - `blocking-open`: as `blocking`, each round trip also making the file
+//!   calls of one request of `smb2.bench.path-contention-shared` answered
+//!   in place, in turn an open of a folder (the probe's statx, openat2,
+//!   statx, a DOS attribute xattr not there) and its close: the floor
+//!   of that benchmark per request.
 //!
 //! The figures are the floor each way of waiting sets under the engine's
 //! own work: compare them within one run only.
@@ -53,6 +58,7 @@ fn main() {
             "multishot",
             "multishot-defer",
             "compio",
+            "blocking-open",
         ] {
             let (rate, user, sys) = run(way, rounds);
             println!(
@@ -76,6 +82,7 @@ fn run(way: &'static str, rounds: usize) -> (f64, f64, f64) {
             "single" => single(s, rounds, false),
             "single-timespec" => single(s, rounds, true),
             "compio" => compio_runtime(s, rounds),
+            "blocking-open" => blocking_open(s, rounds),
             "multishot" => multishot(s, rounds, false),
             _ => multishot(s, rounds, true),
         }
@@ -112,6 +119,33 @@ fn blocking(mut s: TcpStream, rounds: usize) {
     let mut buf = [0u8; SIZE];
     for _ in 0..rounds {
         s.read_exact(&mut buf).expect("server read");
+        s.write_all(&buf).expect("server write");
+    }
+}
+
+fn blocking_open(mut s: TcpStream, rounds: usize) {
+    use rustix::fs::{
+        openat, openat2, statx, AtFlags, Mode, OFlags, ResolveFlags, StatxFlags, CWD,
+    };
+    let dir = std::env::temp_dir();
+    let root = openat(CWD, &dir, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty()).expect("dir");
+    let mut buf = [0u8; SIZE];
+    let mut open = None;
+    let mut value = [0u8; 64];
+    for _ in 0..rounds {
+        s.read_exact(&mut buf).expect("server read");
+        match open.take() {
+            None => {
+                let _ = statx(&root, "", AtFlags::EMPTY_PATH, StatxFlags::BASIC_STATS);
+                let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+                let fd =
+                    openat2(&root, ".", flags, Mode::empty(), ResolveFlags::BENEATH).expect("open");
+                let _ = statx(&fd, "", AtFlags::EMPTY_PATH, StatxFlags::BASIC_STATS);
+                let _ = rustix::fs::fgetxattr(&fd, "user.copyless-ping", &mut value);
+                open = Some(fd);
+            }
+            Some(fd) => drop(fd),
+        }
         s.write_all(&buf).expect("server write");
     }
 }
