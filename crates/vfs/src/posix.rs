@@ -1353,8 +1353,8 @@ enum DataKind {
     /// Itself, asynchronously (io_uring): local filesystems whose reads
     /// wait on nothing but their disk.
     Disk,
-    /// Itself, at once: the data is in memory (tmpfs), so reading and
-    /// writing it waits for nothing but the copy.
+    /// Itself, the data being in memory (tmpfs): reading and writing it
+    /// waits for nothing but the copy, so an engine may do it at once.
     Memory,
     /// Only through the VFS, on a thread that may block: on FUSE, io_uring
     /// was seen to wait for the daemon's answer inside the submission,

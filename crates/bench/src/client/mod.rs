@@ -343,12 +343,12 @@ impl Connection {
         Ok(mids)
     }
 
-    /// Takes the next final reply, waiting for one if none has arrived.
     /// A reply is done with: its buffer may take a later one.
     pub fn recycle(&mut self, reply: Reply) {
         self.reader.recycle(reply.msg);
     }
 
+    /// Takes the next final reply, waiting for one if none has arrived.
     pub fn next_reply(&mut self) -> Result<Reply, Error> {
         loop {
             if let Some(r) = self.replies.pop_front() {

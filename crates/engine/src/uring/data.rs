@@ -1,7 +1,8 @@
 //! Data intents carried out as ring operations: reads land straight in
 //! the reply's buffer, writes go from the received frame, syncs are
-//! fdatasync. Writes to data in memory (tmpfs) are made at once instead. Handles whose data only the VFS can reach (alternate data
-//! streams) go to the blocking pool instead.
+//! fdatasync. Data in memory (tmpfs) is written, and read in small
+//! pieces, at once instead. Handles whose data only the VFS can reach
+//! (alternate data streams) go to the blocking pool.
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
