@@ -278,10 +278,7 @@ impl<'a> Driver<'a> {
 
     /// Whether the connection has nothing left to do.
     fn over(&self) -> bool {
-        let answered = self.frames.is_empty()
-            && self.dones.is_empty()
-            && self.intents.is_empty()
-            && self.pool.is_none();
+        let answered = self.frames.is_empty() && self.dones.is_empty() && self.intents.is_empty();
         let sent = self.send.is_none() && self.outq.is_empty();
         (self.closing || (self.eof && answered)) && sent && self.pool.is_none()
     }

@@ -44,12 +44,12 @@ impl IoBuf for WriteBuf {
 }
 
 /// Reads from memory of at most this many bytes are made at once.
-const READ_NOW: usize = 64 * 1024;
+const READ_AT_ONCE: usize = 64 * 1024;
 
 /// Writes to memory of at most this many bytes are made at once: a copy
 /// of 1 MiB holds the ring's other connections up for a few hundred
 /// microseconds at most; larger ones go to a worker.
-const WRITE_NOW: usize = 1024 * 1024;
+const WRITE_AT_ONCE: usize = 1024 * 1024;
 
 /// An intent carried out, and the time it took.
 pub struct Done {
@@ -154,8 +154,8 @@ async fn carry_out(intent: Intent, frame: Rc<Frame>, scope: Option<Scope>, start
                     // A large read from memory stays a ring operation:
                     // its worker thread copies while this one sends (1 MiB
                     // at depth 32 ran at 1,775 MB/s so, 1,570 read here).
-                    let (buf, r) = if in_memory && len <= READ_NOW {
-                        read_now(fd.as_fd(), offset, len, buf)
+                    let (buf, r) = if in_memory && len <= READ_AT_ONCE {
+                        read_at_once(fd.as_fd(), offset, len, buf)
                     } else {
                         read(&fd, offset, len, buf).await
                     };
@@ -170,8 +170,8 @@ async fn carry_out(intent: Intent, frame: Rc<Frame>, scope: Option<Scope>, start
                 WriteData::Frame(r) => WriteBuf::Frame(frame, r),
                 WriteData::Owned(v) => WriteBuf::Owned(v),
             };
-            let mut r = if in_memory && n <= WRITE_NOW {
-                write_now(fd.as_fd(), offset, buf.as_init())
+            let mut r = if in_memory && n <= WRITE_AT_ONCE {
+                write_at_once(fd.as_fd(), offset, buf.as_init())
             } else {
                 write(&fd, offset, buf).await
             };
@@ -246,7 +246,7 @@ async fn read(fd: &DataFd, offset: u64, len: usize, mut buf: Vec<u8>) -> (Vec<u8
 }
 
 /// As [`read`], by plain system calls that wait for nothing but the copy.
-fn read_now(
+fn read_at_once(
     fd: BorrowedFd<'_>,
     offset: u64,
     len: usize,
@@ -274,7 +274,7 @@ fn read_now(
 }
 
 /// As [`write`], by plain system calls that wait for nothing but the copy.
-fn write_now(fd: BorrowedFd<'_>, offset: u64, data: &[u8]) -> VfsResult<()> {
+fn write_at_once(fd: BorrowedFd<'_>, offset: u64, data: &[u8]) -> VfsResult<()> {
     let mut done = 0;
     while done < data.len() {
         match rustix::io::pwrite(fd, &data[done..], offset + done as u64) {
@@ -315,20 +315,20 @@ mod tests {
     #[test]
     fn data_in_memory_is_read_behind_the_head_and_short_at_the_end() {
         let file = tempfile::tempfile().expect("a file");
-        write_now(file.as_fd(), 3, b"abcdef").expect("written");
+        write_at_once(file.as_fd(), 3, b"abcdef").expect("written");
         // Behind the reply's head; four bytes asked, four there.
-        let (buf, r) = read_now(file.as_fd(), 4, 4, b"head".to_vec());
+        let (buf, r) = read_at_once(file.as_fd(), 4, 4, b"head".to_vec());
         assert!(r.is_ok());
         assert_eq!(buf, b"headbcde");
         // Past the end: what there is.
-        let (buf, r) = read_now(file.as_fd(), 7, 100, Vec::new());
+        let (buf, r) = read_at_once(file.as_fd(), 7, 100, Vec::new());
         assert!(r.is_ok());
         assert_eq!(buf, b"ef");
-        let (buf, r) = read_now(file.as_fd(), 50, 10, b"h".to_vec());
+        let (buf, r) = read_at_once(file.as_fd(), 50, 10, b"h".to_vec());
         assert!(r.is_ok());
         assert_eq!(buf, b"h");
         // The hole before the first write reads as zeros.
-        let (buf, _) = read_now(file.as_fd(), 0, 4, Vec::new());
+        let (buf, _) = read_at_once(file.as_fd(), 0, 4, Vec::new());
         assert_eq!(buf, b"\0\0\0a");
     }
 }
