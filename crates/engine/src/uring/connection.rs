@@ -769,6 +769,13 @@ impl<'a> Driver<'a> {
             if let Op::Read { bare, .. } = &mut intent.op {
                 *bare &= alone;
             }
+            let intent = match data::at_once(intent, &frame, self.scope.as_ref()) {
+                Ok(done) => {
+                    self.dones.push_back(done);
+                    continue;
+                }
+                Err(intent) => intent,
+            };
             let (stop, stopped) = oneshot::channel();
             self.stops.insert(intent.token, stop);
             self.intents.push(Box::pin(data::perform(
