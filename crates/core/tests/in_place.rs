@@ -6,9 +6,8 @@
 //! may let a held request run again reaches the filesystem while it is
 //! handled, and must go elsewhere; so must an open that may create,
 //! truncate or look a name up on disk, a query of what is not in the
-//! open file's stat, the deletion of a folder, which must be found
-//! empty first, a file's end cut far in, space reserved, and a change
-//! of times, attributes or size that watchers must hear of.
+//! open file's stat, and the deletion of a folder, which must be found
+//! empty first.
 
 use std::sync::Arc;
 
@@ -333,98 +332,4 @@ fn marking_a_file_for_deletion_is_handled_in_place_and_its_close_deletes_elsewhe
     assert_eq!((blocks, statuses), (true, vec![status::SUCCESS]));
     assert_eq!(c.close(id), status::SUCCESS);
     assert!(!dir.path().join("sub").exists());
-}
-
-const FILE_ALLOCATION_INFORMATION: u8 = 19;
-const FILE_END_OF_FILE_INFORMATION: u8 = 20;
-
-/// FILE_BASIC_INFORMATION: times (zero leaves one as it is), then the
-/// attributes (zero leaves them as they are).
-fn basic(last_write: u64, attributes: u32) -> Vec<u8> {
-    let mut b = Vec::with_capacity(40);
-    for t in [0, 0, last_write, 0] {
-        b.extend_from_slice(&t.to_le_bytes());
-    }
-    b.extend_from_slice(&attributes.to_le_bytes());
-    b.extend_from_slice(&[0; 4]);
-    b
-}
-
-#[test]
-fn times_attributes_and_a_nearby_end_of_file_are_set_in_place() {
-    let (mut c, dir) = posix_client();
-    let doc = dir.path().join("sub/doc");
-    let (_, id) = opened(&mut c, open_request("sub\\doc", OPEN));
-    let id = id.unwrap();
-    // 2001-01-01, as a FILETIME.
-    let when = 126_227_808_000_000_000u64;
-    const ARCHIVE: u32 = 0x20;
-    let (blocks, statuses) = sent(
-        &mut c,
-        vec![set_info(id, FILE_BASIC_INFORMATION, &basic(when, ARCHIVE))],
-    );
-    assert_eq!((blocks, statuses), (false, vec![status::SUCCESS]));
-    let mtime = std::fs::metadata(&doc).unwrap().modified().unwrap();
-    let secs = mtime
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    assert_eq!(secs, 978_307_200, "the write time was set");
-    let size = |n: u64| n.to_le_bytes();
-    let (blocks, statuses) = sent(
-        &mut c,
-        vec![set_info(id, FILE_END_OF_FILE_INFORMATION, &size(3 << 20))],
-    );
-    assert_eq!(
-        (blocks, statuses),
-        (false, vec![status::SUCCESS]),
-        "moved out"
-    );
-    assert_eq!(std::fs::metadata(&doc).unwrap().len(), 3 << 20);
-    let (blocks, statuses) = sent(
-        &mut c,
-        vec![set_info(id, FILE_END_OF_FILE_INFORMATION, &size(5 << 19))],
-    );
-    assert_eq!(
-        (blocks, statuses),
-        (false, vec![status::SUCCESS]),
-        "in by 512 KiB"
-    );
-    // Cut far in, the file's blocks are freed: that may read the disk.
-    let (blocks, statuses) = sent(
-        &mut c,
-        vec![set_info(id, FILE_END_OF_FILE_INFORMATION, &size(4))],
-    );
-    assert_eq!(
-        (blocks, statuses),
-        (true, vec![status::SUCCESS]),
-        "in by 2.5 MiB"
-    );
-    assert_eq!(std::fs::read(&doc).unwrap(), b"kept");
-    let (blocks, statuses) = sent(
-        &mut c,
-        vec![set_info(id, FILE_ALLOCATION_INFORMATION, &size(1 << 20))],
-    );
-    assert_eq!(
-        (blocks, statuses),
-        (true, vec![status::SUCCESS]),
-        "space reserved"
-    );
-    // With a watcher, the change is reported, which may look it up.
-    let root = c
-        .open(create_request_with("", READ, SHARE_ALL, OPEN, 1))
-        .unwrap();
-    let waiting = c.send(vec![notify_request(root, FILTER, true, 4096)]);
-    assert!(waiting.iter().all(|r| r.status() == status::PENDING));
-    let (blocks, _) = replied(
-        &mut c,
-        vec![set_info(id, FILE_BASIC_INFORMATION, &basic(when, 0))],
-    );
-    assert!(blocks, "times set under a watch");
-    let (blocks, _) = replied(
-        &mut c,
-        vec![set_info(id, FILE_END_OF_FILE_INFORMATION, &size(8))],
-    );
-    assert!(blocks, "an end moved under a watch");
-    assert_eq!(c.close(id), status::SUCCESS);
 }

@@ -84,10 +84,6 @@ impl Vfs for TimedVfs {
         self.timed(Syscall::Stat, || self.inner.stat(h))
     }
 
-    fn size(&self, h: &FileHandle) -> VfsResult<u64> {
-        self.timed(Syscall::Stat, || self.inner.size(h))
-    }
-
     fn read(&self, h: &FileHandle, offset: u64, buf: &mut [u8]) -> VfsResult<usize> {
         let start = clock::now();
         let result = self.inner.read(h, offset, buf);

@@ -361,11 +361,6 @@ pub trait Vfs: Send + Sync {
     /// PathNotFound.
     fn resolve(&self, who: &Identity, path: &str) -> VfsResult<String>;
     fn stat(&self, h: &FileHandle) -> VfsResult<FileStat>;
-    /// The handle's data length: [`FileStat::size`] without the rest of
-    /// the stat, which may cost more (stored attributes).
-    fn size(&self, h: &FileHandle) -> VfsResult<u64> {
-        self.stat(h).map(|st| st.size)
-    }
     /// Reads at `offset`; fewer bytes than asked only at end of file.
     fn read(&self, h: &FileHandle, offset: u64, buf: &mut [u8]) -> VfsResult<usize>;
     /// Writes all of `data` at `offset`.

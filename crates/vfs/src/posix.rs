@@ -767,13 +767,6 @@ impl Vfs for PosixVfs {
         Ok(st)
     }
 
-    fn size(&self, h: &FileHandle) -> VfsResult<u64> {
-        if h.stream.is_some() {
-            return self.stat(h).map(|st| st.size);
-        }
-        Ok(statx_fd(fd_of(h)?).map_err(io_err)?.stx_size)
-    }
-
     fn data_fd<'h>(&self, h: &'h FileHandle) -> Option<BorrowedFd<'h>> {
         if h.stream.is_some() || !h.is_direct() {
             return None;

@@ -46,11 +46,6 @@ const REPLY_OVERHEAD: usize = 1024;
 /// How often sessions are checked against the user store when idle.
 const SESSION_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 
-/// How far a SET_INFO may move a file's end in and still be handled in
-/// place ([`Connection::may_block`]): a few extents, at hand in the
-/// inode.
-const SHRINK_IN_PLACE: u64 = 1 << 20;
-
 /// What the engine does after a message or a completion.
 #[derive(Debug, Default)]
 pub struct Output {
@@ -698,18 +693,11 @@ impl Connection {
             .is_some_and(|f| f.vfs.data_fd(&f.handle).is_some())
     }
 
-    /// Whether the SET_INFO `m` changes only what is in memory: the
-    /// position or mode of an open; whether a file (not a folder, which
-    /// must be found empty first) is to be deleted at its last close,
-    /// which reads only its stat (the deletion itself is the CLOSE's, and
-    /// is not done in place); an object's times and attributes, which
-    /// dirty its inode and its small xattr; a file's end moved out, or in
-    /// by little, which frees no more than a few blocks the filesystem
-    /// has at hand. Each only on a local filesystem, with no watchers to
-    /// look up (the change is reported to them). Moving a file's end far
-    /// in may read and free a large extent tree, and reserving space
-    /// (FILE_ALLOCATION_INFORMATION) may search the disk's free space:
-    /// those go to the pool.
+    /// Whether the SET_INFO `m` changes only what the server keeps in
+    /// memory: the position or mode of an open, or whether a file (not a
+    /// folder, which must be found empty first) of a local filesystem is
+    /// to be deleted at its last close, which reads only its stat. The
+    /// deletion itself is the CLOSE's, and is not done in place.
     fn sets_in_place(&self, m: &copyless_proto::compound::Message<'_>) -> bool {
         use copyless_fscc::class;
         if m.header.is_related() {
@@ -721,25 +709,11 @@ impl Connection {
         let Some(f) = self.file_open(m.header.session_id, set.file_id.volatile) else {
             return false;
         };
-        let local = f.vfs.data_fd(&f.handle).is_some();
-        let unwatched = !self.server.has_watchers();
         set.info_type == messages::INFO_FILE
             && match set.class {
                 class::FILE_POSITION_INFORMATION | class::FILE_MODE_INFORMATION => true,
                 class::FILE_DISPOSITION_INFORMATION | class::FILE_DISPOSITION_INFORMATION_EX => {
-                    !f.is_dir && local
-                }
-                class::FILE_BASIC_INFORMATION => local && unwatched,
-                class::FILE_END_OF_FILE_INFORMATION => {
-                    let Ok(len) = copyless_fscc::decode_u64(set.buffer) else {
-                        return false;
-                    };
-                    local
-                        && unwatched
-                        && !f.is_dir
-                        && f.vfs
-                            .size(&f.handle)
-                            .is_ok_and(|size| len >= size.saturating_sub(SHRINK_IN_PLACE))
+                    !f.is_dir && f.vfs.data_fd(&f.handle).is_some()
                 }
                 _ => false,
             }
