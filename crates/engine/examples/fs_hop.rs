@@ -11,6 +11,8 @@
 //!   that would do it itself);
 //! - on a worker thread, the caller waiting in io_uring for an eventfd
 //!   the worker writes (how the io_uring engine's blocking pool answers);
+//! - on compio's blocking pool, awaited by a task (the io_uring engine's
+//!   pool itself);
 //! - as io_uring operations: OPENAT2, then STATX and both FGETXATTR linked,
 //!   then CLOSE (the kernel runs STATX and the xattr operations on its own
 //!   io-wq workers);
@@ -141,6 +143,20 @@ fn main() {
         // SAFETY: made above, closed once.
         unsafe { libc::close(efd) };
         println!("round {round} worker thread, eventfd: {pool}");
+
+        let rt = compio::runtime::Runtime::new().expect("a compio runtime");
+        let compio_pool = rt.block_on(async {
+            let mut ns = Vec::with_capacity(TIMES);
+            for _ in 0..TIMES {
+                let start = Instant::now();
+                compio::runtime::spawn_blocking(move || inline(dir))
+                    .await
+                    .expect("no panic");
+                ns.push(start.elapsed().as_nanos() as u64);
+            }
+            percentiles(ns)
+        });
+        println!("round {round} compio's blocking pool: {compio_pool}");
 
         let how = how();
         let ring_ops = timed(|| {
