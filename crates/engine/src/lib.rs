@@ -1,10 +1,10 @@
 //! The engines: sockets, threads, rings and the kernel, the only layer
 //! that does I/O. Both drive the same sans-IO protocol core:
 //!
-//! - `uring`: a few threads, one per core, each with its own io_uring
-//!   (through compio); connections are tasks, data intents are ring
-//!   operations, and work that touches file metadata runs on a thread
-//!   pool, never on the loop that serves sockets.
+//! - `uring`: a few threads, one per core, each a loop over its own
+//!   io_uring; connections are driven by their loop's calls, data intents
+//!   are ring operations, and work that touches file metadata runs on a
+//!   thread pool, never on the loop that serves sockets.
 //! - `threads`: a thread per connection with plain blocking reads and
 //!   writes, for hosts that refuse io_uring (container seccomp profiles,
 //!   `kernel.io_uring_disabled`).

@@ -12,10 +12,8 @@
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::rc::Rc;
+use std::sync::Arc;
 
-use compio::buf::BufResult;
-use compio::driver::op::{Interest, PollOnce, Splice};
 use rustix::io::Errno;
 use rustix::pipe::{fcntl_setpipe_size, pipe_with, splice, PipeFlags, SpliceFlags};
 
@@ -50,14 +48,15 @@ const KEEP: usize = IN_USE;
 /// A pipe holding (or ready to hold) one read's data; it counts as in use
 /// until dropped.
 pub struct Pipe {
-    read: Rc<OwnedFd>,
-    write: Rc<OwnedFd>,
+    read: Arc<OwnedFd>,
+    /// Where the file's pages go in (a splice on the ring).
+    pub write: Arc<OwnedFd>,
 }
 
 /// An empty pipe kept for the next read.
 struct Idle {
-    read: Rc<OwnedFd>,
-    write: Rc<OwnedFd>,
+    read: Arc<OwnedFd>,
+    write: Arc<OwnedFd>,
 }
 
 thread_local! {
@@ -83,8 +82,8 @@ impl Pipe {
                 let (read, write) = pipe_with(PipeFlags::CLOEXEC).ok()?;
                 match fcntl_setpipe_size(&write, CAPACITY) {
                     Ok(size) if size >= CAPACITY => Idle {
-                        read: Rc::new(read),
-                        write: Rc::new(write),
+                        read: Arc::new(read),
+                        write: Arc::new(write),
                     },
                     _ => return None,
                 }
@@ -108,66 +107,22 @@ impl Pipe {
         });
     }
 
-    /// Moves up to `len` bytes of `file` at `offset` into the pipe: the
-    /// count, fewer only at end of file. The pipe is never waited for (a
-    /// read that does not [`fits`] would wait for ever): a full pipe is
-    /// an error, WouldBlock, and the caller copies the read instead.
-    pub async fn fill<F: AsFd + Clone + 'static>(
-        &self,
-        file: &F,
-        offset: u64,
-        len: usize,
-    ) -> io::Result<usize> {
-        let mut done = 0;
-        while done < len {
-            let at = offset
-                .checked_add(done as u64)
-                .and_then(|at| i64::try_from(at).ok())
-                .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
-            let op = Splice::new(
-                file.clone(),
-                at,
-                self.write.clone(),
-                -1,
-                len - done,
-                SpliceFlags::NONBLOCK,
-            );
-            let BufResult(r, _) = compio::runtime::submit(op).await;
-            match r? {
-                0 => break,
-                n => done += n,
-            }
-        }
-        Ok(done)
-    }
-
-    /// Sends `len` bytes the pipe holds into `socket`, which must be
-    /// non-blocking. The splice is made here, not on the ring: the ring
-    /// would hand it to a kernel thread and wait for it, while the pages
-    /// are in the pipe already and moving them blocks on nothing but
-    /// room in the socket, which is waited for on the ring.
-    pub async fn drain<S: AsFd + Clone + 'static>(&self, socket: &S, len: usize) -> io::Result<()> {
-        let mut done = 0;
-        while done < len {
-            match splice(
-                &*self.read,
-                None,
-                socket,
-                None,
-                len - done,
-                SpliceFlags::NONBLOCK,
-            ) {
+    /// Sends up to `len` bytes the pipe holds into `socket`, which must
+    /// be non-blocking: how many went, None when the socket has no room
+    /// (the caller waits for it on the ring and calls again). Made here,
+    /// not on the ring: the ring would hand it to a kernel thread, while
+    /// the pages are in the pipe already and moving them waits for
+    /// nothing but room in the socket.
+    pub fn drain(&self, socket: impl AsFd, len: usize) -> io::Result<Option<usize>> {
+        loop {
+            match splice(&*self.read, None, &socket, None, len, SpliceFlags::NONBLOCK) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => done += n,
-                Err(Errno::AGAIN) => {
-                    let op = PollOnce::new(socket.clone(), Interest::Writable);
-                    compio::runtime::submit(op).await.0?;
-                }
+                Ok(n) => return Ok(Some(n)),
+                Err(Errno::AGAIN) => return Ok(None),
                 Err(Errno::INTR) => {}
                 Err(e) => return Err(e.into()),
             }
         }
-        Ok(())
     }
 }
 

@@ -55,6 +55,12 @@ impl Deref for Frame {
     }
 }
 
+impl AsRef<[u8]> for Frame {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
 /// A sealed frame is decrypted where it lies.
 impl DerefMut for Frame {
     fn deref_mut(&mut self) -> &mut [u8] {

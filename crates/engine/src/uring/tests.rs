@@ -5,14 +5,17 @@ use std::net::{TcpListener, TcpStream as StdStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use compio::io::AsyncReadManaged;
 use copyless_proto::client::{write_negotiate_request, NegotiateOffer};
 use copyless_proto::negotiate::{DIALECT_210, SIGNING_ENABLED};
 use copyless_proto::{command, status};
 use copyless_scripted::{config, memory_server, Client, Request};
 use copyless_trace::Tracer;
 
-use super::{connection, runtime, Shared};
+use super::bell::Bell;
+use super::conn::write_now;
+use super::ops::{Fd, Ops};
+use super::pool::Pool;
+use super::worker::{Loop, Mailbox, Peers, Shared, Tag, ToWorker, NEWS};
 use crate::admission::{AdmissionLimits, Table};
 use crate::logons::Logons;
 use crate::{framing, lock, Accepted, Connections, EngineLimits, LiveLimits};
@@ -57,10 +60,9 @@ fn pair(l: &TcpListener) -> (StdStream, StdStream, std::net::SocketAddr) {
 /// More connections receiving in one turn than the ring's pool has
 /// buffers: a receive that finds the pool empty fails with ENOBUFS, and
 /// the connection reads into a buffer of its own instead of losing the
-/// bytes or its client.
+/// bytes or its client. Here the pool's one buffer is held throughout.
 #[test]
 fn a_receive_that_finds_the_pool_empty_reads_into_a_buffer_of_its_own() {
-    let rt = runtime(1).unwrap();
     let (server, _) = memory_server(config(), Arc::default());
     let frame = negotiate(&mut Client::connect(server.clone()));
     let tracer = Tracer::new(Vec::new(), false);
@@ -70,53 +72,73 @@ fn a_receive_that_finds_the_pool_empty_reads_into_a_buffer_of_its_own() {
         tracer: tracer.clone(),
         logons: Logons::start(tracer).unwrap().0,
         post: Arc::default(),
-        pooled_receives: true,
     };
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let reply = rt.block_on(async move {
-        // Something else holds the pool's one buffer.
-        let (mut other, taken, _) = pair(&l);
-        other.write_all(b"x").unwrap();
-        let mut taken = compio::net::TcpStream::from_std(taken).unwrap();
-        let held = taken.read_managed(0).await.unwrap().unwrap();
-        assert_eq!(&held[..], b"x");
-        other.write_all(b"y").unwrap();
-        let dry = taken.read_managed(0).await.unwrap_err();
-        assert_eq!(dry.kind(), std::io::ErrorKind::ResourceBusy, "{dry}");
 
-        let (mut client, stream, peer) = pair(&l);
-        let stream = Arc::new(stream);
-        let connections: Connections = Arc::new(Mutex::new(Table::new(limits().admission)));
-        let id = lock(&connections)
-            .admit(peer.ip(), stream.clone())
-            .unwrap()
-            .id;
-        let accepted = Accepted {
-            id,
-            stream,
-            peer,
-            connections,
-        };
-        compio::runtime::spawn(connection::serve(accepted, shared)).detach();
-        let asked = compio::runtime::spawn_blocking(move || {
-            client
-                .set_read_timeout(Some(Duration::from_secs(20)))
-                .unwrap();
-            framing::write_frame(&mut client, &frame).unwrap();
-            let mut head = [0; 4];
-            client.read_exact(&mut head).unwrap();
-            let mut reply = vec![0; framing::announced(head, 1 << 20).unwrap()];
-            client.read_exact(&mut reply).unwrap();
-            reply
-        });
-        let reply = asked.await.unwrap();
-        drop(held);
-        reply
+    // Something else holds the pool's one buffer (a ring stays on the
+    // thread that made it).
+    let (mut other, taken, _) = pair(&l);
+    let bell = Bell::new().unwrap();
+    let inbox: Mailbox = Arc::default();
+    let peers: Peers = Arc::new(Mutex::new(vec![(inbox.clone(), bell.clone())]));
+    let (b, i) = (bell.clone(), inbox.clone());
+    let (dry_tx, dry) = std::sync::mpsc::channel();
+    let looping = std::thread::spawn(move || {
+        let mut ops = Ops::new(64).unwrap().with_recv_pool(1, 64 * 1024).unwrap();
+        let taken: Fd = Arc::new(taken);
+        let mut results = Vec::new();
+        for byte in [b"x", b"y"] {
+            other.write_all(byte).unwrap();
+            ops.recv_pooled(taken.clone(), Tag::Cancel).unwrap();
+            let mut done = Vec::new();
+            while done.is_empty() {
+                ops.wait(Some(Duration::from_secs(5))).unwrap();
+                ops.reap(&mut done);
+            }
+            results.push((done[0].result, done[0].buffer.is_some()));
+        }
+        dry_tx.send(results).unwrap();
+        Loop::new(ops, shared, Pool::new(2), i, b, peers).run();
     });
+    let results = dry.recv().unwrap();
+    assert_eq!(results[0], (1, true), "the pool's buffer, kept");
+    assert_eq!(results[1], (-libc::ENOBUFS, false), "the pool is dry");
+
+    let (mut client, stream, peer) = pair(&l);
+    let stream = Arc::new(stream);
+    let connections: Connections = Arc::new(Mutex::new(Table::new(limits().admission)));
+    let id = lock(&connections)
+        .admit(peer.ip(), stream.clone())
+        .unwrap()
+        .id;
+    let accepted = Accepted {
+        id,
+        stream,
+        peer,
+        connections,
+    };
+    let tell = |what| {
+        inbox.lock().unwrap().push(what);
+        bell.ring(NEWS);
+    };
+    tell(ToWorker::Serve(accepted));
+    client
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    framing::write_frame(&mut client, &frame).unwrap();
+    let mut head = [0; 4];
+    client.read_exact(&mut head).unwrap();
+    let mut reply = vec![0; framing::announced(head, 1 << 20).unwrap()];
+    client.read_exact(&mut reply).unwrap();
     let status_field = u32::from_le_bytes(reply[8..12].try_into().unwrap());
     let command_field = u16::from_le_bytes(reply[12..14].try_into().unwrap());
     assert_eq!(command_field, command::NEGOTIATE);
     assert_eq!(status_field, status::SUCCESS);
+
+    // Told to stop, the loop ends once its connection has.
+    tell(ToWorker::Stop);
+    drop(client);
+    looping.join().unwrap();
 }
 
 /// A connected pair over loopback: the first non-blocking, as the
@@ -132,7 +154,7 @@ fn nonblocking_pair() -> (StdStream, StdStream) {
 fn replies_that_fit_the_socket_are_written_at_once_in_order() {
     let (a, mut b) = nonblocking_pair();
     let mut bufs = vec![vec![1u8; 10], vec![2u8; 20], vec![3u8; 5]];
-    connection::write_now(&a, &mut bufs).unwrap();
+    write_now(&a, &mut bufs).unwrap();
     assert!(bufs.is_empty());
     let mut got = [0u8; 35];
     b.read_exact(&mut got).unwrap();
@@ -148,7 +170,7 @@ fn what_the_socket_cannot_take_is_left_to_send() {
         .map(|i| (0..16 << 20).map(|j: u32| (j as u8) ^ i).collect())
         .collect();
     let mut bufs = sent.clone();
-    connection::write_now(&a, &mut bufs).unwrap();
+    write_now(&a, &mut bufs).unwrap();
     let left: usize = bufs.iter().map(Vec::len).sum();
     let total: usize = sent.iter().map(Vec::len).sum();
     assert!(left > 0 && left < total, "{left} of {total} left");
