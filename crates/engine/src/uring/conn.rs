@@ -1148,14 +1148,14 @@ impl Conn {
                     self.eof = true;
                     return;
                 };
-                let bytes = pool.bytes(bid, n).to_vec();
-                pool.give_back(bid);
+                let bytes = pool.bytes(bid, n);
                 // The inbox was empty: these bytes start a frame.
                 self.first_byte = clock::now();
-                let used = self.cut_frames(&bytes);
+                let used = self.cut_frames(bytes);
                 if !self.eof {
                     self.inbox.extend_from_slice(&bytes[used..]);
                 }
+                pool.give_back(bid);
             }
             (Into::Big, Kept::Bytes(buf), _) => {
                 let filled = have + n;
