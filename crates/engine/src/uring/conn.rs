@@ -128,11 +128,12 @@ enum FlightKind {
     },
 }
 
-/// What the loop shares with each of its connections.
-pub(super) struct Ctx<'a> {
-    pub ops: &'a mut Ops<super::worker::Tag>,
-    pub pool: &'a Arc<Pool>,
-    pub results: &'a Arc<Results<Back>>,
+/// What a loop's connections share: its ring, the pool, and where the
+/// pool's results for them come back.
+pub(super) struct Ctx {
+    pub ops: Ops<Tag>,
+    pub pool: Arc<Pool>,
+    pub results: Arc<Results<Back>>,
 }
 
 pub(super) struct Conn {
@@ -282,7 +283,7 @@ impl Conn {
 
     /// Takes what has arrived for the core and starts what is to go out:
     /// the loop calls it after each event of the connection.
-    pub fn step(&mut self, ctx: &mut Ctx<'_>) {
+    pub fn step(&mut self, ctx: &mut Ctx) {
         self.take_letters();
         self.drive_core(ctx);
         self.start_io(ctx);
@@ -295,7 +296,7 @@ impl Conn {
         }
     }
 
-    fn drive_core(&mut self, ctx: &mut Ctx<'_>) {
+    fn drive_core(&mut self, ctx: &mut Ctx) {
         while self.conn.is_some() && !self.closing {
             if self.letter_due() {
                 let Some(Posted { letter, .. }) = self.letters.pop_front() else {
@@ -339,7 +340,7 @@ impl Conn {
         !self.eof && !self.closing && wanted && self.held.bytes() <= 2 * self.max
     }
 
-    fn work(&mut self, ctx: &mut Ctx<'_>, work: Work, t: FrameTimes) {
+    fn work(&mut self, ctx: &mut Ctx, work: Work, t: FrameTimes) {
         let Some(mut conn) = self.conn.take() else {
             return;
         };
@@ -358,14 +359,14 @@ impl Conn {
         }
         self.pending_frame = Some(t);
         self.handling = true;
-        ctx.pool.run(ctx.results, self.slot, move || {
+        ctx.pool.run(&ctx.results, self.slot, move || {
             let (out, frame, disk) = run_core(&mut conn, work, scope.as_ref());
             Back::Handled(Box::new((conn, out, frame, disk)))
         });
     }
 
     /// The pool's result for this connection.
-    pub fn back(&mut self, ctx: &mut Ctx<'_>, back: Back) {
+    pub fn back(&mut self, ctx: &mut Ctx, back: Back) {
         match back {
             Back::Handled(h) => {
                 let (conn, out, frame, disk) = *h;
@@ -400,7 +401,7 @@ impl Conn {
 
     fn frame_done(
         &mut self,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx,
         out: Output,
         frame: Frame,
         mut t: FrameTimes,
@@ -420,7 +421,7 @@ impl Conn {
         );
     }
 
-    fn completion(&mut self, ctx: &mut Ctx<'_>, done: Done) {
+    fn completion(&mut self, ctx: &mut Ctx, done: Done) {
         let Some(conn) = self.conn.as_mut() else {
             return;
         };
@@ -450,7 +451,7 @@ impl Conn {
     /// once the replies are sent.
     fn dispatch(
         &mut self,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx,
         mut out: Output,
         frame: Rc<Frame>,
         mut pending: Pending,
@@ -543,12 +544,7 @@ impl Conn {
         }
     }
 
-    fn start_intent(
-        &mut self,
-        ctx: &mut Ctx<'_>,
-        intent: copyless_core::Intent,
-        frame: &Rc<Frame>,
-    ) {
+    fn start_intent(&mut self, ctx: &mut Ctx, intent: copyless_core::Intent, frame: &Rc<Frame>) {
         let token = intent.token;
         if intent.file.data_fd().is_none() {
             // Only the VFS reaches this data: the pool does it, with the
@@ -579,7 +575,7 @@ impl Conn {
             let intent = copyless_core::Intent { token, file, op };
             let start = clock::now();
             self.on_pool += 1;
-            ctx.pool.run(ctx.results, self.slot, move || {
+            ctx.pool.run(&ctx.results, self.slot, move || {
                 let (token, completion) = match scope {
                     Some(s) => s.run(|| intent.perform(&[])).0,
                     None => intent.perform(&[]),
@@ -681,7 +677,7 @@ impl Conn {
     #[allow(clippy::too_many_arguments)]
     fn read_by_ring(
         &self,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx,
         token: Token,
         fd: Fd,
         file: copyless_core::DataFile,
@@ -711,30 +707,11 @@ impl Conn {
     }
 
     /// A data operation of intent `token` completed.
-    pub fn data_done(
-        &mut self,
-        ctx: &mut Ctx<'_>,
-        token: Token,
-        result: i32,
-        kept: Kept,
-        sync: bool,
-    ) {
+    pub fn data_done(&mut self, ctx: &mut Ctx, token: Token, result: i32, kept: Kept, sync: bool) {
         let Some(mut f) = self.flights.remove(&token) else {
             return;
         };
         let fd = || RawHandle::of(&f.file);
-        let finish = |f: &Flight, completion: Completion, moved: Option<(bool, usize)>| {
-            let ns = clock::nanos(f.start, clock::now());
-            if let (Some(scope), Some((write, n))) = (&self.scope, moved) {
-                scope.run(|| f.file.vfs.data_done(write, n as u64, ns));
-            }
-            Done {
-                token,
-                completion,
-                ns,
-                aside: None,
-            }
-        };
         if matches!(f.kind, FlightKind::Aside { .. }) {
             self.aside_done(ctx, token, f, result);
             return;
@@ -749,7 +726,7 @@ impl Conn {
                 FlightKind::Sync => Completion::Flush(r),
                 _ => Completion::Write(r),
             };
-            let done = finish(&f, completion, None);
+            let done = self.finished(token, &f, completion, None);
             self.dones.push_back(done);
             return;
         }
@@ -763,7 +740,7 @@ impl Conn {
                 if result < 0 {
                     buf.truncate(*start);
                     let e = data_error(io::Error::from_raw_os_error(-result));
-                    let done = finish(&f, Completion::Read(buf, Err(e)), None);
+                    let done = self.finished(token, &f, Completion::Read(buf, Err(e)), None);
                     self.dones.push_back(done);
                     return;
                 }
@@ -773,28 +750,19 @@ impl Conn {
                     // Short of the end of file: read on from there.
                     *offset += n as u64;
                     *start = got_to;
-                    match ctx.ops.read_at(
+                    let started = ctx.ops.read_at(
                         fd(),
                         *offset,
                         buf,
                         got_to,
                         Tag::Conn(self.slot, What::Data(token)),
-                    ) {
-                        Ok(key) => {
-                            f.key = key;
-                            self.flights.insert(token, f);
-                        }
-                        Err(e) => {
-                            let done =
-                                finish(&f, Completion::Read(Vec::new(), Err(data_error(e))), None);
-                            self.dones.push_back(done);
-                        }
-                    }
+                    );
+                    self.go_on(token, f, started, |e| Completion::Read(Vec::new(), Err(e)));
                     return;
                 }
                 buf.truncate(got_to);
                 let moved = Some((false, got_to));
-                let done = finish(&f, Completion::Read(buf, Ok(())), moved);
+                let done = self.finished(token, &f, Completion::Read(buf, Ok(())), moved);
                 self.dones.push_back(done);
             }
             FlightKind::Write {
@@ -810,7 +778,7 @@ impl Conn {
                     } else {
                         io::Error::from_raw_os_error(-result)
                     };
-                    let d = finish(&f, Completion::Write(Err(data_error(e))), None);
+                    let d = self.finished(token, &f, Completion::Write(Err(data_error(e))), None);
                     self.dones.push_back(d);
                     return;
                 }
@@ -818,50 +786,75 @@ impl Conn {
                 if *done < range.len() {
                     let at = *offset + *done as u64;
                     let rest = range.start + *done..range.end;
-                    match ctx.ops.write_shared(
+                    let started = ctx.ops.write_shared(
                         fd(),
                         at,
                         data.clone(),
                         rest,
                         Tag::Conn(self.slot, What::Data(token)),
-                    ) {
-                        Ok(key) => {
-                            f.key = key;
-                            self.flights.insert(token, f);
-                        }
-                        Err(e) => {
-                            let d = finish(&f, Completion::Write(Err(data_error(e))), None);
-                            self.dones.push_back(d);
-                        }
-                    }
+                    );
+                    self.go_on(token, f, started, |e| Completion::Write(Err(e)));
                     return;
                 }
                 if *sync && !f.file.vfs.data_in_memory() {
-                    match ctx
+                    let started = ctx
                         .ops
-                        .fdatasync(fd(), Tag::Conn(self.slot, What::Sync(token)))
-                    {
-                        Ok(key) => {
-                            f.key = key;
-                            self.flights.insert(token, f);
-                        }
-                        Err(e) => {
-                            let d = finish(&f, Completion::Write(Err(data_error(e))), None);
-                            self.dones.push_back(d);
-                        }
-                    }
+                        .fdatasync(fd(), Tag::Conn(self.slot, What::Sync(token)));
+                    self.go_on(token, f, started, |e| Completion::Write(Err(e)));
                     return;
                 }
                 let n = range.len();
-                let d = finish(&f, Completion::Write(Ok(())), Some((true, n)));
+                let d = self.finished(token, &f, Completion::Write(Ok(())), Some((true, n)));
                 self.dones.push_back(d);
             }
             FlightKind::Sync | FlightKind::Aside { .. } => {}
         }
     }
 
+    /// The intent `token`'s completion, its time, and the bytes it moved
+    /// counted for tracing.
+    fn finished(
+        &self,
+        token: Token,
+        f: &Flight,
+        completion: Completion,
+        moved: Option<(bool, usize)>,
+    ) -> Done {
+        let ns = clock::nanos(f.start, clock::now());
+        if let (Some(scope), Some((write, n))) = (&self.scope, moved) {
+            scope.run(|| f.file.vfs.data_done(write, n as u64, ns));
+        }
+        Done {
+            token,
+            completion,
+            ns,
+            aside: None,
+        }
+    }
+
+    /// Keeps flight `f` under way on the operation just `started`, or,
+    /// when it could not start, answers the intent with `failed`.
+    fn go_on(
+        &mut self,
+        token: Token,
+        mut f: Flight,
+        started: io::Result<Key>,
+        failed: impl FnOnce(copyless_vfs::VfsError) -> Completion,
+    ) {
+        match started {
+            Ok(key) => {
+                f.key = key;
+                self.flights.insert(token, f);
+            }
+            Err(e) => {
+                let d = self.finished(token, &f, failed(data_error(e)), None);
+                self.dones.push_back(d);
+            }
+        }
+    }
+
     /// A splice of a read sent from aside completed.
-    fn aside_done(&mut self, ctx: &mut Ctx<'_>, token: Token, f: Flight, result: i32) {
+    fn aside_done(&mut self, ctx: &mut Ctx, token: Token, f: Flight, result: i32) {
         let Flight {
             file, kind, start, ..
         } = f;
@@ -950,7 +943,7 @@ impl Conn {
         self.dones.push_back(d);
     }
 
-    fn start_io(&mut self, ctx: &mut Ctx<'_>) {
+    fn start_io(&mut self, ctx: &mut Ctx) {
         if self.recv.is_none() && self.receiving() {
             self.start_recv(ctx);
         }
@@ -989,7 +982,7 @@ impl Conn {
         }
     }
 
-    fn send_by_ring(&mut self, ctx: &mut Ctx<'_>, bufs: Vec<Vec<u8>>, skip: usize) {
+    fn send_by_ring(&mut self, ctx: &mut Ctx, bufs: Vec<Vec<u8>>, skip: usize) {
         if self.send_by.is_none() {
             self.send_by = Some(Instant::now() + SEND_TIMEOUT);
         }
@@ -1005,7 +998,7 @@ impl Conn {
     }
 
     /// A send by the ring completed.
-    pub fn send_done(&mut self, ctx: &mut Ctx<'_>, result: i32, kept: Kept) {
+    pub fn send_done(&mut self, ctx: &mut Ctx, result: i32, kept: Kept) {
         let gone = self.send.take().map_or(0, |(_, skip)| skip);
         let Kept::Vectored(mut bufs, _) = kept else {
             return;
@@ -1040,7 +1033,7 @@ impl Conn {
     /// Sends the data of the pipe behind the replies just sent, if any,
     /// as far as the socket takes it; the ring then says when it has
     /// room for more ([`Conn::drain_ready`]).
-    fn drain(&mut self, ctx: &mut Ctx<'_>) {
+    fn drain(&mut self, ctx: &mut Ctx) {
         let Some((pipe, left)) = self.tail.as_mut() else {
             self.sent(true);
             return;
@@ -1077,7 +1070,7 @@ impl Conn {
     }
 
     /// The socket has room for more of the pipe's data, or has failed.
-    pub fn drain_ready(&mut self, ctx: &mut Ctx<'_>, result: i32) {
+    pub fn drain_ready(&mut self, ctx: &mut Ctx, result: i32) {
         self.send = None;
         if result < 0 {
             self.tail = None;
@@ -1087,7 +1080,7 @@ impl Conn {
         }
     }
 
-    fn start_recv(&mut self, ctx: &mut Ctx<'_>) {
+    fn start_recv(&mut self, ctx: &mut Ctx) {
         let tag = Tag::Conn(self.slot, What::Recv);
         if let Some((big, have)) = self.big.take() {
             self.recv = ctx
@@ -1119,7 +1112,7 @@ impl Conn {
     }
 
     /// A receive completed: `buffer` names the pool's buffer it filled.
-    pub fn recv_done(&mut self, ctx: &mut Ctx<'_>, result: i32, kept: Kept, buffer: Option<u16>) {
+    pub fn recv_done(&mut self, ctx: &mut Ctx, result: i32, kept: Kept, buffer: Option<u16>) {
         let Some((_, into, have)) = self.recv.take() else {
             return;
         };
@@ -1260,7 +1253,7 @@ impl Conn {
     }
 
     /// The time [`Conn::wake_at`] named has come (or passed).
-    pub fn timer(&mut self, ctx: &mut Ctx<'_>, now: Instant) {
+    pub fn timer(&mut self, ctx: &mut Ctx, now: Instant) {
         if self.deadline.is_some_and(|d| now >= d) {
             // Too slow to authenticate.
             self.closing = true;
@@ -1305,14 +1298,14 @@ impl Conn {
     /// The connection is over and nothing of it is under way: the core
     /// closes its opens on the pool (closing may remove files); the
     /// loop drops the connection when [`Conn::shut`] says so.
-    pub fn close(&mut self, ctx: &mut Ctx<'_>) {
+    pub fn close(&mut self, ctx: &mut Ctx) {
         let _ = self.c.stream.shutdown(Shutdown::Both);
         let Some(mut conn) = self.conn.take() else {
             self.shut = true;
             return;
         };
         self.handling = true;
-        ctx.pool.run(ctx.results, self.slot, move || {
+        ctx.pool.run(&ctx.results, self.slot, move || {
             let letters = catch_unwind(AssertUnwindSafe(|| conn.shutdown())).unwrap_or_default();
             drop(conn);
             crate::memory::connection_gone();
@@ -1326,7 +1319,7 @@ impl Conn {
     }
 
     /// Stops the receive under way of a connection that is over.
-    pub fn stop_receiving(&mut self, ctx: &mut Ctx<'_>) {
+    pub fn stop_receiving(&mut self, ctx: &mut Ctx) {
         if let Some((key, _, _)) = self.recv {
             if self.over() {
                 let _ = ctx.ops.cancel(key, Tag::Cancel);

@@ -111,12 +111,7 @@ impl<T> Ops<T> {
             .buf_group(recv_pool::GROUP)
             .build()
             .flags(squeue::Flags::BUFFER_SELECT);
-        let i = self.slot(Slot {
-            tag,
-            kept: Kept::Nothing,
-            _fd: Some(fd),
-        });
-        self.queue(entry, i)
+        self.push(entry, tag, Kept::Nothing, Some(fd))
     }
 
     /// Operations submitted or queued whose completions are not reaped.
@@ -157,6 +152,19 @@ impl<T> Ops<T> {
         }
     }
 
+    /// Queues `entry` in a new slot that keeps `kept` and `fd` until its
+    /// completion.
+    fn push(
+        &mut self,
+        entry: squeue::Entry,
+        tag: T,
+        kept: Kept,
+        fd: Option<Fd>,
+    ) -> io::Result<Key> {
+        let i = self.slot(Slot { tag, kept, _fd: fd });
+        self.queue(entry, i)
+    }
+
     /// Receives into `buf` behind its first `from` bytes, up to its
     /// length.
     pub fn recv(&mut self, fd: Fd, mut buf: Vec<u8>, from: usize, tag: T) -> io::Result<Key> {
@@ -167,12 +175,7 @@ impl<T> Ops<T> {
             room.len() as u32,
         )
         .build();
-        let i = self.slot(Slot {
-            tag,
-            kept: Kept::Bytes(buf),
-            _fd: Some(fd),
-        });
-        self.queue(entry, i)
+        self.push(entry, tag, Kept::Bytes(buf), Some(fd))
     }
 
     /// Writes `bufs`, in order, skipping the first `skip` bytes of the
@@ -199,12 +202,7 @@ impl<T> Ops<T> {
             iovecs.len() as u32,
         )
         .build();
-        let i = self.slot(Slot {
-            tag,
-            kept: Kept::Vectored(bufs, iovecs),
-            _fd: Some(fd),
-        });
-        self.queue(entry, i)
+        self.push(entry, tag, Kept::Vectored(bufs, iovecs), Some(fd))
     }
 
     /// Reads up to `buf.len() - from` bytes at `offset` of a file into
@@ -225,12 +223,7 @@ impl<T> Ops<T> {
         )
         .offset(offset)
         .build();
-        let i = self.slot(Slot {
-            tag,
-            kept: Kept::Bytes(buf),
-            _fd: Some(fd),
-        });
-        self.queue(entry, i)
+        self.push(entry, tag, Kept::Bytes(buf), Some(fd))
     }
 
     /// Writes `data`'s bytes `range` at `offset` of a file, without
@@ -251,12 +244,7 @@ impl<T> Ops<T> {
         )
         .offset(offset)
         .build();
-        let i = self.slot(Slot {
-            tag,
-            kept: Kept::Shared(data),
-            _fd: Some(fd),
-        });
-        self.queue(entry, i)
+        self.push(entry, tag, Kept::Shared(data), Some(fd))
     }
 
     /// Moves up to `len` bytes of a file at `offset` into a pipe, never
@@ -280,24 +268,14 @@ impl<T> Ops<T> {
         )
         .flags(libc::SPLICE_F_NONBLOCK)
         .build();
-        let i = self.slot(Slot {
-            tag,
-            kept: Kept::Fd(pipe),
-            _fd: Some(file),
-        });
-        self.queue(entry, i)
+        self.push(entry, tag, Kept::Fd(pipe), Some(file))
     }
 
     /// Completes once `fd` has room to write (or has failed): the result
     /// is the poll's event mask.
     pub fn poll_writable(&mut self, fd: Fd, tag: T) -> io::Result<Key> {
         let entry = opcode::PollAdd::new(types::Fd(fd.as_raw_fd()), libc::POLLOUT as u32).build();
-        let i = self.slot(Slot {
-            tag,
-            kept: Kept::Nothing,
-            _fd: Some(fd),
-        });
-        self.queue(entry, i)
+        self.push(entry, tag, Kept::Nothing, Some(fd))
     }
 
     /// fdatasync.
@@ -305,12 +283,7 @@ impl<T> Ops<T> {
         let entry = opcode::Fsync::new(types::Fd(fd.as_raw_fd()))
             .flags(types::FsyncFlags::DATASYNC)
             .build();
-        let i = self.slot(Slot {
-            tag,
-            kept: Kept::Nothing,
-            _fd: Some(fd),
-        });
-        self.queue(entry, i)
+        self.push(entry, tag, Kept::Nothing, Some(fd))
     }
 
     /// Accepts a connection on a listening socket: the completion's
@@ -323,24 +296,14 @@ impl<T> Ops<T> {
         )
         .flags(libc::SOCK_CLOEXEC)
         .build();
-        let i = self.slot(Slot {
-            tag,
-            kept: Kept::Nothing,
-            _fd: Some(fd),
-        });
-        self.queue(entry, i)
+        self.push(entry, tag, Kept::Nothing, Some(fd))
     }
 
     /// Reads an eventfd's counter.
     pub fn read_counter(&mut self, fd: Fd, tag: T) -> io::Result<Key> {
         let mut counter = Box::new([0u8; 8]);
         let entry = opcode::Read::new(types::Fd(fd.as_raw_fd()), counter.as_mut_ptr(), 8).build();
-        let i = self.slot(Slot {
-            tag,
-            kept: Kept::Counter(counter),
-            _fd: Some(fd),
-        });
-        self.queue(entry, i)
+        self.push(entry, tag, Kept::Counter(counter), Some(fd))
     }
 
     /// Asks the kernel to stop the operation `key`: it completes with
@@ -348,12 +311,7 @@ impl<T> Ops<T> {
     /// request's own completion is reaped as `tag`.
     pub fn cancel(&mut self, key: Key, tag: T) -> io::Result<Key> {
         let entry = opcode::AsyncCancel::new(key.0 as u64).build();
-        let i = self.slot(Slot {
-            tag,
-            kept: Kept::Nothing,
-            _fd: None,
-        });
-        self.queue(entry, i)
+        self.push(entry, tag, Kept::Nothing, None)
     }
 
     /// Submits what is queued and waits for at least one completion, or

@@ -15,7 +15,7 @@ use copyless_core::Server;
 use copyless_trace::Tracer;
 
 use super::bell::Bell;
-use super::conn::{Back, Conn, Ctx, What};
+use super::conn::{Conn, Ctx, What};
 use super::ops::{Done, Fd, Key, Ops};
 use super::pool::{Pool, Results};
 use crate::admission::Table;
@@ -189,10 +189,10 @@ impl Engine {
 }
 
 pub(super) struct Loop {
-    ops: Ops<Tag>,
+    /// The ring, the pool and the pool's results: what the connections
+    /// are called with.
+    io: Ctx,
     shared: Shared,
-    pool: Arc<Pool>,
-    results: Arc<Results<Back>>,
     inbox: Arc<Mutex<Vec<ToWorker>>>,
     bell: Arc<Bell>,
     peers: Peers,
@@ -225,10 +225,12 @@ impl Loop {
         peers: Peers,
     ) -> Loop {
         Loop {
-            ops,
+            io: Ctx {
+                ops,
+                pool,
+                results: Results::new(bell.clone()),
+            },
             shared,
-            pool,
-            results: Results::new(bell.clone()),
             inbox,
             bell,
             peers,
@@ -248,7 +250,12 @@ impl Loop {
 
     pub(super) fn run(mut self) {
         let bell_fd: Fd = self.bell.fd();
-        if self.ops.read_counter(bell_fd.clone(), Tag::Bell).is_err() {
+        if self
+            .io
+            .ops
+            .read_counter(bell_fd.clone(), Tag::Bell)
+            .is_err()
+        {
             return;
         }
         let mut done: Vec<Done<Tag>> = Vec::new();
@@ -264,16 +271,16 @@ impl Loop {
                 at.saturating_duration_since(now)
                     .max(Duration::from_micros(1))
             });
-            if self.ops.wait(wake).is_err() {
+            if self.io.ops.wait(wake).is_err() {
                 return;
             }
             done.clear();
-            self.ops.reap(&mut done);
+            self.io.ops.reap(&mut done);
             for d in done.drain(..) {
                 match d.tag {
                     Tag::Bell => {
                         self.bell_rang();
-                        let _ = self.ops.read_counter(bell_fd.clone(), Tag::Bell);
+                        let _ = self.io.ops.read_counter(bell_fd.clone(), Tag::Bell);
                     }
                     Tag::Accept(i) => self.accepted(i, d.result),
                     Tag::Cancel => {}
@@ -281,17 +288,12 @@ impl Loop {
                         let Some(c) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
                             continue;
                         };
-                        let mut ctx = Ctx {
-                            ops: &mut self.ops,
-                            pool: &self.pool,
-                            results: &self.results,
-                        };
                         match what {
-                            What::Recv => c.recv_done(&mut ctx, d.result, d.kept, d.buffer),
-                            What::Send => c.send_done(&mut ctx, d.result, d.kept),
-                            What::Data(t) => c.data_done(&mut ctx, t, d.result, d.kept, false),
-                            What::Sync(t) => c.data_done(&mut ctx, t, d.result, d.kept, true),
-                            What::Drain => c.drain_ready(&mut ctx, d.result),
+                            What::Recv => c.recv_done(&mut self.io, d.result, d.kept, d.buffer),
+                            What::Send => c.send_done(&mut self.io, d.result, d.kept),
+                            What::Data(t) => c.data_done(&mut self.io, t, d.result, d.kept, false),
+                            What::Sync(t) => c.data_done(&mut self.io, t, d.result, d.kept, true),
+                            What::Drain => c.drain_ready(&mut self.io, d.result),
                             What::Cancel => {}
                         }
                         self.ready.push(slot);
@@ -310,13 +312,8 @@ impl Loop {
                 self.timers.pop_first();
                 self.armed[slot] = None;
                 {
-                    let mut ctx = Ctx {
-                        ops: &mut self.ops,
-                        pool: &self.pool,
-                        results: &self.results,
-                    };
                     if let Some(c) = self.conns[slot].as_mut() {
-                        c.timer(&mut ctx, now);
+                        c.timer(&mut self.io, now);
                     }
                     self.ready.push(slot);
                 }
@@ -332,15 +329,10 @@ impl Loop {
             let Some(c) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
                 continue;
             };
-            let mut ctx = Ctx {
-                ops: &mut self.ops,
-                pool: &self.pool,
-                results: &self.results,
-            };
-            c.step(&mut ctx);
-            c.stop_receiving(&mut ctx);
+            c.step(&mut self.io);
+            c.stop_receiving(&mut self.io);
             if c.ready_to_close() {
-                c.close(&mut ctx);
+                c.close(&mut self.io);
             }
             let wake = if c.shut() {
                 self.conns[slot] = None;
@@ -382,16 +374,11 @@ impl Loop {
                 self.ready.push(who);
             }
         }
-        for (who, back) in self.results.take() {
+        for (who, back) in self.io.results.take() {
             let Some(c) = self.conns.get_mut(who).and_then(Option::as_mut) else {
                 continue;
             };
-            let mut ctx = Ctx {
-                ops: &mut self.ops,
-                pool: &self.pool,
-                results: &self.results,
-            };
-            c.back(&mut ctx, back);
+            c.back(&mut self.io, back);
             self.ready.push(who);
         }
     }
@@ -415,7 +402,7 @@ impl Loop {
                 self.connections = Some(connections);
                 for (i, l) in listeners.into_iter().enumerate() {
                     let l = Arc::new(l);
-                    let key = self.ops.accept(l.clone(), Tag::Accept(i)).ok();
+                    let key = self.io.ops.accept(l.clone(), Tag::Accept(i)).ok();
                     self.listeners.push((l, key));
                 }
             }
@@ -424,7 +411,7 @@ impl Loop {
                 // Each listener closes once its accept has ended.
                 for (_, key) in self.listeners.drain(..) {
                     if let Some(key) = key {
-                        let _ = self.ops.cancel(key, Tag::Cancel);
+                        let _ = self.io.ops.cancel(key, Tag::Cancel);
                     }
                 }
             }
@@ -483,7 +470,7 @@ impl Loop {
     fn accept_again(&mut self) {
         for (i, (l, key)) in self.listeners.iter_mut().enumerate() {
             if key.is_none() {
-                *key = self.ops.accept(l.clone(), Tag::Accept(i)).ok();
+                *key = self.io.ops.accept(l.clone(), Tag::Accept(i)).ok();
             }
         }
     }
