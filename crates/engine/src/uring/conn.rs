@@ -718,7 +718,7 @@ impl Conn {
         }
         if sync {
             let r = if result < 0 {
-                Err(data_error(io::Error::from_raw_os_error(-result)))
+                Err(ring_error(result))
             } else {
                 Ok(())
             };
@@ -739,7 +739,7 @@ impl Conn {
                 let _ = filled;
                 if result < 0 {
                     buf.truncate(*start);
-                    let e = data_error(io::Error::from_raw_os_error(-result));
+                    let e = ring_error(result);
                     let done = self.finished(token, &f, Completion::Read(buf, Err(e)), None);
                     self.dones.push_back(done);
                     return;
@@ -898,7 +898,7 @@ impl Conn {
             return;
         }
         if result < 0 {
-            let e = data_error(io::Error::from_raw_os_error(-result));
+            let e = ring_error(result);
             let d = finish(Completion::ReadAside(buf, Err(e)), None, 0);
             self.dones.push_back(d);
             return;
@@ -1341,6 +1341,16 @@ impl Drop for Conn {
 
 static INTERNAL_ERROR: crate::log_limit::RateLimit =
     crate::log_limit::RateLimit::new(Duration::from_secs(10));
+
+/// The error a ring operation completed with (a negated errno): one the
+/// connection's cancel stopped answers as cancelled.
+fn ring_error(result: i32) -> copyless_vfs::VfsError {
+    if result == -libc::ECANCELED {
+        copyless_vfs::VfsError::Cancelled
+    } else {
+        data_error(io::Error::from_raw_os_error(-result))
+    }
+}
 
 /// A file's descriptor, kept open by the handle it belongs to.
 struct RawHandle {
