@@ -1000,7 +1000,7 @@ impl Conn {
     /// A send by the ring completed.
     pub fn send_done(&mut self, ctx: &mut Ctx, result: i32, kept: Kept) {
         let gone = self.send.take().map_or(0, |(_, skip)| skip);
-        let Kept::Vectored(mut bufs, _) = kept else {
+        let Kept::Vectored(mut bufs, ..) = kept else {
             return;
         };
         if result <= 0 {

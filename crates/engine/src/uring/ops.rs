@@ -38,7 +38,7 @@ pub(crate) enum Kept {
     Bytes(Vec<u8>),
     /// The buffers a vectored write sends, in order, and the iovecs that
     /// point into them.
-    Vectored(Vec<Vec<u8>>, Vec<libc::iovec>),
+    Vectored(Vec<Vec<u8>>, Vec<libc::iovec>, Box<libc::msghdr>),
     /// An eight-byte counter (an eventfd's).
     Counter(Box<[u8; 8]>),
     /// Bytes others hold too (a received frame a write sends from).
@@ -196,13 +196,16 @@ impl<T> Ops<T> {
                 }
             })
             .collect();
-        let entry = opcode::Writev::new(
-            types::Fd(fd.as_raw_fd()),
-            iovecs.as_ptr(),
-            iovecs.len() as u32,
-        )
-        .build();
-        self.push(entry, tag, Kept::Vectored(bufs, iovecs), Some(fd))
+        // SAFETY: msghdr is plain data; all zeros is an empty message.
+        let mut msg: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
+        msg.msg_iov = iovecs.as_ptr() as *mut libc::iovec;
+        msg.msg_iovlen = iovecs.len();
+        // MSG_WAITALL: the kernel goes on sending as the socket drains,
+        // instead of completing with a part.
+        let entry = opcode::SendMsg::new(types::Fd(fd.as_raw_fd()), &*msg)
+            .flags((libc::MSG_WAITALL | libc::MSG_NOSIGNAL) as u32)
+            .build();
+        self.push(entry, tag, Kept::Vectored(bufs, iovecs, msg), Some(fd))
     }
 
     /// Reads up to `buf.len() - from` bytes at `offset` of a file into
