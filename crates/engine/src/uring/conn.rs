@@ -986,7 +986,7 @@ impl Conn {
         if self.send_by.is_none() {
             self.send_by = Some(Instant::now() + SEND_TIMEOUT);
         }
-        match ctx.ops.writev(
+        match ctx.ops.send(
             self.fd.clone(),
             bufs,
             skip,

@@ -36,8 +36,8 @@ pub(crate) enum Kept {
     Nothing,
     /// The buffer read into, or written from.
     Bytes(Vec<u8>),
-    /// The buffers a vectored write sends, in order, and the iovecs that
-    /// point into them.
+    /// The buffers a send sends, in order, the iovecs that point into
+    /// them, and the message header that points to those.
     Vectored(Vec<Vec<u8>>, Vec<libc::iovec>, Box<libc::msghdr>),
     /// An eight-byte counter (an eventfd's).
     Counter(Box<[u8; 8]>),
@@ -178,9 +178,10 @@ impl<T> Ops<T> {
         self.push(entry, tag, Kept::Bytes(buf), Some(fd))
     }
 
-    /// Writes `bufs`, in order, skipping the first `skip` bytes of the
-    /// first; a short write completes with fewer bytes.
-    pub fn writev(&mut self, fd: Fd, bufs: Vec<Vec<u8>>, skip: usize, tag: T) -> io::Result<Key> {
+    /// Sends `bufs` on a socket, in order, skipping the first `skip`
+    /// bytes of the first; it completes with fewer bytes only when the
+    /// socket fails or is shut down.
+    pub fn send(&mut self, fd: Fd, bufs: Vec<Vec<u8>>, skip: usize, tag: T) -> io::Result<Key> {
         let iovecs: Vec<libc::iovec> = bufs
             .iter()
             .enumerate()
@@ -385,7 +386,7 @@ mod tests {
             panic!("the buffer comes back");
         };
         assert_eq!(&buf[..11], b"hello world");
-        ops.writev(a, vec![b"xxab".to_vec(), b"cd".to_vec()], 2, 'w')
+        ops.send(a, vec![b"xxab".to_vec(), b"cd".to_vec()], 2, 'w')
             .unwrap();
         let done = all(&mut ops, 1);
         assert_eq!((done[0].tag, done[0].result), ('w', 4));
