@@ -5,8 +5,9 @@
 //! deals connections out in turn (`worker`); each connection is driven
 //! by its loop's calls (`conn`). What a turn of the loop starts goes to
 //! the kernel in the `io_uring_enter` that waits for the next
-//! completions. Work with no ring operation runs on a pool of threads
-//! (`pool`), never on a loop.
+//! completions, after looking a little longer while completions have
+//! been coming soon (`poll`). Work with no ring operation runs on a pool
+//! of threads (`pool`), never on a loop.
 
 mod aside;
 mod bell;
@@ -14,6 +15,7 @@ mod conn;
 mod data;
 mod held;
 mod ops;
+mod poll;
 mod pool;
 mod recv_pool;
 #[cfg(test)]

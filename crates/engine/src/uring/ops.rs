@@ -318,6 +318,24 @@ impl<T> Ops<T> {
         self.push(entry, tag, Kept::Nothing, None)
     }
 
+    /// Submits what is queued, then looks for a completion for up to
+    /// `window`, yielding the core between looks: whether one came.
+    pub fn look(&mut self, window: Duration) -> io::Result<bool> {
+        if !self.ring.submission().is_empty() {
+            self.ring.submit()?;
+        }
+        let began = std::time::Instant::now();
+        loop {
+            if !self.ring.completion().is_empty() {
+                return Ok(true);
+            }
+            if began.elapsed() >= window {
+                return Ok(false);
+            }
+            std::thread::yield_now();
+        }
+    }
+
     /// Submits what is queued and waits for at least one completion, or
     /// until `timeout` has passed (forever without).
     pub fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {

@@ -17,6 +17,7 @@ use copyless_trace::Tracer;
 use super::bell::Bell;
 use super::conn::{Conn, Ctx, What};
 use super::ops::{Done, Fd, Key, Ops};
+use super::poll::Poll;
 use super::pool::{Pool, Results};
 use crate::admission::Table;
 use crate::logons::Logons;
@@ -213,6 +214,7 @@ pub(super) struct Loop {
     connections: Option<Connections>,
     next_worker: usize,
     stopping: bool,
+    poll: Poll,
 }
 
 impl Loop {
@@ -245,6 +247,7 @@ impl Loop {
             connections: None,
             next_worker: 0,
             stopping: false,
+            poll: Poll::default(),
         }
     }
 
@@ -271,7 +274,7 @@ impl Loop {
                 at.saturating_duration_since(now)
                     .max(Duration::from_micros(1))
             });
-            if self.io.ops.wait(wake).is_err() {
+            if !self.idle(wake) {
                 return;
             }
             done.clear();
@@ -319,6 +322,26 @@ impl Loop {
                 }
             }
         }
+    }
+
+    /// Waits for completions, `wake` at the longest: looks first while
+    /// they have been coming soon (see `poll`), then sleeps. False when
+    /// the ring failed.
+    fn idle(&mut self, wake: Option<Duration>) -> bool {
+        let began = Instant::now();
+        let window = self.poll.window().min(wake.unwrap_or(Duration::MAX));
+        if !window.is_zero() {
+            match self.io.ops.look(window) {
+                Ok(true) => return true,
+                Ok(false) => {}
+                Err(_) => return false,
+            }
+        }
+        if self.io.ops.wait(wake).is_err() {
+            return false;
+        }
+        self.poll.slept(began.elapsed());
+        true
     }
 
     fn step_ready(&mut self) {
