@@ -48,7 +48,8 @@ struct Arrival {
 enum Into {
     Pool,
     Inbox,
-    Big,
+    /// A large frame's own buffer, of the frame's length.
+    Big(usize),
 }
 
 /// What a completion on the ring is for.
@@ -146,8 +147,8 @@ pub(super) struct Conn {
     /// The start of a frame, received and not yet whole; empty between
     /// frames.
     inbox: Vec<u8>,
-    /// A large frame's own buffer (its whole length) and how much of it
-    /// has arrived.
+    /// A large frame's own buffer, holding what has arrived of it, and
+    /// the frame's length.
     big: Option<(Vec<u8>, usize)>,
     pool_dry: bool,
     first_byte: u64,
@@ -163,8 +164,8 @@ pub(super) struct Conn {
     frames: VecDeque<(Frame, Arrival)>,
     dones: VecDeque<Done>,
     outq: VecDeque<Outgoing>,
-    /// The receive under way, what it fills, and from where.
-    recv: Option<(Key, Into, usize)>,
+    /// The receive under way, and what it fills.
+    recv: Option<(Key, Into)>,
     /// The send under way, and how much of its first buffer had gone
     /// before it.
     send: Option<(Key, usize)>,
@@ -683,15 +684,14 @@ impl Conn {
         file: copyless_core::DataFile,
         offset: u64,
         len: usize,
-        mut buf: Vec<u8>,
+        buf: Vec<u8>,
     ) -> io::Result<Flight> {
         let from = buf.len();
-        buf.resize(from + len, 0);
         let key = ctx.ops.read_at(
             fd,
             offset,
             buf,
-            from,
+            len,
             Tag::Conn(self.slot, What::Data(token)),
         )?;
         Ok(Flight {
@@ -732,13 +732,10 @@ impl Conn {
         }
         match &mut f.kind {
             FlightKind::Read { offset, start, end } => {
-                let Kept::Bytes(mut buf) = kept else {
+                let Kept::Filling(buf) = kept else {
                     return;
                 };
-                let filled = buf.len() - (*end - *start);
-                let _ = filled;
                 if result < 0 {
-                    buf.truncate(*start);
                     let e = ring_error(result);
                     let done = self.finished(token, &f, Completion::Read(buf, Err(e)), None);
                     self.dones.push_back(done);
@@ -754,13 +751,12 @@ impl Conn {
                         fd(),
                         *offset,
                         buf,
-                        got_to,
+                        *end - got_to,
                         Tag::Conn(self.slot, What::Data(token)),
                     );
                     self.go_on(token, f, started, |e| Completion::Read(Vec::new(), Err(e)));
                     return;
                 }
-                buf.truncate(got_to);
                 let moved = Some((false, got_to));
                 let done = self.finished(token, &f, Completion::Read(buf, Ok(())), moved);
                 self.dones.push_back(done);
@@ -1082,12 +1078,13 @@ impl Conn {
 
     fn start_recv(&mut self, ctx: &mut Ctx) {
         let tag = Tag::Conn(self.slot, What::Recv);
-        if let Some((big, have)) = self.big.take() {
+        if let Some((big, len)) = self.big.take() {
+            let rest = len - big.len();
             self.recv = ctx
                 .ops
-                .recv(self.fd.clone(), big, have, tag)
+                .recv(self.fd.clone(), big, rest, tag)
                 .ok()
-                .map(|k| (k, Into::Big, have));
+                .map(|k| (k, Into::Big(len)));
             return;
         }
         let pooled = ctx.ops.recv_pool().is_some();
@@ -1098,22 +1095,25 @@ impl Conn {
                 .ops
                 .recv_pooled(self.fd.clone(), tag)
                 .ok()
-                .map(|k| (k, Into::Pool, 0));
+                .map(|k| (k, Into::Pool));
             return;
         }
-        let mut buf = std::mem::take(&mut self.inbox);
-        let have = buf.len();
-        buf.resize(have + if have == 0 { IDLE_RECV } else { RECV_CHUNK }, 0);
+        let buf = std::mem::take(&mut self.inbox);
+        let room = if buf.is_empty() {
+            IDLE_RECV
+        } else {
+            RECV_CHUNK
+        };
         self.recv = ctx
             .ops
-            .recv(self.fd.clone(), buf, have, tag)
+            .recv(self.fd.clone(), buf, room, tag)
             .ok()
-            .map(|k| (k, Into::Inbox, have));
+            .map(|k| (k, Into::Inbox));
     }
 
     /// A receive completed: `buffer` names the pool's buffer it filled.
     pub fn recv_done(&mut self, ctx: &mut Ctx, result: i32, kept: Kept, buffer: Option<u16>) {
-        let Some((_, into, have)) = self.recv.take() else {
+        let Some((_, into)) = self.recv.take() else {
             return;
         };
         self.recv_calls += 1;
@@ -1121,10 +1121,6 @@ impl Conn {
             // More connections received at once than the pool has
             // buffers: the next receive brings its own.
             self.pool_dry = true;
-            if let Kept::Bytes(buf) = kept {
-                self.inbox = buf;
-                self.inbox.truncate(have);
-            }
             return;
         }
         if result <= 0 {
@@ -1150,17 +1146,15 @@ impl Conn {
                 }
                 pool.give_back(bid);
             }
-            (Into::Big, Kept::Bytes(buf), _) => {
-                let filled = have + n;
-                if filled < buf.len() {
-                    self.big = Some((buf, filled));
+            (Into::Big(len), Kept::Filling(buf), _) => {
+                if buf.len() < len {
+                    self.big = Some((buf, len));
                 } else {
                     self.push_frame(buf);
                 }
             }
-            (Into::Inbox, Kept::Bytes(mut buf), _) => {
-                buf.truncate(have + n);
-                if have == 0 {
+            (Into::Inbox, Kept::Filling(mut buf), _) => {
+                if buf.len() == n {
                     self.first_byte = clock::now();
                 }
                 let used = self.cut_frames(&buf);
@@ -1194,9 +1188,9 @@ impl Conn {
             }
             if len > RECV_CHUNK / 2 {
                 let part = &bytes[used + 4..];
-                let mut big = vec![0; len];
-                big[..part.len()].copy_from_slice(part);
-                self.big = Some((big, part.len()));
+                let mut big = Vec::with_capacity(len);
+                big.extend_from_slice(part);
+                self.big = Some((big, len));
                 used = bytes.len();
             }
             break;
@@ -1320,7 +1314,7 @@ impl Conn {
 
     /// Stops the receive under way of a connection that is over.
     pub fn stop_receiving(&mut self, ctx: &mut Ctx) {
-        if let Some((key, _, _)) = self.recv {
+        if let Some((key, _)) = self.recv {
             if self.over() {
                 let _ = ctx.ops.cancel(key, Tag::Cancel);
             }

@@ -34,13 +34,14 @@ pub(crate) struct Key(usize);
 pub(crate) enum Kept {
     #[default]
     Nothing,
-    /// The buffer read into, or written from.
-    Bytes(Vec<u8>),
     /// The buffers a send sends, in order, the iovecs that point into
     /// them, and the message header that points to those.
     Vectored(Vec<Vec<u8>>, Vec<libc::iovec>, Box<libc::msghdr>),
     /// An eight-byte counter (an eventfd's).
     Counter(Box<[u8; 8]>),
+    /// A buffer read into behind its length: the bytes read are counted
+    /// into its length when the read completes.
+    Filling(Vec<u8>),
     /// Bytes others hold too (a received frame a write sends from).
     Shared(Rc<dyn AsRef<[u8]>>),
     /// A second descriptor the operation works on (a splice's pipe).
@@ -165,17 +166,18 @@ impl<T> Ops<T> {
         self.queue(entry, i)
     }
 
-    /// Receives into `buf` behind its first `from` bytes, up to its
-    /// length.
-    pub fn recv(&mut self, fd: Fd, mut buf: Vec<u8>, from: usize, tag: T) -> io::Result<Key> {
-        let room = &mut buf[from..];
+    /// Receives up to `len` bytes into `buf`, behind what it holds.
+    pub fn recv(&mut self, fd: Fd, mut buf: Vec<u8>, len: usize, tag: T) -> io::Result<Key> {
+        // Into the spare room, as `read_at` reads.
+        buf.reserve_exact(len);
+        let room = &mut buf.spare_capacity_mut()[..len];
         let entry = opcode::Recv::new(
             types::Fd(fd.as_raw_fd()),
-            room.as_mut_ptr(),
-            room.len() as u32,
+            room.as_mut_ptr().cast(),
+            len as u32,
         )
         .build();
-        self.push(entry, tag, Kept::Bytes(buf), Some(fd))
+        self.push(entry, tag, Kept::Filling(buf), Some(fd))
     }
 
     /// Sends `bufs` on a socket, in order, skipping the first `skip`
@@ -216,18 +218,21 @@ impl<T> Ops<T> {
         fd: Fd,
         offset: u64,
         mut buf: Vec<u8>,
-        from: usize,
+        len: usize,
         tag: T,
     ) -> io::Result<Key> {
-        let room = &mut buf[from..];
+        // Into the spare room, never zeroed first: the kernel writes it,
+        // and `reap` counts in what it wrote.
+        buf.reserve_exact(len);
+        let room = &mut buf.spare_capacity_mut()[..len];
         let entry = opcode::Read::new(
             types::Fd(fd.as_raw_fd()),
-            room.as_mut_ptr(),
-            room.len() as u32,
+            room.as_mut_ptr().cast(),
+            len as u32,
         )
         .offset(offset)
         .build();
-        self.push(entry, tag, Kept::Bytes(buf), Some(fd))
+        self.push(entry, tag, Kept::Filling(buf), Some(fd))
     }
 
     /// Writes `data`'s bytes `range` at `offset` of a file, without
@@ -364,10 +369,19 @@ impl<T> Ops<T> {
             };
             self.free.push(i);
             self.under_way -= 1;
+            let mut kept = slot.kept;
+            if let (Kept::Filling(buf), Ok(n)) = (&mut kept, usize::try_from(cqe.result())) {
+                let len = buf.len() + n;
+                assert!(len <= buf.capacity(), "a read within the room it was given");
+                // SAFETY: the read was given the spare capacity behind
+                // `buf.len()` (`read_at`), and the kernel reports that it
+                // wrote its first `n` bytes, within the capacity (checked).
+                unsafe { buf.set_len(len) };
+            }
             into.push(Done {
                 tag: slot.tag,
                 result: cqe.result(),
-                kept: slot.kept,
+                kept,
                 buffer: cqueue::buffer_select(cqe.flags()),
             });
         }
@@ -395,15 +409,13 @@ mod tests {
         let a: Fd = Arc::new(a);
         let mut ops = Ops::new(8).unwrap();
         b.write_all(b"world").unwrap();
-        let mut buf = b"hello ".to_vec();
-        buf.resize(64, 0);
-        ops.recv(a.clone(), buf, 6, 'r').unwrap();
+        ops.recv(a.clone(), b"hello ".to_vec(), 58, 'r').unwrap();
         let done = all(&mut ops, 1);
         assert_eq!((done[0].tag, done[0].result), ('r', 5));
-        let Kept::Bytes(buf) = &done[0].kept else {
+        let Kept::Filling(buf) = &done[0].kept else {
             panic!("the buffer comes back");
         };
-        assert_eq!(&buf[..11], b"hello world");
+        assert_eq!(&buf[..], b"hello world");
         ops.send(a, vec![b"xxab".to_vec(), b"cd".to_vec()], 2, 'w')
             .unwrap();
         let done = all(&mut ops, 1);
@@ -424,26 +436,27 @@ mod tests {
         ops.fdatasync(file.clone(), 2).unwrap();
         assert_eq!(all(&mut ops, 1)[0].result, 0);
         // Four bytes asked behind two: all the file has from offset 2.
-        ops.read_at(file.clone(), 2, vec![9; 6], 2, 3).unwrap();
+        ops.read_at(file.clone(), 2, vec![9; 2], 4, 3).unwrap();
         let done = all(&mut ops, 1);
         assert_eq!(done[0].result, 4);
-        let Kept::Bytes(buf) = &done[0].kept else {
+        let Kept::Filling(buf) = &done[0].kept else {
             panic!("the buffer comes back");
         };
         assert_eq!(&buf[..], b"\x09\x09\0abc");
-        ops.read_at(file, 5, vec![0; 8], 0, 4).unwrap();
-        assert_eq!(
-            all(&mut ops, 1)[0].result,
-            1,
-            "short at the end of the file"
-        );
+        ops.read_at(file, 5, b"h".to_vec(), 4, 4).unwrap();
+        let done = all(&mut ops, 1);
+        assert_eq!(done[0].result, 1, "short at the end of the file");
+        let Kept::Filling(buf) = &done[0].kept else {
+            panic!("the buffer comes back");
+        };
+        assert_eq!(&buf[..], b"hc", "only what was read counts");
     }
 
     #[test]
     fn a_wait_ends_at_its_timeout_and_a_receive_can_be_cancelled() {
         let (a, _b) = UnixStream::pair().unwrap();
         let mut ops = Ops::new(8).unwrap();
-        let key = ops.recv(Arc::new(a), vec![0; 16], 0, "recv").unwrap();
+        let key = ops.recv(Arc::new(a), Vec::new(), 16, "recv").unwrap();
         let start = std::time::Instant::now();
         ops.wait(Some(Duration::from_millis(20))).unwrap();
         let mut done = Vec::new();
