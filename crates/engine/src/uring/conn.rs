@@ -105,6 +105,8 @@ struct Flight {
 }
 
 enum FlightKind {
+    /// The next read starts at `offset` of the file; the data lands in
+    /// the buffer from `start`, up to `end`.
     Read {
         offset: u64,
         start: usize,
@@ -742,22 +744,21 @@ impl Conn {
                     return;
                 }
                 let n = result as usize;
-                let got_to = *start + n;
-                if n > 0 && got_to < *end {
+                if n > 0 && buf.len() < *end {
                     // Short of the end of file: read on from there.
                     *offset += n as u64;
-                    *start = got_to;
+                    let rest = *end - buf.len();
                     let started = ctx.ops.read_at(
                         fd(),
                         *offset,
                         buf,
-                        *end - got_to,
+                        rest,
                         Tag::Conn(self.slot, What::Data(token)),
                     );
                     self.go_on(token, f, started, |e| Completion::Read(Vec::new(), Err(e)));
                     return;
                 }
-                let moved = Some((false, got_to));
+                let moved = Some((false, buf.len() - *start));
                 let done = self.finished(token, &f, Completion::Read(buf, Ok(())), moved);
                 self.dones.push_back(done);
             }
