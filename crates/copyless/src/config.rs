@@ -40,8 +40,9 @@ pub struct ServeArgs {
     /// Directory for the user store and other state.
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
-    /// The engine that serves connections: auto, io_uring or threads.
-    /// Replaces the configured one.
+    /// The engine that serves connections: auto (the default: io_uring
+    /// where the kernel allows it), io_uring or threads. Replaces the
+    /// configured one.
     #[arg(long, value_name = "ENGINE")]
     pub engine: Option<String>,
 }
@@ -1992,7 +1993,7 @@ read_only = false
         let (_dir, config) =
             load_text("engine = \"threads\"\n[[share]]\nname = \"a\"\npath = \"/tmp\"\n");
         assert_eq!(config.engine, EngineKind::Threads);
-        assert_eq!(Config::builtin().engine, EngineKind::Threads);
+        assert_eq!(Config::builtin().engine, EngineKind::Auto);
         let m = error_at("\nengine = \"fast\"\n", 2);
         assert!(m.contains("\"auto\", \"io_uring\" or \"threads\""), "{m}");
         let mut a = args(None, &[], &[]);

@@ -94,13 +94,14 @@ impl LiveLimits {
 /// Which engine serves connections (`engine` in the config).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum EngineKind {
-    /// io_uring when the kernel allows it, else threads.
+    /// io_uring when the kernel allows it (not refused by seccomp,
+    /// `kernel.io_uring_disabled` or an old kernel), else threads: the
+    /// default.
+    #[default]
     Auto,
     IoUring,
-    /// The default until the io_uring engine is faster for every workload
-    /// (docs/PERFORMANCE.md: it is not yet for one request at a time, nor
-    /// for work on metadata).
-    #[default]
+    /// A thread per connection: for hosts that refuse io_uring, and the
+    /// yardstick the io_uring engine is measured against.
     Threads,
 }
 
