@@ -19,6 +19,13 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 use super::recv_pool::{self, RecvPool};
 
+fn unsupported(what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        format!("this kernel's io_uring lacks {what}"),
+    )
+}
+
 /// A descriptor an operation works on, kept open while it runs.
 pub(crate) type Fd = Arc<dyn AsRawFd + Send + Sync>;
 
@@ -105,6 +112,35 @@ impl<T> Ops<T> {
             free: Vec::new(),
             under_way: 0,
         })
+    }
+
+    /// Whether this kernel's io_uring has every operation and feature the
+    /// engine uses: waits bounded by a timeout (5.11) and the operations
+    /// of [`Ops`] (splice, the newest, 5.7). A kernel that sets up rings
+    /// but lacks one would fail connections later; refused here, the
+    /// engine is not started and `auto` picks threads. (The receive pool,
+    /// 5.19, is optional: see `with_recv_pool`.)
+    pub fn check_kernel(&self) -> io::Result<()> {
+        if !self.ring.params().is_feature_ext_arg() {
+            return Err(unsupported("waits bounded by a timeout (Linux 5.11)"));
+        }
+        let mut probe = io_uring::Probe::new();
+        self.ring.submitter().register_probe(&mut probe)?;
+        let needed = [
+            (opcode::Read::CODE, "READ"),
+            (opcode::Write::CODE, "WRITE"),
+            (opcode::Recv::CODE, "RECV"),
+            (opcode::SendMsg::CODE, "SENDMSG"),
+            (opcode::Accept::CODE, "ACCEPT"),
+            (opcode::AsyncCancel::CODE, "ASYNC_CANCEL"),
+            (opcode::Fsync::CODE, "FSYNC"),
+            (opcode::PollAdd::CODE, "POLL_ADD"),
+            (opcode::Splice::CODE, "SPLICE"),
+        ];
+        match needed.iter().find(|(code, _)| !probe.is_supported(*code)) {
+            Some((_, name)) => Err(unsupported(&format!("the {name} operation"))),
+            None => Ok(()),
+        }
     }
 
     /// Registers a pool of `count` (a power of two) receive buffers of
@@ -416,6 +452,18 @@ mod tests {
             ops.reap(&mut done);
         }
         done
+    }
+
+    #[test]
+    fn this_kernel_has_what_the_engine_uses() {
+        let ops = Ops::<()>::new(8).unwrap();
+        ops.check_kernel().expect("Linux 6.x has every operation");
+        let e = unsupported("the SPLICE operation");
+        assert_eq!(e.kind(), io::ErrorKind::Unsupported);
+        assert_eq!(
+            e.to_string(),
+            "this kernel's io_uring lacks the SPLICE operation"
+        );
     }
 
     #[test]

@@ -121,6 +121,7 @@ impl Engine {
                 .name(format!("uring-{i}"))
                 .spawn(move || {
                     let ops = Ops::new(RING_ENTRIES).and_then(|ops| {
+                        ops.check_kernel()?;
                         // Without a receive pool (before 5.19) receives bring
                         // their own buffers.
                         match Ops::new(RING_ENTRIES)?.with_recv_pool(RECV_POOL_BUFFERS, RECV_CHUNK)
