@@ -415,9 +415,10 @@ impl<T> Ops<T> {
             if let (Kept::Filling(buf), Ok(n)) = (&mut kept, usize::try_from(cqe.result())) {
                 let len = buf.len() + n;
                 assert!(len <= buf.capacity(), "a read within the room it was given");
-                // SAFETY: the read was given the spare capacity behind
-                // `buf.len()` (`read_at`), and the kernel reports that it
-                // wrote its first `n` bytes, within the capacity (checked).
+                // SAFETY: the read or receive was given the spare
+                // capacity behind `buf.len()` (`spare_room`), and the
+                // kernel reports that it wrote its first `n` bytes, within
+                // the capacity (checked).
                 unsafe { buf.set_len(len) };
             }
             into.push(Done {
