@@ -1,14 +1,16 @@
-//! Data I/O the core asks the engine to perform: reads, writes and flushes
-//! of a file's data leave the core as [`Intent`]s tagged with a token, and
-//! the reply is finished only when the engine hands the result back to
+//! Filesystem work the core asks the engine to perform: reads, writes and
+//! flushes of a file's data leave the core as [`Intent`]s, other calls on
+//! a share (opening, unlinking) as [`Call`]s, each tagged with a token;
+//! the request goes on only when the engine hands the result back to
 //! [`crate::Connection::complete`]. The engine picks the mechanism
-//! (io_uring, splice, a worker thread, or [`Intent::perform`]).
+//! (io_uring, splice, a worker thread, or [`Intent::perform`] and
+//! [`Call::perform`]).
 
 use std::ops::Range;
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
-use copyless_vfs::{FileHandle, Vfs, VfsResult};
+use copyless_vfs::{Disposition, FileHandle, Identity, Kind, OpenRequest, Opened, Vfs, VfsResult};
 
 pub use copyless_state::Token;
 
@@ -119,6 +121,21 @@ pub enum Completion {
     ReadAside(Vec<u8>, VfsResult<usize>),
     Write(VfsResult<()>),
     Flush(VfsResult<()>),
+    /// A [`CallOp::Open`]'s result.
+    Opened(VfsResult<Opened>),
+    /// A [`CallOp::Unlink`]'s result.
+    Unlinked(VfsResult<()>),
+}
+
+impl Completion {
+    /// Whether an engine may stop the work before it ends (a read or a
+    /// flush); a write or a call that has begun runs to its end.
+    pub fn stoppable(&self) -> bool {
+        matches!(
+            self,
+            Completion::Read(..) | Completion::ReadAside(..) | Completion::Flush(_)
+        )
+    }
 }
 
 impl Intent {
@@ -147,6 +164,93 @@ impl Intent {
                     .and_then(|()| if sync { f.vfs.flush(&f.handle) } else { Ok(()) }),
             ),
             Op::Flush => Completion::Flush(f.vfs.flush(&f.handle)),
+        };
+        (self.token, done)
+    }
+}
+
+/// A filesystem call on a share that moves no file data, made as the
+/// identity it names. Only what the core cannot yet go on without leaves
+/// as a call; the engine makes it where it does not hold up other
+/// requests (a worker thread, or [`Call::perform`] for engines that
+/// block anyway).
+pub struct Call {
+    pub token: Token,
+    pub vfs: Arc<dyn Vfs>,
+    pub op: CallOp,
+}
+
+impl std::fmt::Debug for Call {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Call")
+            .field("token", &self.token)
+            .field("op", &self.op)
+            .finish()
+    }
+}
+
+#[derive(Debug)]
+pub enum CallOp {
+    /// [`Vfs::open`], completing with [`Completion::Opened`].
+    Open(OpenCall),
+    /// [`Vfs::unlink`] of the real path `path`, completing with
+    /// [`Completion::Unlinked`].
+    Unlink {
+        who: Identity,
+        path: String,
+        is_dir: bool,
+    },
+}
+
+/// An [`OpenRequest`] that owns what it names, to travel to the engine.
+#[derive(Debug, Clone)]
+pub struct OpenCall {
+    pub who: Identity,
+    pub path: String,
+    pub disposition: Disposition,
+    pub kind: Kind,
+    pub read: bool,
+    pub write: bool,
+    pub attributes: u32,
+    pub allocation_size: u64,
+}
+
+impl OpenCall {
+    pub fn new(req: &OpenRequest<'_>) -> OpenCall {
+        OpenCall {
+            who: req.who.clone(),
+            path: req.path.to_owned(),
+            disposition: req.disposition,
+            kind: req.kind,
+            read: req.read,
+            write: req.write,
+            attributes: req.attributes,
+            allocation_size: req.allocation_size,
+        }
+    }
+
+    pub fn request(&self) -> OpenRequest<'_> {
+        OpenRequest {
+            who: &self.who,
+            path: &self.path,
+            disposition: self.disposition,
+            kind: self.kind,
+            read: self.read,
+            write: self.write,
+            attributes: self.attributes,
+            allocation_size: self.allocation_size,
+        }
+    }
+}
+
+impl Call {
+    /// Makes the call through the share's VFS, blocking.
+    pub fn perform(self) -> (Token, Completion) {
+        let done = match &self.op {
+            CallOp::Open(o) => Completion::Opened(self.vfs.open(&o.request())),
+            CallOp::Unlink { who, path, is_dir } => {
+                Completion::Unlinked(self.vfs.unlink(who, path, *is_dir))
+            }
         };
         (self.token, done)
     }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use copyless_proto::messages::FileId;
-use copyless_vfs::{FileHandle, Vfs};
+use copyless_vfs::{FileHandle, Identity, Vfs};
 
 use crate::file_table::{Closed, FileKey};
 use crate::server::Server;
@@ -74,27 +74,28 @@ pub fn current_path(server: &Server, key: &FileKey) -> Option<String> {
     server.files().get(key).map(|f| f.path().to_owned())
 }
 
-/// Releases an open: its share-mode entry, its locks and its oplock go,
-/// and when it was the last open of a file marked for deletion, the file
-/// is removed. Returns what waited on them, to be woken.
-pub fn close_open(server: &Server, open: Open) -> Closed {
+/// What closing the last open of a file marked for deletion leaves to do:
+/// remove it, as whoever opened it.
+pub struct Unlink {
+    pub vfs: Arc<dyn Vfs>,
+    pub who: Identity,
+    pub path: String,
+    pub is_dir: bool,
+}
+
+/// Releases an open: its share-mode entry, its locks and its oplock go.
+/// When it was the last open of a file marked for deletion, what is left
+/// to do is to remove the file, which the caller does. Returns what
+/// waited on the open, to be woken. Unless the caller holds the server's
+/// own-change mark (local.rs) from before this until the file is gone, a
+/// local watcher may report the removal as another process's.
+pub fn let_go(server: &Server, open: Open) -> (Closed, Option<Unlink>) {
     let OpenKind::File(f) = open.kind else {
-        return Closed::default();
+        return (Closed::default(), None);
     };
     if f.durable.is_some() {
         server.durable.detach(open.file_id.persistent);
     }
-    // What was written through the open, and the deletion its close may
-    // make, are the server's own changes (local.rs); the mark stands
-    // before the open leaves the table, so no event falls between.
-    let path = if server.own_changes().is_active() {
-        current_path(server, &f.key)
-    } else {
-        None
-    };
-    let _own = server
-        .own_changes()
-        .begin(f.key.0, path.as_deref().as_slice());
     let mut closed = server
         .files()
         .unregister(&f.key, open.file_id.volatile, f.delete_on_close);
@@ -104,18 +105,14 @@ pub fn close_open(server: &Server, open: Open) -> Closed {
     let last = closed.last.take().filter(|last| last.delete_pending);
     if last.as_ref().is_some_and(|l| !l.deletes_file) && f.handle.stream.is_some() {
         let _ = f.vfs.delete_stream(&f.handle);
-        return closed;
+        return (closed, None);
     }
-    let unlink = last.map(|last| (last.path, last.is_dir));
     // The last to close deletes, as themselves.
-    let who = f.handle.who().clone();
-    drop(f.handle);
-    if let Some((path, is_dir)) = unlink {
-        // Failure here (the directory became non-empty) leaves the file,
-        // as Windows leaves it when the delete cannot happen.
-        if f.vfs.unlink(&who, &path, is_dir).is_ok() {
-            closed.removed = Some((path, is_dir));
-        }
-    }
-    closed
+    let unlink = last.map(|last| Unlink {
+        vfs: f.vfs.clone(),
+        who: f.handle.who().clone(),
+        path: last.path,
+        is_dir: last.is_dir,
+    });
+    (closed, unlink)
 }

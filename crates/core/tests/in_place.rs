@@ -1,16 +1,18 @@
 //! Which frames an engine may handle on the thread that serves sockets
 //! (`Connection::may_block` false): those whose requests reach file data
 //! only through intents, the filesystem only to close a descriptor, or
-//! only where the kernel answers from memory. A CLOSE that deletes,
-//! reports a change to a watcher, asks attributes back, ends a watch or
-//! may let a held request run again reaches the filesystem while it is
-//! handled, and must go elsewhere; so must an open that may create,
+//! only where the kernel answers from memory; a CLOSE that removes its
+//! file hands the removal on as a call. A CLOSE that reports a change to
+//! a watcher, asks attributes back, ends a watch or may let a held
+//! request run again reaches the filesystem while it is handled, and
+//! must go elsewhere; so must an open that may create,
 //! truncate or look a name up on disk, a query of what is not in the
 //! open file's stat, and the deletion of a folder, which must be found
 //! empty first.
 
 use std::sync::Arc;
 
+use copyless_core::{CallOp, Completion};
 use copyless_proto::client::{self as wire, OPTION_DELETE_ON_CLOSE};
 use copyless_proto::command;
 use copyless_proto::messages::{FileId, CLOSE_FLAG_POSTQUERY_ATTRIB};
@@ -20,7 +22,7 @@ use copyless_scripted::{
     write_request, Client, Reply, Request, Users,
 };
 use copyless_vfs::memory::MemoryVfs;
-use copyless_vfs::{Identity, Kind, OpenRequest, Vfs};
+use copyless_vfs::{Identity, Kind, OpenRequest, Vfs, VfsError};
 
 /// Read, write and delete, shared every way.
 const ALL: u32 = 0x0013_019f;
@@ -102,18 +104,46 @@ fn a_close_that_asks_for_attributes_goes_elsewhere() {
 }
 
 #[test]
-fn a_close_that_deletes_goes_elsewhere() {
+fn a_close_that_deletes_is_handled_in_place_and_its_removal_leaves_as_a_call() {
     let (mut c, vfs) = client();
     let id = c.open(doomed("doc")).unwrap();
-    assert_eq!(
-        sent(&mut c, vec![close_request(id)]),
-        (true, vec![status::SUCCESS])
-    );
+    let frame = c.frame(vec![close_request(id)]);
+    assert!(!c.conn.may_block(&frame));
+    let mut out = c.handle_raw(&frame);
+    assert!(out.frames.is_empty(), "the reply waits for the removal");
+    assert!(out.intents.is_empty());
+    let call = out.calls.pop().expect("a call");
+    assert!(out.calls.is_empty());
+    match &call.op {
+        CallOp::Unlink { path, is_dir, .. } => assert_eq!((path.as_str(), *is_dir), ("doc", false)),
+        op => panic!("{op:?}"),
+    }
+    assert!(exists(&vfs, "doc"), "not before the engine makes the call");
+    let (token, done) = call.perform();
     assert!(!exists(&vfs, "doc"));
+    let out = c.complete(token, done);
+    let replies = c.take(out);
+    let statuses: Vec<u32> = replies.iter().map(|r| r.status()).collect();
+    assert_eq!(statuses, vec![status::SUCCESS]);
+    assert_eq!(c.open(doomed("doc")).map(|_| ()), Ok(()), "made anew");
 }
 
 #[test]
-fn the_last_close_of_a_file_another_open_doomed_goes_elsewhere() {
+fn a_close_whose_removal_fails_still_succeeds_and_keeps_the_file() {
+    let (mut c, vfs) = client();
+    let id = c.open(doomed("doc")).unwrap();
+    let frame = c.frame(vec![close_request(id)]);
+    let mut out = c.handle_raw(&frame);
+    let call = out.calls.pop().expect("a call");
+    let done = Completion::Unlinked(Err(VfsError::NotEmpty));
+    let replies = c.complete(call.token, done);
+    let replies = c.take(replies);
+    assert_eq!(replies[0].status(), status::SUCCESS, "as on Windows");
+    assert!(exists(&vfs, "doc"));
+}
+
+#[test]
+fn the_last_close_of_a_file_another_open_doomed_removes_it_by_a_call() {
     let (mut c, vfs) = client();
     let keeper = c.create("doc", false).unwrap();
     let id = c.open(doomed("doc")).unwrap();
@@ -121,7 +151,7 @@ fn the_last_close_of_a_file_another_open_doomed_goes_elsewhere() {
     assert!(exists(&vfs, "doc"), "another open keeps it for now");
     assert_eq!(
         sent(&mut c, vec![close_request(keeper)]),
-        (true, vec![status::SUCCESS])
+        (false, vec![status::SUCCESS])
     );
     assert!(!exists(&vfs, "doc"), "the last close deleted it");
 }
@@ -249,15 +279,70 @@ fn an_open_of_what_is_there_is_handled_in_place() {
     assert_eq!(c.close(id.unwrap()), status::SUCCESS);
 }
 
+/// Sends a CREATE the way an engine that serves sockets on one thread
+/// does when it may not block: checks it leaves its open as a call and
+/// nothing else, makes the call, and returns the reply.
+fn opened_by_call(c: &mut Client, create: Request) -> Reply {
+    let frame = c.frame(vec![create]);
+    assert!(!c.conn.may_block(&frame));
+    let mut out = c.handle_raw(&frame);
+    assert!(out.frames.is_empty(), "the reply waits for the open");
+    assert!(out.intents.is_empty());
+    let call = out.calls.pop().expect("a call");
+    assert!(out.calls.is_empty());
+    assert!(matches!(call.op, CallOp::Open(_)), "{call:?}");
+    let (token, done) = call.perform();
+    let out = c.complete(token, done);
+    let mut replies = c.take(out);
+    assert_eq!(replies.len(), 1);
+    replies.remove(0)
+}
+
 #[test]
-fn an_open_that_may_create_truncate_or_miss_goes_elsewhere() {
+fn an_open_that_may_create_leaves_its_open_as_a_call() {
+    let (mut c, dir) = posix_client();
+    let reply = opened_by_call(&mut c, open_request("sub\\new", CREATE));
+    assert_eq!(reply.status(), status::SUCCESS);
+    let created = wire::CreateReply::parse(&reply.msg).unwrap();
+    assert_eq!(created.create_action, 2, "created");
+    assert!(dir.path().join("sub/new").exists());
+    // The open is registered: a second CREATE of the name collides, and
+    // writing through the open works.
+    let again = opened_by_call(&mut c, open_request("sub\\new", CREATE));
+    assert_eq!(again.status(), status::OBJECT_NAME_COLLISION);
+    let w = c.call(write_request(created.file_id, 0, b"made"));
+    assert_eq!(w.status(), status::SUCCESS);
+    assert_eq!(c.close(created.file_id), status::SUCCESS);
+    assert_eq!(std::fs::read(dir.path().join("sub/new")).unwrap(), b"made");
+    // OPEN_IF of what is there opens it, as it is.
+    let reply = opened_by_call(&mut c, open_request("sub\\doc", OPEN_IF));
+    let opened = wire::CreateReply::parse(&reply.msg).unwrap();
+    assert_eq!(opened.create_action, 1, "opened");
+    assert_eq!(c.close(opened.file_id), status::SUCCESS);
+    assert_eq!(std::fs::read(dir.path().join("sub/doc")).unwrap(), b"kept");
+    // A folder that is not there fails as it would anywhere.
+    let reply = opened_by_call(&mut c, open_request("gone\\new", CREATE));
+    assert_eq!(reply.status(), status::OBJECT_PATH_NOT_FOUND);
+}
+
+#[test]
+fn an_open_that_may_create_goes_elsewhere_when_watchers_must_hear_of_it() {
+    let (mut c, _dir) = posix_client();
+    let dir = c.create("", true).unwrap();
+    let waiting = c.send(vec![notify_request(dir, FILTER, true, 4096)]);
+    assert!(waiting.iter().all(|r| r.status() == status::PENDING));
+    let (blocks, id) = opened(&mut c, open_request("sub\\new", CREATE));
+    assert!(blocks);
+    assert!(id.is_ok());
+}
+
+#[test]
+fn an_open_that_may_truncate_or_miss_goes_elsewhere() {
     let (mut c, dir) = posix_client();
     let (blocks, id) = opened(&mut c, open_request("sub\\doc", OPEN));
     assert!(!blocks, "the open the others differ from");
     assert_eq!(c.close(id.unwrap()), status::SUCCESS);
     for (name, disposition, what) in [
-        ("sub\\new", CREATE, "a create"),
-        ("sub\\doc", OPEN_IF, "an open that would create the name"),
         ("sub\\doc", OVERWRITE_IF, "an overwrite"),
         ("sub\\doc:stream", OPEN, "a stream"),
         ("sub\\missing", OPEN, "a name the kernel has not seen"),
@@ -274,7 +359,6 @@ fn an_open_that_may_create_truncate_or_miss_goes_elsewhere() {
         b"",
         "overwritten"
     );
-    assert!(dir.path().join("sub/new").exists());
 }
 
 #[test]
@@ -301,7 +385,7 @@ fn set_info(id: FileId, class: u8, buffer: &[u8]) -> Request {
 }
 
 #[test]
-fn marking_a_file_for_deletion_is_handled_in_place_and_its_close_deletes_elsewhere() {
+fn marking_a_file_for_deletion_and_closing_it_are_handled_in_place() {
     let (mut c, dir) = posix_client();
     let doc = dir.path().join("sub/doc");
     let (blocks, id) = opened(&mut c, open_request("sub\\doc", OPEN));
@@ -320,7 +404,7 @@ fn marking_a_file_for_deletion_is_handled_in_place_and_its_close_deletes_elsewhe
     assert_eq!((blocks, statuses), (false, vec![status::SUCCESS]));
     assert!(doc.exists(), "deleted only at its close");
     let (blocks, statuses) = sent(&mut c, vec![close_request(id)]);
-    assert_eq!((blocks, statuses), (true, vec![status::SUCCESS]));
+    assert_eq!((blocks, statuses), (false, vec![status::SUCCESS]));
     assert!(!doc.exists());
     // A folder is deleted only if it is empty, which is read on disk.
     let (_, id) = opened(&mut c, create_request_with("sub", ALL, SHARE_ALL, OPEN, 1));

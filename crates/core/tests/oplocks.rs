@@ -193,3 +193,43 @@ fn writes_and_overwrites_break_level_ii_to_none_without_waiting() {
     assert_eq!(opened(&r[0]).1, OPLOCK_LEVEL_NONE);
     assert_eq!(b.posted.len(), 1, "a's new level II open is told");
 }
+
+#[test]
+fn an_open_held_by_a_break_is_woken_when_the_holder_goes_while_removing_the_file() {
+    let (mut a, mut b) = setup();
+    // `a` opens to delete at close, with a batch oplock.
+    let doomed = copyless_scripted::create_request_from(&wire::CreateParams {
+        oplock_level: OPLOCK_LEVEL_BATCH,
+        desired_access: READ_WRITE | 0x0001_0000,
+        file_attributes: 0,
+        share_access: 7,
+        disposition: OPEN_IF,
+        options: 0x40 | 0x1000,
+        name: "doc",
+        contexts: &[],
+    });
+    let (fa, level) = opened(&a.call(doomed));
+    assert_eq!(level, OPLOCK_LEVEL_BATCH);
+    let interim = b.send(vec![create("doc", OPLOCK_LEVEL_BATCH, OPEN_IF)]);
+    assert_eq!(interim[0].status(), status::PENDING);
+    let letter = b.posted.pop().expect("a letter for the holder");
+    assert_eq!(a.receive(letter.letter).len(), 1, "the break");
+    // `a` closes rather than answer: its file's removal leaves as a call,
+    // and the connection ends before the call's result comes back.
+    let frame = a.frame(vec![copyless_scripted::close_request(fa)]);
+    let out = a.handle_raw(&frame);
+    assert_eq!(out.calls.len(), 1, "{:?}", out.calls);
+    assert!(
+        out.messages.is_empty(),
+        "nobody is woken before the removal"
+    );
+    let letters = a.conn.shutdown();
+    let to_b: Vec<_> = letters
+        .into_iter()
+        .filter(|m| m.to == b.conn.id())
+        .collect();
+    assert_eq!(to_b.len(), 1, "the held open is woken");
+    let replies = b.receive(to_b.into_iter().next().unwrap().letter);
+    assert_eq!(replies.len(), 1);
+    assert_eq!(replies[0].status(), status::SUCCESS);
+}

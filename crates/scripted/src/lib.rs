@@ -730,8 +730,8 @@ impl Client {
     /// it does the engines' frames, and returns the replies, checked:
     /// every frame fits the transport, every message parses, and every
     /// signed reply on this client's session carries a valid signature.
-    /// Intents are performed at once, through the share's VFS, as the
-    /// threaded engine performs them.
+    /// Intents and calls are performed at once, through the share's VFS,
+    /// as the threaded engine performs them.
     pub fn handle_frame(&mut self, frame: &[u8]) -> Vec<Reply> {
         let mut frame = frame.to_vec();
         let out = self.conn.handle_in_place(&mut frame, &mut self.env);
@@ -740,12 +740,12 @@ impl Client {
     }
 
     /// Hands the core a frame and returns what it asks of the engine
-    /// untouched: its intents are the caller's to complete.
+    /// untouched: its intents and calls are the caller's to complete.
     pub fn handle_raw(&mut self, frame: &[u8]) -> Output {
         self.conn.handle(frame, &mut self.env)
     }
 
-    /// Hands the core an intent's result, as the engine does.
+    /// Hands the core an intent's or a call's result, as the engine does.
     pub fn complete(&mut self, token: Token, done: Completion) -> Output {
         self.conn.complete(token, done, &mut self.env)
     }
@@ -761,13 +761,15 @@ impl Client {
     /// Lets time pass for the core, as the engine's timer does.
     pub fn tick(&mut self) -> Vec<Reply> {
         let out = self.conn.handle_timeout(&mut self.env);
+        let out = self.conn.perform_intents(out, &[], &mut self.env);
         self.take(out)
     }
 
     /// The replies of `out`, checked as [`Client::handle_frame`] checks
-    /// them; `out` must have no intents left.
+    /// them; `out` must have no intents or calls left.
     pub fn take(&mut self, out: Output) -> Vec<Reply> {
         assert!(out.intents.is_empty(), "intents left: {:?}", out.intents);
+        assert!(out.calls.is_empty(), "calls left: {:?}", out.calls);
         self.posted.extend(out.messages);
         self.events.extend(out.events);
         if out.disconnect {

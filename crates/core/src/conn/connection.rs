@@ -30,7 +30,7 @@ use crate::conn::waiting::{Hold, Wait, Waiting};
 use crate::env::Env;
 use crate::event::Event;
 use crate::file_table::Seen;
-use crate::intent::{Intent, Token};
+use crate::intent::{Call, Intent, Token};
 use crate::limits::Limits;
 use crate::open::{FileOpen, OpenKind};
 use crate::server::Server;
@@ -55,9 +55,12 @@ pub struct Output {
     /// Data I/O to perform; each result goes back through
     /// [`Connection::complete`], which finishes the reply waiting for it.
     pub intents: Vec<Intent>,
-    /// Intents whose requests the client cancelled: the engine stops them
-    /// if it can (completing them with `VfsError::Cancelled`), and
-    /// completes them as usual if it cannot.
+    /// Other filesystem calls to make; each result goes back through
+    /// [`Connection::complete`] too.
+    pub calls: Vec<Call>,
+    /// Intents and calls whose requests the client cancelled: the engine
+    /// stops them if it can (completing them with `VfsError::Cancelled`),
+    /// and completes them as usual if it cannot.
     pub cancel: Vec<Token>,
     /// Letters for other connections, to be handed to them before
     /// anything they receive after this output's frames are sent.
@@ -250,9 +253,9 @@ pub(crate) struct Compound {
 /// 2. [`Connection::handle`] (or [`Connection::handle_in_place`]) for each
 ///    received transport frame, [`Connection::receive`] for each
 ///    [`Letter`](crate::Letter) another connection posted, and
-///    [`Connection::complete`] for each [`Intent`] it carried out; each
-///    returns an [`Output`]: frames to send, intents to perform, intents
-///    to stop, letters to post, whether to disconnect, and what to trace;
+///    [`Connection::complete`] for each [`Intent`] and [`Call`] it
+///    carried out; each returns an [`Output`]: frames to send, intents
+///    and calls to perform, those to stop, letters to post, whether to disconnect, and what to trace;
 /// 3. [`Connection::handle_timeout`] once [`Connection::timeout`] has
 ///    passed without a frame;
 /// 4. [`Connection::shutdown`] when the socket is gone, which closes every
@@ -588,7 +591,7 @@ impl Connection {
                 | cmd::NEGOTIATE
                 | cmd::SESSION_SETUP => true,
                 cmd::CLOSE => self.closes_in_place(&m),
-                cmd::CREATE => self.opens_in_place(&m),
+                cmd::CREATE => self.opens_in_place(&m) || self.opens_by_call(&m),
                 cmd::QUERY_INFO => self.queries_in_place(&m),
                 cmd::SET_INFO => self.sets_in_place(&m),
                 _ => false,
@@ -598,12 +601,13 @@ impl Connection {
 
     /// Whether the CLOSE `m` only gives its open back: the server's tables
     /// change and the descriptor is closed, which on a local filesystem
-    /// never waits for the disk. Anything more reaches the filesystem
-    /// while the close is handled, and is not done in place: a file or
-    /// stream to delete (or leases to break first), the attributes asked
-    /// back (POSTQUERY_ATTRIB), a watch to end, a change to report to
-    /// watchers (who may have to be looked up on disk), held requests of
-    /// this connection that the close may let run again. An open named by
+    /// never waits for the disk; a file it removes goes as a call. Anything
+    /// more reaches the filesystem while the close is handled, and is not
+    /// done in place: a stream to delete, a removal the server marks as
+    /// its own change (local.rs), the attributes asked back
+    /// (POSTQUERY_ATTRIB), a watch to end, a change to report to watchers
+    /// (who may have to be looked up on disk), held requests of this
+    /// connection that the close may let run again. An open named by
     /// a related request, or not found, is not looked at further.
     fn closes_in_place(&self, m: &copyless_proto::compound::Message<'_>) -> bool {
         if m.header.is_related() || !self.waiting.is_empty() || !self.retries.is_empty() {
@@ -618,11 +622,13 @@ impl Connection {
         let Some(f) = self.file_open(m.header.session_id, c.file_id.volatile) else {
             return false;
         };
-        let reports = f.written && self.server.has_watchers();
-        !(f.delete_on_close
-            || f.watch.is_some()
-            || reports
-            || self.server.files().deletes_at_close(&f.key))
+        let deletes = f.delete_on_close || self.server.files().deletes_at_close(&f.key);
+        // A file's removal leaves as a call (handlers/file.rs says when),
+        // a stream's does not.
+        let removes_here = f.handle.stream.is_some() || self.server.own_changes().is_active();
+        !(f.watch.is_some()
+            || (self.server.has_watchers() && (f.written || deletes))
+            || (deletes && removes_here))
     }
 
     /// Whether the CREATE `m` only opens an object that exists, on a
@@ -654,7 +660,7 @@ impl Connection {
         let Ok(contexts) = cc::parse_chain(cr.contexts) else {
             return false;
         };
-        let memory_only = [cc::MXAC, cc::QFID, cc::RQLS, cc::DHNQ, cc::DH2Q];
+        let memory_only = crate::handlers::create::MEMORY_ONLY_CONTEXTS;
         if !contexts.iter().all(|c| memory_only.contains(&c.name)) {
             return false;
         }
@@ -671,6 +677,41 @@ impl Connection {
         name.stream.is_none()
             && !share.vfs.descriptors_stored()
             && share.vfs.found_without_waiting(&name.path)
+    }
+
+    /// Whether the CREATE `m` leaves its open as a call and goes on from
+    /// its result with nothing but memory
+    /// ([`crate::handlers::create::opens_by_call`]).
+    fn opens_by_call(&self, m: &copyless_proto::compound::Message<'_>) -> bool {
+        if m.header.is_related() || !self.waiting.is_empty() || !self.retries.is_empty() {
+            return false;
+        }
+        let Ok(cr) = messages::CreateRequest::parse(m.bytes) else {
+            return false;
+        };
+        let Ok(contexts) = copyless_proto::create_context::parse_chain(cr.contexts) else {
+            return false;
+        };
+        let tree = self
+            .sessions
+            .get(&m.header.session_id)
+            .and_then(|s| s.trees.get(&m.header.tree_id));
+        let Some((TreeKind::Disk { share, .. }, read_only)) = tree.map(|t| (&t.kind, t.read_only))
+        else {
+            return false;
+        };
+        let Ok(name) = crate::names::path::from_smb_with_stream(cr.name) else {
+            return false;
+        };
+        crate::handlers::create::opens_by_call(
+            &self.server,
+            share.vfs.as_ref(),
+            &cr,
+            &contexts,
+            &name.path,
+            &name.stream,
+            read_only,
+        )
     }
 
     /// Whether the QUERY_INFO `m` asks an open file of a local filesystem
@@ -1016,6 +1057,7 @@ impl Connection {
             self.server.clients.leave(self.client_guid, self.id());
         }
         self.leave_channels();
+        self.settle_waiting();
         let ids: Vec<u64> = self.sessions.keys().copied().collect();
         for id in ids {
             self.remove_session(id, true);
@@ -1366,7 +1408,7 @@ impl Connection {
         }
         match c {
             cmd::TREE_DISCONNECT => self.tree_disconnect(req, w),
-            cmd::CREATE => self.create(req, compound, reply, w, env),
+            cmd::CREATE => self.create(req, compound, reply, w, env, None),
             cmd::CLOSE => self.close(req, compound, reply, w),
             cmd::FLUSH => self.flush(req, compound, reply, w),
             cmd::READ => self.read(req, compound, reply, w),
@@ -1518,6 +1560,7 @@ impl Output {
     pub fn append(&mut self, other: Output) {
         self.frames.extend(other.frames);
         self.intents.extend(other.intents);
+        self.calls.extend(other.calls);
         self.cancel.extend(other.cancel);
         self.messages.extend(other.messages);
         self.disconnect |= other.disconnect;

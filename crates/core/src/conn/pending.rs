@@ -20,9 +20,10 @@ use crate::conn::channels::Via;
 use crate::conn::connection::{Begun, Chain, Connection, Output};
 use crate::conn::post::{ConnectionId, Kind};
 use crate::env::Env;
-use crate::file_table::{FileKey, LockWaiter, Locked};
+use crate::file_table::{Closed, FileKey, LockWaiter, Locked};
+use crate::leases::LeaseId;
 use crate::locks::ByteLock;
-use crate::open::{close_open, current_path, Open};
+use crate::open::{current_path, let_go, Open, Unlink};
 use copyless_fscc::notify::{action, filter};
 
 /// Requests one connection may have pending at once. Windows may fail
@@ -67,6 +68,17 @@ impl Pending {
             Awaits::Lock { open, .. } | Awaits::Notify { open, .. } => *open,
         }
     }
+}
+
+/// An open released up to the removal of its file (see
+/// [`Connection::let_go`]).
+pub(crate) struct Closing {
+    session_id: u64,
+    volatile: u64,
+    share: Option<usize>,
+    written: Option<String>,
+    parent_lease: Option<LeaseId>,
+    closed: Closed,
 }
 
 /// A final response decided, to be sent with the next output.
@@ -239,6 +251,32 @@ impl Connection {
     /// on Windows), and lock requests its locks stood in the way of are
     /// tried again.
     pub(crate) fn release(&mut self, session_id: u64, open: Open) {
+        let share = open.file().map(|f| f.key.0);
+        let path = share
+            .filter(|_| self.server.own_changes().is_active())
+            .and_then(|_| open.file().and_then(|f| current_path(&self.server, &f.key)));
+        // The server's own change (local.rs), marked from before the open
+        // leaves the table until the file is gone.
+        let server = self.server.clone();
+        let _own = server
+            .own_changes()
+            .begin(share.unwrap_or(0), path.as_deref().as_slice());
+        let (closing, unlink) = self.let_go(session_id, open);
+        // Failure here (the directory became non-empty) leaves the file,
+        // as Windows leaves it when the delete cannot happen.
+        let removed = unlink.and_then(|u| {
+            u.vfs
+                .unlink(&u.who, &u.path, u.is_dir)
+                .is_ok()
+                .then_some((u.path, u.is_dir))
+        });
+        self.released(closing, removed);
+    }
+
+    /// Releases an open as [`Connection::release`] does, up to the removal
+    /// of its file that its close may make, which is left to the caller,
+    /// who then hands the outcome to [`Connection::released`].
+    pub(crate) fn let_go(&mut self, session_id: u64, open: Open) -> (Closing, Option<Unlink>) {
         let volatile = open.file_id.volatile;
         let share = open.file().map(|f| f.key.0);
         // A file written through this open is reported modified as it
@@ -251,15 +289,37 @@ impl Connection {
         let parent_lease = open
             .file()
             .and_then(|f| self.parent_lease_of(&f.key, volatile));
-        let closed = close_open(&self.server, open);
+        let (closed, unlink) = let_go(&self.server, open);
+        let closing = Closing {
+            session_id,
+            volatile,
+            share,
+            written,
+            parent_lease,
+            closed,
+        };
+        (closing, unlink)
+    }
+
+    /// Finishes a release once the file its close removes (`removed`:
+    /// its path, and whether a directory) is gone.
+    pub(crate) fn released(&mut self, closing: Closing, removed: Option<(String, bool)>) {
+        let Closing {
+            session_id,
+            volatile,
+            share,
+            written,
+            parent_lease,
+            closed,
+        } = closing;
         if let (Some(share), Some(path)) = (share, &written) {
-            if closed.removed.is_none() {
+            if removed.is_none() {
                 let class = filter::LAST_WRITE | filter::SIZE;
                 self.report_change(share, path, action::MODIFIED, class);
                 self.break_parent_leases(share, path, parent_lease);
             }
         }
-        if let (Some(share), Some((path, is_dir))) = (share, &closed.removed) {
+        if let (Some(share), Some((path, is_dir))) = (share, &removed) {
             self.report_name(share, path, action::REMOVED, *is_dir);
             self.break_parent_leases(share, path, parent_lease);
         }

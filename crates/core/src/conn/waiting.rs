@@ -5,12 +5,14 @@
 //! padding, signature) and the rest of the compound runs.
 
 use std::mem;
+use std::sync::Arc;
 use std::time::Duration;
 
 use copyless_proto::header::{Header, FLAG_ASYNC_COMMAND};
 use copyless_proto::messages;
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::{Writer, HEADER_LEN};
+use copyless_vfs::Vfs;
 
 use crate::conn::channels::Via;
 use crate::conn::connection::{Begun, Chain, Connection, Output, Req};
@@ -18,8 +20,8 @@ use crate::conn::pending::interim_response;
 use crate::conn::post::ConnectionId;
 use crate::env::Env;
 use crate::file_table::FileKey;
-use crate::handlers::vfs_status;
-use crate::intent::{Completion, DataFile, Intent, Op, Token, WriteData};
+use crate::handlers::{vfs_status, Then};
+use crate::intent::{Call, CallOp, Completion, DataFile, Intent, Op, Token, WriteData};
 use crate::open::OpenKind;
 
 /// Bytes of a READ reply before its data: the header and the response's
@@ -31,10 +33,17 @@ const READ_HEAD: usize = HEADER_LEN + 16;
 /// the client keeps waiting on a slow disk rather than timing out.
 const INTERIM_AFTER: Duration = Duration::from_millis(500);
 
-/// The data I/O a handler's reply waits for.
-pub(crate) struct Wait {
-    pub file: DataFile,
-    pub op: WaitOp,
+/// What a handler's reply waits for.
+pub(crate) enum Wait {
+    /// Data I/O on an open file.
+    Data { file: DataFile, op: WaitOp },
+    /// A filesystem call, whose result the handler goes on with as
+    /// `then` says.
+    Call {
+        vfs: Arc<dyn Vfs>,
+        op: CallOp,
+        then: Then,
+    },
 }
 
 pub(crate) enum WaitOp {
@@ -96,6 +105,8 @@ enum Finish {
         volatile: u64,
     },
     Flush,
+    /// The handler goes on with the call's result.
+    Then(Then),
     /// The request runs again from the start (see [`Hold`]).
     Retry {
         msg: Vec<u8>,
@@ -150,7 +161,15 @@ impl Connection {
         let token = self.next_token;
         self.next_token += 1;
         let start = self.link(&mut chain);
-        let (op, finish) = match wait.op {
+        let (file, op) = match wait {
+            Wait::Data { file, op } => (file, op),
+            Wait::Call { vfs, op, then } => {
+                out.calls.push(Call { token, vfs, op });
+                self.keep(token, chain, begun, Finish::Then(then), rest, start, now);
+                return;
+            }
+        };
+        let (op, finish) = match op {
             WaitOp::Read {
                 offset,
                 len,
@@ -204,11 +223,21 @@ impl Connection {
             }
             WaitOp::Flush => (Op::Flush, Finish::Flush),
         };
-        out.intents.push(Intent {
-            token,
-            file: wait.file,
-            op,
-        });
+        out.intents.push(Intent { token, file, op });
+        self.keep(token, chain, begun, finish, rest, start, now);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn keep(
+        &mut self,
+        token: Token,
+        chain: Chain,
+        begun: Begun,
+        finish: Finish,
+        rest: Vec<u8>,
+        start: usize,
+        now: u64,
+    ) {
         self.waiting.insert(
             token,
             Waiting {
@@ -285,22 +314,12 @@ impl Connection {
     ) {
         let start = self.link(&mut chain);
         self.interim_now = true;
-        self.waiting.insert(
-            hold.token,
-            Waiting {
-                chain,
-                begun,
-                finish: Finish::Retry {
-                    msg: msg.to_vec(),
-                    key: hold.key,
-                    awaited: hold.awaited,
-                },
-                rest,
-                start,
-                since: now,
-                cancelled: false,
-            },
-        );
+        let finish = Finish::Retry {
+            msg: msg.to_vec(),
+            key: hold.key,
+            awaited: hold.awaited,
+        };
+        self.keep(hold.token, chain, begun, finish, rest, start, now);
     }
 
     /// A token for a request that is about to be held.
@@ -357,6 +376,10 @@ impl Connection {
             self.retrying = false;
             if let (Ok(_), Some(hold)) = (&result, begun.reply.hold.take()) {
                 self.hold(chain, begun, &msg, rest, hold, env.now());
+                return;
+            }
+            if let (Ok(_), Some(wait)) = (&result, begun.reply.wait.take()) {
+                self.suspend(chain, begun, wait, rest, env.now(), out);
                 return;
             }
             result
@@ -541,6 +564,24 @@ impl Connection {
                 w.u16(4).u16(0);
                 status::SUCCESS
             }),
+            (Finish::Then(then), done) => {
+                let msg = then.request().map(<[u8]>::to_vec);
+                let result = self.resume(then, done, &mut begun, &mut chain, &mut w, env);
+                if let (Ok(_), Some(wait)) = (&result, begun.reply.wait.take()) {
+                    // One more call before the reply.
+                    self.suspend(chain, begun, wait, rest, env.now(), &mut out);
+                    self.collect(&mut out, env);
+                    return out;
+                }
+                if let (Ok(_), Some(hold), Some(msg)) = (&result, begun.reply.hold.take(), msg) {
+                    // Other opens' oplocks are in the way, as they may be
+                    // when a request runs again.
+                    self.hold(chain, begun, &msg, rest, hold, env.now());
+                    self.collect(&mut out, env);
+                    return out;
+                }
+                result
+            }
             // A completion of another kind than its intent: an engine
             // bug; the reply cannot be made.
             _ => {
@@ -580,16 +621,34 @@ impl Connection {
         out
     }
 
-    /// Carries out the intents of `out`, and those their completions lead
-    /// to, one after another with [`Intent::perform`]; `frame` is the
+    /// Carries out the intents and calls of `out`, and those their
+    /// completions lead to, one after another with [`Intent::perform`]; `frame` is the
     /// frame `out` came from. Returns everything left to send.
     pub fn perform_intents(&mut self, mut out: Output, frame: &[u8], env: &mut dyn Env) -> Output {
-        while let Some(intent) = out.intents.pop() {
-            let (token, done) = intent.perform(frame);
+        loop {
+            let (token, done) = if let Some(intent) = out.intents.pop() {
+                intent.perform(frame)
+            } else if let Some(call) = out.calls.pop() {
+                call.perform()
+            } else {
+                return out;
+            };
             let more = self.complete(token, done, env);
             out.append(more);
         }
-        out
+    }
+
+    /// Settles, as the connection ends, the requests whose calls were
+    /// made but never completed here (an engine that stops delivering
+    /// completions once it closes the connection): a close whose file was
+    /// to be removed still wakes whoever waited for the open to go. The
+    /// removal goes unreported, since whether it happened is not known.
+    pub(crate) fn settle_waiting(&mut self) {
+        for (_, w) in mem::take(&mut self.waiting) {
+            if let Finish::Then(then) = w.finish {
+                self.abandon(then);
+            }
+        }
     }
 
     /// FilePositionInformation follows the last read or write, when the

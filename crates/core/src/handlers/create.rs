@@ -11,16 +11,19 @@ use copyless_proto::messages::{self, CreateRequest, FileId, OPLOCK_LEVEL_LEASE};
 use copyless_proto::negotiate::{CAP_DIRECTORY_LEASING, DIALECT_210, DIALECT_300};
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::{utf16, Writer};
-use copyless_vfs::{attr, CreateAction, Disposition, Kind, OpenRequest, Opened, Vfs, VfsError};
+use copyless_vfs::{
+    attr, CreateAction, Disposition, Kind, OpenRequest, Opened, Vfs, VfsError, VfsResult,
+};
 
 use crate::access::{self, map_generic};
 use crate::conn::connection::{Compound, Connection, Reply, Req};
 use crate::conn::tree::TreeKind;
-use crate::conn::waiting::{Awaited, Hold};
+use crate::conn::waiting::{Awaited, Hold, Wait};
 use crate::durable;
 use crate::env::Env;
 use crate::file_table::{stream_id, AppOpen, FileKey, LeaseAsk, OpenRef, OplockRequest};
-use crate::handlers::{file_times, vfs_status};
+use crate::handlers::{file_times, vfs_status, Then};
+use crate::intent::{CallOp, OpenCall};
 use crate::leases;
 use crate::open::{FileOpen, Open, OpenKind};
 use crate::rights;
@@ -57,6 +60,57 @@ const ACTION_SUPERSEDED: u32 = 0;
 pub(crate) const ACTION_OPENED: u32 = 1;
 const ACTION_CREATED: u32 = 2;
 const ACTION_OVERWRITTEN: u32 = 3;
+
+/// Where the first open of a CREATE comes from.
+enum First {
+    /// The handler makes it.
+    Make,
+    /// The engine is to make it (see [`opens_by_call`]).
+    Call,
+    /// The engine made it: its result.
+    Made(VfsResult<Opened>),
+}
+
+/// What became of the open of a CREATE.
+enum Opening {
+    Done(Outcome),
+    /// It waits for the engine to make this call.
+    Call(OpenCall),
+}
+
+/// Create contexts whose handling reaches nothing but memory.
+pub(crate) const MEMORY_ONLY_CONTEXTS: [&[u8]; 5] =
+    [cc::MXAC, cc::QFID, cc::RQLS, cc::DHNQ, cc::DH2Q];
+
+/// Whether a CREATE that may make its object (CREATE, OPEN_IF) leaves
+/// its open as a call to the engine: the open is then all that may wait
+/// for a disk, and the request goes on from its result, on the engine's
+/// loop, with nothing but memory (the object just opened is in the
+/// kernel's cache). So not when anything else may reach the disk: a
+/// stream, a stored descriptor to inherit or check, a descriptor or an
+/// allocation sent with it, a truncation, watchers to tell (who may have
+/// to be looked up), parked durable opens that may stand in the way, a
+/// change the server must mark as its own while it is made (local.rs).
+pub(crate) fn opens_by_call(
+    server: &Server,
+    vfs: &dyn Vfs,
+    cr: &CreateRequest<'_>,
+    contexts: &[CreateContext<'_>],
+    path: &str,
+    stream: &Option<String>,
+    read_only: bool,
+) -> bool {
+    matches!(cr.create_disposition, CREATE | OPEN_IF)
+        && stream.is_none()
+        && may_create(cr, path, read_only).is_ok()
+        && contexts
+            .iter()
+            .all(|c| MEMORY_ONLY_CONTEXTS.contains(&c.name))
+        && !vfs.descriptors_stored()
+        && !server.has_watchers()
+        && server.durable.is_empty()
+        && !server.own_changes().is_active()
+}
 
 struct Outcome {
     opened: Opened,
@@ -104,6 +158,9 @@ impl Connection {
         }))
     }
 
+    /// `opened` is the result of the open call a first run of the
+    /// request made (see [`opens_by_call`]); None when it runs for the
+    /// first time.
     pub(crate) fn create(
         &mut self,
         req: &Req<'_>,
@@ -111,6 +168,7 @@ impl Connection {
         reply: &mut Reply,
         w: &mut Writer,
         _env: &mut dyn Env,
+        opened: Option<VfsResult<Opened>>,
     ) -> Result<NtStatus, NtStatus> {
         let cr = CreateRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
         let contexts = cc::parse_chain(cr.contexts).map_err(|_| status::INVALID_PARAMETER)?;
@@ -320,6 +378,13 @@ impl Connection {
             maximal: tree.maximal_access,
             maximal_wanted: contexts.iter().any(|c| c.name == cc::MXAC),
         };
+        let first = match opened {
+            Some(r) => First::Made(r),
+            None if opens_by_call(&server, vfs, &cr, &contexts, &path, &stream, read_only) => {
+                First::Call
+            }
+            None => First::Make,
+        };
         // Whatever the open creates, truncates or stamps there is the
         // server's own change (local.rs).
         let own = server.own_changes().begin(index, &[&path]);
@@ -337,6 +402,7 @@ impl Connection {
                 read_only,
                 id,
                 &mut oplock,
+                first,
             ),
             Some(name) => open_or_create_stream(
                 &server,
@@ -351,7 +417,8 @@ impl Connection {
                 read_only,
                 id,
                 &mut oplock,
-            ),
+            )
+            .map(Opening::Done),
         };
         drop(own);
         let outcome = match (outcome, oplock.waited_on) {
@@ -371,11 +438,25 @@ impl Connection {
             // closed, and the open runs again as if they never were.
             (Err(e), _) if !oplock.purge.is_empty() => {
                 if self.purge_parked(&oplock.purge) {
-                    return self.create(req, compound, reply, w, _env);
+                    return self.create(req, compound, reply, w, _env, None);
                 }
                 return Err(e);
             }
             (outcome, _) => outcome?,
+        };
+        let outcome = match outcome {
+            Opening::Done(outcome) => outcome,
+            Opening::Call(call) => {
+                reply.wait = Some(Wait::Call {
+                    vfs: share.vfs.clone(),
+                    op: CallOp::Open(call),
+                    then: Then::Create {
+                        msg: req.msg.to_vec(),
+                        retrying: self.retrying,
+                    },
+                });
+                return Ok(status::SUCCESS);
+            }
         };
         let Outcome {
             mut opened,
@@ -544,7 +625,8 @@ fn open_or_create(
     read_only: bool,
     id: u64,
     oplock: &mut OplockRequest,
-) -> Result<Outcome, NtStatus> {
+    mut first: First,
+) -> Result<Opening, NtStatus> {
     let disposition = cr.create_disposition;
     let granted = map_generic(cr.desired_access, tree.maximal);
     let wants_read = granted & (access::FILE_READ_DATA | access::FILE_EXECUTE) != 0;
@@ -580,7 +662,12 @@ fn open_or_create(
             attributes: cr.file_attributes,
             allocation_size: 0,
         };
-        let opened = match vfs.open(&req) {
+        let made = match std::mem::replace(&mut first, First::Make) {
+            First::Make => vfs.open(&req),
+            First::Made(r) => r,
+            First::Call => return Ok(Opening::Call(OpenCall::new(&req))),
+        };
+        let opened = match made {
             // MAXIMUM_ALLOWED asks for write only if the caller may.
             Err(VfsError::AccessDenied) if write && !needs_write => {
                 write = false;
@@ -592,7 +679,8 @@ fn open_or_create(
         };
         match opened {
             Ok(opened) if opened.action == CreateAction::Created => {
-                return created(server, index, opened, id, granted, cr, tree, oplock);
+                return created(server, index, opened, id, granted, cr, tree, oplock)
+                    .map(Opening::Done);
             }
             Err(VfsError::Collision) if one_walk => return Err(status::OBJECT_NAME_COLLISION),
             Ok(opened) => {
@@ -658,12 +746,12 @@ fn open_or_create(
                 } else {
                     ACTION_OPENED
                 };
-                return Ok(Outcome {
+                return Ok(Opening::Done(Outcome {
                     opened,
                     action,
                     granted: g.granted,
                     maximal: g.maximal,
-                });
+                }));
             }
             Err(VfsError::NameNotFound) => {
                 if matches!(disposition, OPEN | OVERWRITE) {
@@ -677,7 +765,8 @@ fn open_or_create(
                 };
                 match create_inheriting(vfs, &req, caller, creator_sd)? {
                     Some(opened) => {
-                        return created(server, index, opened, id, granted, cr, tree, oplock);
+                        return created(server, index, opened, id, granted, cr, tree, oplock)
+                            .map(Opening::Done);
                     }
                     // Someone created it meanwhile: open it instead.
                     None => continue,

@@ -8,13 +8,22 @@ use copyless_proto::Writer;
 use crate::access;
 use crate::breaks::handles_cached;
 use crate::conn::connection::{Compound, Connection, Reply, Req};
-use crate::conn::pending::Awaits;
+use crate::conn::pending::{Awaits, Closing};
 use crate::conn::waiting::{Wait, WaitOp};
 use crate::file_table::{LockWaiter, Locked};
-use crate::handlers::file_times;
-use crate::intent::WriteData;
+use crate::handlers::{file_times, Then};
+use crate::intent::{CallOp, WriteData};
 use crate::locks::ByteLock;
 use crate::open::{Open, OpenKind};
+
+/// A CLOSE that waits for its file to be removed.
+pub(crate) struct Removing {
+    pub closing: Closing,
+    path: String,
+    is_dir: bool,
+    /// What the close reports of the file (POSTQUERY_ATTRIB).
+    times: Option<messages::FileTimes>,
+}
 
 const PIPE_EMPTY: NtStatus = 0xC000_00D9;
 
@@ -53,9 +62,50 @@ impl Connection {
             (OpenKind::File(f), true) => f.vfs.stat(&f.handle).ok().map(|st| file_times(&st)),
             _ => None,
         };
-        self.release(req.session_id, open);
+        // The close goes on from the removal on the engine's loop, with
+        // nothing but memory: unless the removal must stay marked as the
+        // server's own change until it is done, or watchers must hear of
+        // it (who may have to be looked up on disk), it is done here.
+        if server.own_changes().is_active() || server.has_watchers() {
+            self.release(req.session_id, open);
+        } else {
+            let (closing, unlink) = self.let_go(req.session_id, open);
+            if let Some(u) = unlink {
+                reply.wait = Some(Wait::Call {
+                    vfs: u.vfs,
+                    op: CallOp::Unlink {
+                        who: u.who,
+                        path: u.path.clone(),
+                        is_dir: u.is_dir,
+                    },
+                    then: Then::Close(Box::new(Removing {
+                        closing,
+                        path: u.path,
+                        is_dir: u.is_dir,
+                        times,
+                    })),
+                });
+                return Ok(status::SUCCESS);
+            }
+            self.released(closing, None);
+        }
         messages::write_close_response(w, times.as_ref());
         Ok(status::SUCCESS)
+    }
+
+    /// A CLOSE whose file was to be removed goes on: it was, or (when
+    /// `result` failed: a directory that is no longer empty) it stays, as
+    /// on Windows, and the close succeeds either way.
+    pub(crate) fn removed(
+        &mut self,
+        r: Box<Removing>,
+        result: copyless_vfs::VfsResult<()>,
+        w: &mut Writer,
+    ) -> NtStatus {
+        let removed = result.is_ok().then_some((r.path, r.is_dir));
+        self.released(r.closing, removed);
+        messages::write_close_response(w, r.times.as_ref());
+        status::SUCCESS
     }
 
     pub(crate) fn flush(
@@ -71,7 +121,7 @@ impl Connection {
             if open.access & (access::FILE_WRITE_DATA | access::FILE_APPEND_DATA) == 0 {
                 return Err(status::ACCESS_DENIED);
             }
-            reply.wait = Some(Wait {
+            reply.wait = Some(Wait::Data {
                 file: f.data_file(),
                 op: WaitOp::Flush,
             });
@@ -128,7 +178,7 @@ impl Connection {
                         return Err(status::FILE_LOCK_CONFLICT);
                     }
                 }
-                reply.wait = Some(Wait {
+                reply.wait = Some(Wait::Data {
                     file: f.data_file(),
                     op: WaitOp::Read {
                         offset: r.offset,
@@ -191,7 +241,7 @@ impl Connection {
                     }
                     _ => WriteData::Owned(wr.data.to_vec()),
                 };
-                reply.wait = Some(Wait {
+                reply.wait = Some(Wait::Data {
                     file: f.data_file(),
                     op: WaitOp::Write {
                         offset: wr.offset,

@@ -9,10 +9,36 @@ pub mod ioctl;
 use copyless_fscc::FileInfo;
 use copyless_proto::messages::{FileId, FileTimes};
 use copyless_proto::status::{self, NtStatus};
+use copyless_proto::Writer;
 use copyless_vfs::{FileStat, VfsError};
 
-use crate::conn::connection::{Compound, Connection, Req};
+use crate::conn::connection::{Begun, Chain, Compound, Connection, Req};
+use crate::env::Env;
+use crate::intent::Completion;
 use crate::open::Open;
+
+/// Where a request goes on once the filesystem call it waits for is
+/// made (see `conn::waiting`).
+pub(crate) enum Then {
+    /// CLOSE: the closed open's file is to be removed.
+    Close(Box<file::Removing>),
+    /// CREATE (`msg`): it runs again with the open made (see
+    /// `create::opens_by_call`); what it did before the open changed
+    /// nothing, and is checked again against what may have changed.
+    /// `retrying` when the run that made the call ran again after
+    /// waiting for breaks (waiting.rs), which this run does too.
+    Create { msg: Vec<u8>, retrying: bool },
+}
+
+impl Then {
+    /// The request, for one that runs again.
+    pub(crate) fn request(&self) -> Option<&[u8]> {
+        match self {
+            Then::Create { msg, .. } => Some(msg),
+            Then::Close(_) => None,
+        }
+    }
+}
 
 /// The NTSTATUS Windows gives for a filesystem error.
 pub fn vfs_status(e: &VfsError) -> NtStatus {
@@ -63,6 +89,55 @@ pub fn file_info(st: &FileStat, delete_pending: bool) -> FileInfo {
 }
 
 impl Connection {
+    /// Goes on with the request `begun` (of `chain`) now that its call
+    /// is made: writes its reply's body to `w`, or asks for another call
+    /// (`begun.reply.wait`).
+    pub(crate) fn resume(
+        &mut self,
+        then: Then,
+        done: Completion,
+        begun: &mut Begun,
+        chain: &mut Chain,
+        w: &mut Writer,
+        env: &mut dyn Env,
+    ) -> Result<NtStatus, NtStatus> {
+        match (then, done) {
+            (Then::Close(r), Completion::Unlinked(result)) => Ok(self.removed(r, result, w)),
+            (Then::Create { msg, retrying }, Completion::Opened(opened)) => {
+                let req = Req {
+                    msg: &msg,
+                    hdr: begun.hdr,
+                    session_id: begun.reply.session_id,
+                    tree_id: begun.reply.tree_id,
+                    encrypted: chain.sealed.is_some(),
+                    frame_at: None,
+                    via: chain.via.as_ref().map(|v| v.to),
+                };
+                let (compound, reply) = (&mut chain.compound, &mut begun.reply);
+                self.retrying = retrying;
+                let result = self.create(&req, compound, reply, w, env, Some(opened));
+                self.retrying = false;
+                result
+            }
+            // A completion of another kind than its call: an engine bug;
+            // the request cannot go on.
+            _ => {
+                begun.reply.disconnect = true;
+                Err(status::INTERNAL_ERROR)
+            }
+        }
+    }
+
+    /// What a request whose call never completes leaves behind is put
+    /// right (see `Connection::settle_waiting`).
+    pub(crate) fn abandon(&mut self, then: Then) {
+        match then {
+            Then::Close(r) => self.released(r.closing, None),
+            // Nothing of it is registered before the open is made.
+            Then::Create { .. } => {}
+        }
+    }
+
     /// The open a request names, checked against its session and tree.
     pub(crate) fn open_mut(
         &mut self,

@@ -186,7 +186,10 @@ impl<F: FnOnce()> Run<'_, F> {
                 Progress::Closed => return,
                 Progress::Waiting => {
                     if next_tick.is_some_and(|t| now >= t) {
+                        // Held requests that run again may leave
+                        // intents and calls, as frames do.
                         let out = conn.handle_timeout(&mut env);
+                        let out = conn.perform_intents(out, &[], &mut env);
                         if !send(&mut writer, self.post, self.logons, out) {
                             return;
                         }
