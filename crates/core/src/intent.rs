@@ -202,6 +202,16 @@ pub enum CallOp {
     },
 }
 
+impl CallOp {
+    /// The share path the call acts on.
+    pub fn path(&self) -> &str {
+        match self {
+            CallOp::Open(o) => &o.path,
+            CallOp::Unlink { path, .. } => path,
+        }
+    }
+}
+
 /// An [`OpenRequest`] that owns what it names, to travel to the engine.
 #[derive(Debug, Clone)]
 pub struct OpenCall {

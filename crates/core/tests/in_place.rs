@@ -207,6 +207,7 @@ const READ: u32 = 0x0012_0089;
 /// FILE_OPEN: only an object that is there.
 const OPEN: u32 = 1;
 const CREATE: u32 = 2;
+const OVERWRITE: u32 = 4;
 const OVERWRITE_IF: u32 = 5;
 const INFO_FILE: u8 = 1;
 const FILE_BASIC_INFORMATION: u8 = 4;
@@ -323,6 +324,13 @@ fn an_open_that_may_create_leaves_its_open_as_a_call() {
     // A folder that is not there fails as it would anywhere.
     let reply = opened_by_call(&mut c, open_request("gone\\new", CREATE));
     assert_eq!(reply.status(), status::OBJECT_PATH_NOT_FOUND);
+    // On tmpfs, whose data is memory, an overwrite goes the same way and
+    // empties the file once the open is registered.
+    let reply = opened_by_call(&mut c, open_request("sub\\doc", OVERWRITE_IF));
+    let overwritten = wire::CreateReply::parse(&reply.msg).unwrap();
+    assert_eq!(overwritten.create_action, 3, "overwritten");
+    assert_eq!(c.close(overwritten.file_id), status::SUCCESS);
+    assert_eq!(std::fs::read(dir.path().join("sub/doc")).unwrap(), b"");
 }
 
 #[test]
@@ -343,7 +351,7 @@ fn an_open_that_may_truncate_or_miss_goes_elsewhere() {
     assert!(!blocks, "the open the others differ from");
     assert_eq!(c.close(id.unwrap()), status::SUCCESS);
     for (name, disposition, what) in [
-        ("sub\\doc", OVERWRITE_IF, "an overwrite"),
+        ("sub\\doc", OVERWRITE, "an overwrite of what must be there"),
         ("sub\\doc:stream", OPEN, "a stream"),
         ("sub\\missing", OPEN, "a name the kernel has not seen"),
         ("SUB\\DOC", OPEN, "a name found only case-insensitively"),
@@ -373,6 +381,10 @@ fn an_open_goes_elsewhere_where_the_filesystem_may_wait() {
     let id = id.unwrap();
     let (blocks, _) = sent(&mut c, vec![query(id, FILE_BASIC_INFORMATION)]);
     assert!(blocks, "a stat through a VFS without descriptors");
+    // Nor is its data said to be memory: an overwrite may wait.
+    let (blocks, id) = opened(&mut c, open_request("doc", OVERWRITE_IF));
+    assert!(blocks, "an overwrite where truncating may wait");
+    assert_eq!(c.close(id.unwrap()), status::SUCCESS);
 }
 
 const FILE_DISPOSITION_INFORMATION: u8 = 13;

@@ -82,15 +82,17 @@ enum Opening {
 pub(crate) const MEMORY_ONLY_CONTEXTS: [&[u8]; 5] =
     [cc::MXAC, cc::QFID, cc::RQLS, cc::DHNQ, cc::DH2Q];
 
-/// Whether a CREATE that may make its object (CREATE, OPEN_IF) leaves
-/// its open as a call to the engine: the open is then all that may wait
-/// for a disk, and the request goes on from its result, on the engine's
-/// loop, with nothing but memory (the object just opened is in the
-/// kernel's cache). So not when anything else may reach the disk: a
-/// stream, a stored descriptor to inherit or check, a descriptor or an
-/// allocation sent with it, a truncation, watchers to tell (who may have
-/// to be looked up), parked durable opens that may stand in the way, a
-/// change the server must mark as its own while it is made (local.rs).
+/// Whether a CREATE that may make its object leaves its open as a call
+/// to the engine: the open is then all that may wait for a disk, and the
+/// request goes on from its result, on the engine's loop, with nothing
+/// but memory (the object just opened is in the kernel's cache). So not
+/// when anything else may reach the disk: a stream, a stored descriptor
+/// to inherit or check, a descriptor or an allocation sent with it,
+/// watchers to tell (who may have to be looked up), parked durable opens
+/// that may stand in the way, a change the server must mark as its own
+/// while it is made (local.rs), or the truncation of what is there
+/// (OVERWRITE_IF, SUPERSEDE) unless the filesystem keeps its data in
+/// memory, where that waits for nothing either.
 pub(crate) fn opens_by_call(
     server: &Server,
     vfs: &dyn Vfs,
@@ -100,7 +102,8 @@ pub(crate) fn opens_by_call(
     stream: &Option<String>,
     read_only: bool,
 ) -> bool {
-    matches!(cr.create_disposition, CREATE | OPEN_IF)
+    let truncates = matches!(cr.create_disposition, SUPERSEDE | OVERWRITE_IF);
+    (matches!(cr.create_disposition, CREATE | OPEN_IF) || (truncates && vfs.data_in_memory()))
         && stream.is_none()
         && may_create(cr, path, read_only).is_ok()
         && contexts

@@ -1,12 +1,13 @@
 //! Data intents on data in memory (tmpfs), small enough to be carried
-//! out at once on the loop's thread. The rest are ring operations (see
-//! `conn`), or go to the pool where only the VFS reaches the data.
+//! out at once on the loop's thread, and calls that wait for nothing but
+//! memory. The rest are ring operations (see `conn`), or go to the pool
+//! where only the VFS reaches the data.
 
 use std::io;
 use std::os::fd::BorrowedFd;
 
 use super::aside::Pipe;
-use copyless_core::{Completion, Intent, Op, Token};
+use copyless_core::{Call, Completion, Intent, Op, Token};
 use copyless_trace::{clock, Scope};
 use copyless_vfs::posix::data_error;
 use copyless_vfs::VfsResult;
@@ -77,6 +78,18 @@ pub fn at_once(intent: Intent, frame: &[u8], scope: Option<&Scope>) -> Result<Do
     })
 }
 
+/// Whether `call` waits for nothing but memory, and is best made at once
+/// on the loop's thread, as data in memory is: on a filesystem that keeps
+/// everything in memory (tmpfs, whose metadata lives there as its data
+/// does), in a folder the kernel finds in its cache without leaving the
+/// share's mount. A hop to the pool and back costs more than the call
+/// (`cargo run --release -p copyless-engine --example fs_hop`).
+pub fn call_at_once(call: &Call) -> bool {
+    let path = call.op.path();
+    let folder = path.rsplit_once('/').map_or("", |(folder, _)| folder);
+    call.vfs.data_in_memory() && call.vfs.found_without_waiting(folder)
+}
+
 /// Appends up to `len` bytes at `offset` to `buf`, fewer only at end of
 /// file, by plain system calls that wait for nothing but the copy.
 fn read_at_once(
@@ -124,6 +137,32 @@ fn write_at_once(fd: BorrowedFd<'_>, offset: u64, data: &[u8]) -> VfsResult<()> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn calls_in_a_cached_folder_of_tmpfs_are_made_at_once() {
+        use copyless_core::{CallOp, OpenCall};
+        use copyless_vfs::{posix::PosixVfs, Disposition, Identity, Kind, OpenRequest};
+        use std::sync::Arc;
+        let dir = tempfile::tempdir_in("/dev/shm").expect("tmpfs");
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        let vfs: Arc<dyn copyless_vfs::Vfs> = Arc::new(PosixVfs::new(dir.path()).unwrap());
+        let who = Identity::Server;
+        let open = |path: &str| Call {
+            token: 1,
+            vfs: vfs.clone(),
+            op: CallOp::Open(OpenCall::new(&OpenRequest {
+                disposition: Disposition::Create,
+                ..OpenRequest::look(&who, path, Kind::NonDirectory)
+            })),
+        };
+        assert!(call_at_once(&open("new")), "in the share's root");
+        let _ = std::fs::metadata(dir.path().join("sub"));
+        assert!(call_at_once(&open("sub/new")));
+        assert!(!call_at_once(&open("gone/new")), "a folder not there");
+        let (_, done) = open("sub/new").perform();
+        assert!(matches!(done, Completion::Opened(Ok(_))));
+        assert!(dir.path().join("sub/new").exists());
+    }
 
     #[test]
     fn data_in_memory_is_read_behind_the_head_and_short_at_the_end() {
