@@ -1,6 +1,6 @@
 //! Filesystem work the core asks the engine to perform: reads, writes and
 //! flushes of a file's data leave the core as [`Intent`]s, other calls on
-//! a share (opening, unlinking) as [`Call`]s, each tagged with a token;
+//! a share (opening, renaming, unlinking) as [`Call`]s, each tagged with a token;
 //! the request goes on only when the engine hands the result back to
 //! [`crate::Connection::complete`]. The engine picks the mechanism
 //! (io_uring, splice, a worker thread, or [`Intent::perform`] and
@@ -125,6 +125,8 @@ pub enum Completion {
     Opened(VfsResult<Opened>),
     /// A [`CallOp::Unlink`]'s result.
     Unlinked(VfsResult<()>),
+    /// A [`CallOp::Rename`]'s result: the new real path.
+    Renamed(VfsResult<String>),
 }
 
 impl Completion {
@@ -200,14 +202,23 @@ pub enum CallOp {
         path: String,
         is_dir: bool,
     },
+    /// [`Vfs::rename`] of the real path `from` to `to`, completing with
+    /// [`Completion::Renamed`].
+    Rename {
+        who: Identity,
+        from: String,
+        to: String,
+        replace: bool,
+    },
 }
 
 impl CallOp {
-    /// The share path the call acts on.
-    pub fn path(&self) -> &str {
+    /// The share paths the call acts on.
+    pub fn paths(&self) -> Vec<&str> {
         match self {
-            CallOp::Open(o) => &o.path,
-            CallOp::Unlink { path, .. } => path,
+            CallOp::Open(o) => vec![&o.path],
+            CallOp::Unlink { path, .. } => vec![path],
+            CallOp::Rename { from, to, .. } => vec![from, to],
         }
     }
 }
@@ -261,6 +272,12 @@ impl Call {
             CallOp::Unlink { who, path, is_dir } => {
                 Completion::Unlinked(self.vfs.unlink(who, path, *is_dir))
             }
+            CallOp::Rename {
+                who,
+                from,
+                to,
+                replace,
+            } => Completion::Renamed(self.vfs.rename(who, from, to, *replace)),
         };
         (self.token, done)
     }

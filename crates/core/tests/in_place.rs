@@ -429,3 +429,79 @@ fn marking_a_file_for_deletion_and_closing_it_are_handled_in_place() {
     assert_eq!(c.close(id), status::SUCCESS);
     assert!(!dir.path().join("sub").exists());
 }
+
+/// FILE_RENAME_INFORMATION for SMB2: ReplaceIfExists, 7 reserved bytes,
+/// RootDirectory, FileNameLength, FileName.
+fn rename_info(new_name: &str, replace: bool) -> Vec<u8> {
+    let name = copyless_proto::utf16::encode(new_name);
+    let mut out = vec![0u8; 20];
+    out[0] = u8::from(replace);
+    out[16..20].copy_from_slice(&(name.len() as u32).to_le_bytes());
+    out.extend_from_slice(&name);
+    out.resize(out.len().max(24), 0);
+    out
+}
+
+const FILE_RENAME_INFORMATION: u8 = 10;
+
+#[test]
+fn a_rename_that_replaces_nothing_leaves_as_a_call() {
+    let (mut c, dir) = posix_client();
+    let (_, id) = opened(&mut c, open_request("sub\\doc", OPEN));
+    let id = id.unwrap();
+    let rename = set_info(
+        id,
+        FILE_RENAME_INFORMATION,
+        &rename_info("sub\\moved", false),
+    );
+    let frame = c.frame(vec![rename]);
+    assert!(!c.conn.may_block(&frame));
+    let mut out = c.handle_raw(&frame);
+    assert!(out.frames.is_empty(), "the reply waits for the rename");
+    let call = out.calls.pop().expect("a call");
+    match &call.op {
+        CallOp::Rename {
+            from, to, replace, ..
+        } => {
+            assert_eq!(
+                (from.as_str(), to.as_str(), *replace),
+                ("sub/doc", "sub/moved", false)
+            );
+        }
+        op => panic!("{op:?}"),
+    }
+    assert!(dir.path().join("sub/doc").exists(), "not before the call");
+    let (token, done) = call.perform();
+    let replies = c.complete(token, done);
+    let replies = c.take(replies);
+    assert_eq!(replies[0].status(), status::SUCCESS);
+    assert!(dir.path().join("sub/moved").exists());
+    // The table follows: the open's file is found under its new name, and
+    // a rename onto a name that is there collides.
+    let (_, other) = opened(&mut c, open_request("sub\\other", CREATE));
+    assert_eq!(c.close(other.unwrap()), status::SUCCESS);
+    let back = set_info(
+        id,
+        FILE_RENAME_INFORMATION,
+        &rename_info("sub\\other", false),
+    );
+    let (blocks, statuses) = sent(&mut c, vec![back]);
+    assert_eq!(
+        (blocks, statuses),
+        (false, vec![status::OBJECT_NAME_COLLISION])
+    );
+    // One that may replace looks the target up first, elsewhere.
+    let over = set_info(
+        id,
+        FILE_RENAME_INFORMATION,
+        &rename_info("sub\\other", true),
+    );
+    let (blocks, statuses) = sent(&mut c, vec![over]);
+    assert_eq!((blocks, statuses), (true, vec![status::SUCCESS]));
+    assert!(!dir.path().join("sub/moved").exists());
+    assert_eq!(
+        std::fs::read(dir.path().join("sub/other")).unwrap(),
+        b"kept"
+    );
+    assert_eq!(c.close(id), status::SUCCESS);
+}

@@ -737,8 +737,9 @@ impl Connection {
     /// Whether the SET_INFO `m` changes only what the server keeps in
     /// memory: the position or mode of an open, or whether a file (not a
     /// folder, which must be found empty first) of a local filesystem is
-    /// to be deleted at its last close, which reads only its stat. The
-    /// deletion itself is the CLOSE's, and is not done in place.
+    /// to be deleted at its last close, which reads only its stat (the
+    /// deletion itself is the CLOSE's); or renames by a call
+    /// ([`crate::handlers::info::renames_by_call`]).
     fn sets_in_place(&self, m: &copyless_proto::compound::Message<'_>) -> bool {
         use copyless_fscc::class;
         if m.header.is_related() {
@@ -756,6 +757,11 @@ impl Connection {
                 class::FILE_DISPOSITION_INFORMATION | class::FILE_DISPOSITION_INFORMATION_EX => {
                     !f.is_dir && f.vfs.data_fd(&f.handle).is_some()
                 }
+                class::FILE_RENAME_INFORMATION => copyless_fscc::decode_rename(set.buffer)
+                    .is_ok_and(|r| {
+                        let replace = r.replace_if_exists;
+                        crate::handlers::info::renames_by_call(&self.server, f, replace)
+                    }),
                 _ => false,
             }
     }

@@ -1,8 +1,11 @@
-//! Requests whose replies wait for data I/O. A READ, WRITE or FLUSH on a
-//! file leaves as an [`Intent`]; its compound stops there, with the replies
-//! made so far, until the engine hands the result to
-//! [`Connection::complete`]. Then the reply is finished (length, status,
-//! padding, signature) and the rest of the compound runs.
+//! Requests whose replies wait for the engine. A READ, WRITE or FLUSH on a
+//! file leaves as an [`Intent`], a filesystem call a handler cannot go on
+//! without (an open that may create, a removal, a rename) as a [`Call`];
+//! its compound stops there, with the replies made so far, until the
+//! engine hands the result to [`Connection::complete`]. Then the reply is
+//! finished (length, status, padding, signature), or the handler goes on
+//! from the call's result as its [`Then`] says, and the rest of the
+//! compound runs.
 
 use std::mem;
 use std::sync::Arc;
@@ -622,8 +625,9 @@ impl Connection {
     }
 
     /// Carries out the intents and calls of `out`, and those their
-    /// completions lead to, one after another with [`Intent::perform`]; `frame` is the
-    /// frame `out` came from. Returns everything left to send.
+    /// completions lead to, one after another with [`Intent::perform`]
+    /// and [`Call::perform`]; `frame` is the frame `out` came from.
+    /// Returns everything left to send.
     pub fn perform_intents(&mut self, mut out: Output, frame: &[u8], env: &mut dyn Env) -> Output {
         loop {
             let (token, done) = if let Some(intent) = out.intents.pop() {

@@ -8,13 +8,18 @@ use copyless_fscc::{self as fscc, class, FsInfo, QueryContext};
 use copyless_proto::messages::{self, QueryInfoRequest, SetInfoRequest};
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::Writer;
-use copyless_vfs::{attr, Disposition, FileHandle, Kind, OpenRequest, SetTimes, VfsError};
+use copyless_vfs::{
+    attr, Disposition, FileHandle, Kind, OpenRequest, SetTimes, VfsError, VfsResult,
+};
 
 use crate::access;
 use crate::breaks::handles_cached;
 use crate::conn::connection::{Compound, Connection, Reply, Req};
-use crate::file_table::stream_id;
-use crate::handlers::{file_info, vfs_status};
+use crate::conn::waiting::Wait;
+use crate::file_table::{stream_id, FileKey};
+use crate::handlers::{file_info, vfs_status, Then};
+use crate::intent::CallOp;
+use crate::leases::LeaseId;
 use crate::names::path;
 use crate::open::{current_path, FileOpen, OpenKind};
 use crate::rights;
@@ -255,17 +260,31 @@ impl Connection {
                 if let Some(h) = handles_cached(&server, f, my_id, hold) {
                     return self.hold_for_leases(h, reply, hold.1);
                 }
-                let (from, to) = rename(&server, f, &caller, my_id, &target, r.replace_if_exists)?;
+                let replace = r.replace_if_exists;
+                if renames_by_call(&server, f, replace) {
+                    let from = may_rename(&server, f, &caller, my_id, &target, replace)?;
+                    reply.wait = Some(Wait::Call {
+                        vfs: f.vfs.clone(),
+                        op: CallOp::Rename {
+                            who: f.handle.who().clone(),
+                            from: from.clone(),
+                            to: target,
+                            replace,
+                        },
+                        then: Then::Rename(Box::new(Renaming {
+                            key: f.key,
+                            from,
+                            is_dir: f.is_dir,
+                            parent_lease,
+                        })),
+                    });
+                    return Ok(status::SUCCESS);
+                }
+                let (from, to) = rename(&server, f, &caller, my_id, &target, replace)?;
                 if !f.is_dir {
                     renamed_file = Some(to.clone());
                 }
-                if path::parent(&from) == path::parent(&to) {
-                    changed.push((from, action::RENAMED_OLD_NAME, name_class));
-                    changed.push((to, action::RENAMED_NEW_NAME, name_class));
-                } else {
-                    changed.push((from, action::REMOVED, name_class));
-                    changed.push((to, action::ADDED, name_class));
-                }
+                changed.extend(rename_changes(from, to, name_class));
             }
             class::FILE_DISPOSITION_INFORMATION | class::FILE_DISPOSITION_INFORMATION_EX => {
                 need(access::DELETE)?;
@@ -413,6 +432,44 @@ fn rename(
     target: &str,
     replace: bool,
 ) -> Result<(String, String), NtStatus> {
+    let from = may_rename(server, f, caller, my_id, target, replace)?;
+    // Both names are the server's own change (local.rs).
+    let own = server.own_changes().begin(f.key.0, &[&from, target]);
+    let new_path = f
+        .vfs
+        .rename(f.handle.who(), &from, target, replace)
+        .map_err(|e| vfs_status(&e))?;
+    drop(own);
+    server.files().moved(&f.key, &from, &new_path);
+    Ok((from, new_path))
+}
+
+/// Whether a rename of an open file (not a stream) leaves the VFS's
+/// rename as a call and goes on from its result with nothing but memory
+/// (see [`may_rename`]): not when it may replace what is there (whose
+/// real name is looked up first), when stored descriptors are to be
+/// checked, when watchers must hear of it (who may have to be looked up),
+/// or when the server marks its own changes (local.rs).
+pub(crate) fn renames_by_call(server: &Server, f: &FileOpen, replace: bool) -> bool {
+    !replace
+        && f.handle.stream.is_none()
+        && !f.vfs.descriptors_stored()
+        && !server.has_watchers()
+        && !server.own_changes().is_active()
+}
+
+/// What a rename checks before the VFS moves anything: the table's rules,
+/// what it would replace, the rights stored descriptors give. Returns the
+/// open's current path. Reaches the filesystem only to look up what it
+/// replaces (`replace`) and where descriptors are stored.
+fn may_rename(
+    server: &Server,
+    f: &FileOpen,
+    caller: &Caller<'_>,
+    my_id: u64,
+    target: &str,
+    replace: bool,
+) -> Result<String, NtStatus> {
     let share = f.key.0;
     let from = {
         let table = server.files();
@@ -434,10 +491,10 @@ fn rename(
         state.path().to_owned()
     };
     let vfs = f.vfs.as_ref();
-    let replaced = vfs
-        .resolve(caller.who, target)
-        .ok()
-        .filter(|existing| replace && !existing.eq_ignore_ascii_case(&from));
+    let replaced = replace
+        .then(|| vfs.resolve(caller.who, target).ok())
+        .flatten()
+        .filter(|existing| !existing.eq_ignore_ascii_case(&from));
     if replaced
         .as_ref()
         .is_some_and(|existing| server.files().is_open_at(share, existing))
@@ -457,15 +514,59 @@ fn rename(
     rights::rename(new_parent, f.is_dir, replaced.is_some(), || {
         security::stored_rights_at(vfs, caller, replaced.as_deref().unwrap_or_default())
     })?;
-    // Both names are the server's own change (local.rs).
-    let own = server.own_changes().begin(share, &[&from, target]);
-    let new_path = f
-        .vfs
-        .rename(f.handle.who(), &from, target, replace)
-        .map_err(|e| vfs_status(&e))?;
-    drop(own);
-    server.files().moved(&f.key, &from, &new_path);
-    Ok((from, new_path))
+    Ok(from)
+}
+
+/// What watchers of the folders are told of a rename from `from` to
+/// `to`: old and new name in one folder, else a removal and an addition.
+fn rename_changes(from: String, to: String, name_class: u32) -> [(String, u32, u32); 2] {
+    if path::parent(&from) == path::parent(&to) {
+        [
+            (from, action::RENAMED_OLD_NAME, name_class),
+            (to, action::RENAMED_NEW_NAME, name_class),
+        ]
+    } else {
+        [
+            (from, action::REMOVED, name_class),
+            (to, action::ADDED, name_class),
+        ]
+    }
+}
+
+/// A SET_INFO rename that waits for the VFS to move the file.
+pub(crate) struct Renaming {
+    key: FileKey,
+    from: String,
+    is_dir: bool,
+    parent_lease: Option<LeaseId>,
+}
+
+impl Connection {
+    /// A rename goes on once the VFS moved the file (or failed to).
+    pub(crate) fn renamed(
+        &mut self,
+        r: Renaming,
+        result: VfsResult<String>,
+        w: &mut Writer,
+    ) -> Result<NtStatus, NtStatus> {
+        let to = result.map_err(|e| vfs_status(&e))?;
+        self.server.files().moved(&r.key, &r.from, &to);
+        let share = r.key.0;
+        let name_class = if r.is_dir {
+            filter::DIR_NAME
+        } else {
+            filter::FILE_NAME
+        };
+        for (path, action, class) in rename_changes(r.from, to.clone(), name_class) {
+            self.report_change(share, &path, action, class);
+            self.break_parent_leases(share, &path, r.parent_lease);
+        }
+        if !r.is_dir {
+            self.report_renamed_file(share, &to);
+        }
+        messages::write_set_info_response(w);
+        Ok(status::SUCCESS)
+    }
 }
 
 /// Renames the named stream open `f` is on (MS-FSA 2.1.5.15.11.1) to

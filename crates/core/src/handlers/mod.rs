@@ -28,6 +28,8 @@ pub(crate) enum Then {
     /// `retrying` when the run that made the call ran again after
     /// waiting for breaks (waiting.rs), which this run does too.
     Create { msg: Vec<u8>, retrying: bool },
+    /// SET_INFO: the open's file is to be renamed.
+    Rename(Box<info::Renaming>),
 }
 
 impl Then {
@@ -35,7 +37,7 @@ impl Then {
     pub(crate) fn request(&self) -> Option<&[u8]> {
         match self {
             Then::Create { msg, .. } => Some(msg),
-            Then::Close(_) => None,
+            Then::Close(_) | Then::Rename(_) => None,
         }
     }
 }
@@ -103,6 +105,7 @@ impl Connection {
     ) -> Result<NtStatus, NtStatus> {
         match (then, done) {
             (Then::Close(r), Completion::Unlinked(result)) => Ok(self.removed(r, result, w)),
+            (Then::Rename(r), Completion::Renamed(result)) => self.renamed(*r, result, w),
             (Then::Create { msg, retrying }, Completion::Opened(opened)) => {
                 let req = Req {
                     msg: &msg,
@@ -133,8 +136,9 @@ impl Connection {
     pub(crate) fn abandon(&mut self, then: Then) {
         match then {
             Then::Close(r) => self.released(r.closing, None),
-            // Nothing of it is registered before the open is made.
-            Then::Create { .. } => {}
+            // Nothing of it is registered before the open is made; the
+            // table follows a rename only once it is made.
+            Then::Create { .. } | Then::Rename(_) => {}
         }
     }
 

@@ -85,9 +85,11 @@ pub fn at_once(intent: Intent, frame: &[u8], scope: Option<&Scope>) -> Result<Do
 /// share's mount. A hop to the pool and back costs more than the call
 /// (`cargo run --release -p copyless-engine --example fs_hop`).
 pub fn call_at_once(call: &Call) -> bool {
-    let path = call.op.path();
-    let folder = path.rsplit_once('/').map_or("", |(folder, _)| folder);
-    call.vfs.data_in_memory() && call.vfs.found_without_waiting(folder)
+    call.vfs.data_in_memory()
+        && call.op.paths().into_iter().all(|path| {
+            let folder = path.rsplit_once('/').map_or("", |(folder, _)| folder);
+            call.vfs.found_without_waiting(folder)
+        })
 }
 
 /// Appends up to `len` bytes at `offset` to `buf`, fewer only at end of
