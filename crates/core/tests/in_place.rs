@@ -94,7 +94,19 @@ fn a_close_that_only_gives_its_open_back_is_handled_in_place() {
 }
 
 #[test]
-fn a_close_that_asks_for_attributes_goes_elsewhere() {
+fn a_close_that_asks_for_attributes_of_a_local_file_is_handled_in_place() {
+    let (mut c, _dir) = posix_client();
+    let (_, id) = opened(&mut c, open_request("sub\\doc", OPEN));
+    let (blocks, replies) = replied(&mut c, vec![postquery_close(id.unwrap())]);
+    assert!(!blocks);
+    assert_eq!(replies[0].status(), status::SUCCESS);
+    let body = &replies[0].msg[64..];
+    let end_of_file = u64::from_le_bytes(body[48..56].try_into().unwrap());
+    assert_eq!(end_of_file, 4, "the attributes asked for: \"kept\"");
+}
+
+#[test]
+fn a_close_that_asks_for_attributes_only_the_vfs_reaches_goes_elsewhere() {
     let (mut c, _) = client();
     let id = c.create("doc", false).unwrap();
     assert_eq!(

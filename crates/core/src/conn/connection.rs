@@ -601,11 +601,12 @@ impl Connection {
 
     /// Whether the CLOSE `m` only gives its open back: the server's tables
     /// change and the descriptor is closed, which on a local filesystem
-    /// never waits for the disk; a file it removes goes as a call. Anything
-    /// more reaches the filesystem while the close is handled, and is not
-    /// done in place: a stream to delete, a removal the server marks as
-    /// its own change (local.rs), the attributes asked back
-    /// (POSTQUERY_ATTRIB), a watch to end, a change to report to watchers
+    /// never waits for the disk; a file it removes goes as a call, and the
+    /// attributes asked back (POSTQUERY_ATTRIB) of a file on a local
+    /// filesystem are in memory. Anything more reaches the filesystem
+    /// while the close is handled, and is not done in place: a stream to
+    /// delete, a removal the server marks as its own change (local.rs),
+    /// the attributes of what another filesystem holds, a watch to end, a change to report to watchers
     /// (who may have to be looked up on disk), held requests of this
     /// connection that the close may let run again. An open named by
     /// a related request, or not found, is not looked at further.
@@ -616,12 +617,15 @@ impl Connection {
         let Ok(c) = messages::CloseRequest::parse(m.bytes) else {
             return false;
         };
-        if c.flags & messages::CLOSE_FLAG_POSTQUERY_ATTRIB != 0 {
-            return false;
-        }
         let Some(f) = self.file_open(m.header.session_id, c.file_id.volatile) else {
             return false;
         };
+        // The attributes asked back are the open file's stat, in memory
+        // where its data is a local filesystem's (as `queries_in_place`).
+        let asks = c.flags & messages::CLOSE_FLAG_POSTQUERY_ATTRIB != 0;
+        if asks && f.vfs.data_fd(&f.handle).is_none() {
+            return false;
+        }
         let deletes = f.delete_on_close || self.server.files().deletes_at_close(&f.key);
         // A file's removal leaves as a call (handlers/file.rs says when),
         // a stream's does not.
