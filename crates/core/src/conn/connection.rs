@@ -110,6 +110,22 @@ pub(crate) struct Req<'a> {
     pub via: Option<ConnectionId>,
 }
 
+impl<'a> Req<'a> {
+    /// The request `msg` of a compound that was kept (`begun` of
+    /// `chain`), to run it again.
+    pub(crate) fn kept(msg: &'a [u8], begun: &Begun, chain: &Chain) -> Req<'a> {
+        Req {
+            msg,
+            hdr: begun.hdr,
+            session_id: begun.reply.session_id,
+            tree_id: begun.reply.tree_id,
+            encrypted: chain.sealed.is_some(),
+            frame_at: None,
+            via: chain.via.as_ref().map(|v| v.to),
+        }
+    }
+}
+
 /// Per-reply decisions taken while handling a request.
 pub(crate) struct Reply {
     /// The ids the request runs under (after compound inheritance): they

@@ -365,15 +365,7 @@ impl Connection {
         let result = if cancelled {
             Err(status::CANCELLED)
         } else {
-            let req = Req {
-                msg: &msg,
-                hdr: begun.hdr,
-                session_id: begun.reply.session_id,
-                tree_id: begun.reply.tree_id,
-                encrypted: chain.sealed.is_some(),
-                frame_at: None,
-                via: chain.via.as_ref().map(|v| v.to),
-            };
+            let req = Req::kept(&msg, &begun, &chain);
             self.retrying = true;
             let result = self.run(&req, &mut begun.reply, &mut chain.compound, &mut w, env);
             self.retrying = false;

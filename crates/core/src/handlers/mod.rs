@@ -107,15 +107,7 @@ impl Connection {
             (Then::Close(r), Completion::Unlinked(result)) => Ok(self.removed(r, result, w)),
             (Then::Rename(r), Completion::Renamed(result)) => self.renamed(*r, result, w),
             (Then::Create { msg, retrying }, Completion::Opened(opened)) => {
-                let req = Req {
-                    msg: &msg,
-                    hdr: begun.hdr,
-                    session_id: begun.reply.session_id,
-                    tree_id: begun.reply.tree_id,
-                    encrypted: chain.sealed.is_some(),
-                    frame_at: None,
-                    via: chain.via.as_ref().map(|v| v.to),
-                };
+                let req = Req::kept(&msg, begun, chain);
                 let (compound, reply) = (&mut chain.compound, &mut begun.reply);
                 self.retrying = retrying;
                 let result = self.create(&req, compound, reply, w, env, Some(opened));
