@@ -277,8 +277,6 @@ pub struct Closed {
     pub wake: Vec<LockWaiter>,
     /// Held requests that waited for its oplock break.
     pub wake_held: Vec<Held>,
-    /// The file was deleted: its path, and whether it was a directory.
-    pub removed: Option<(String, bool)>,
     /// Watchers of a directory whose deletion became pending.
     pub doomed: Vec<Seen>,
     /// The open watched its directory: the set of watched directories
@@ -1025,7 +1023,6 @@ impl FileTable {
             last: None,
             wake: Vec::new(),
             wake_held: Vec::new(),
-            removed: None,
             doomed: Vec::new(),
             unwatched: false,
         };
