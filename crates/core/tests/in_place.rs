@@ -19,7 +19,7 @@ use copyless_proto::messages::{FileId, CLOSE_FLAG_POSTQUERY_ATTRIB};
 use copyless_proto::status;
 use copyless_scripted::{
     close_request, config, create_request, create_request_with, memory_server, notify_request,
-    write_request, Client, Reply, Request, Users,
+    rename_info, write_request, Client, Reply, Request, Users,
 };
 use copyless_vfs::memory::MemoryVfs;
 use copyless_vfs::{Identity, Kind, OpenRequest, Vfs, VfsError};
@@ -440,18 +440,6 @@ fn marking_a_file_for_deletion_and_closing_it_are_handled_in_place() {
     assert_eq!((blocks, statuses), (true, vec![status::SUCCESS]));
     assert_eq!(c.close(id), status::SUCCESS);
     assert!(!dir.path().join("sub").exists());
-}
-
-/// FILE_RENAME_INFORMATION for SMB2: ReplaceIfExists, 7 reserved bytes,
-/// RootDirectory, FileNameLength, FileName.
-fn rename_info(new_name: &str, replace: bool) -> Vec<u8> {
-    let name = copyless_proto::utf16::encode(new_name);
-    let mut out = vec![0u8; 20];
-    out[0] = u8::from(replace);
-    out[16..20].copy_from_slice(&(name.len() as u32).to_le_bytes());
-    out.extend_from_slice(&name);
-    out.resize(out.len().max(24), 0);
-    out
 }
 
 const FILE_RENAME_INFORMATION: u8 = 10;

@@ -9,7 +9,8 @@ use copyless_proto::client as wire;
 use copyless_proto::messages::FileId;
 use copyless_proto::{command, status};
 use copyless_scripted::{
-    create_request_with, file_contents, names_in, put_file, read_request, Client, Request, Users,
+    create_request_with, file_contents, names_in, put_file, read_request, rename_info, Client,
+    Request, Users,
 };
 use copyless_vfs::memory::MemoryVfs;
 use copyless_vfs::{Identity, Vfs, VfsError};
@@ -58,18 +59,6 @@ fn set_info(c: &mut Client, id: FileId, class: u8, buffer: &[u8]) -> u32 {
         wire::write_set_info_request(w, INFO_FILE, class, 0, id, buffer).unwrap()
     }))
     .status()
-}
-
-/// FILE_RENAME_INFORMATION for SMB2: ReplaceIfExists, 7 reserved bytes,
-/// RootDirectory, FileNameLength, FileName.
-fn rename_info(new_name: &str, replace: bool) -> Vec<u8> {
-    let name = copyless_proto::utf16::encode(new_name);
-    let mut out = vec![0u8; 20];
-    out[0] = u8::from(replace);
-    out[16..20].copy_from_slice(&(name.len() as u32).to_le_bytes());
-    out.extend_from_slice(&name);
-    out.resize(out.len().max(24), 0);
-    out
 }
 
 /// Every name a QUERY_DIRECTORY of `dir` lists, in order.

@@ -827,6 +827,18 @@ pub fn create_request(name: &str, directory: bool) -> Request {
     create_request_with(name, 0x0012_019f, 7, 3, options)
 }
 
+/// FILE_RENAME_INFORMATION for SMB2: ReplaceIfExists, 7 reserved bytes,
+/// RootDirectory, FileNameLength, FileName.
+pub fn rename_info(new_name: &str, replace: bool) -> Vec<u8> {
+    let name = copyless_proto::utf16::encode(new_name);
+    let mut out = vec![0u8; 20];
+    out[0] = u8::from(replace);
+    out[16..20].copy_from_slice(&(name.len() as u32).to_le_bytes());
+    out.extend_from_slice(&name);
+    out.resize(out.len().max(24), 0);
+    out
+}
+
 /// CREATE of `name` with the access mask, share access, disposition and
 /// create options given (MS-SMB2 2.2.13).
 pub fn create_request_with(
