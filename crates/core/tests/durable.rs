@@ -48,11 +48,7 @@ fn reconnect(name: &str, id: FileId) -> Request {
 }
 
 fn lock(id: FileId, sequence: u32) -> Request {
-    Request::new(command::LOCK, 1, |w| {
-        w.u16(48).u16(1).u32(sequence);
-        w.u64(id.persistent).u64(id.volatile);
-        w.u64(0).u64(10).u32(EXCLUSIVE).u32(0);
-    })
+    copyless_scripted::lock_request(id, sequence, &[(0, 10, EXCLUSIVE)])
 }
 
 /// The reply's file id, oplock level, action and context names.

@@ -1,14 +1,16 @@
 //! Which frames an engine may handle on the thread that serves sockets
 //! (`Connection::may_block` false): those whose requests reach file data
 //! only through intents, the filesystem only to close a descriptor, or
-//! only where the kernel answers from memory; a CLOSE that removes its
-//! file hands the removal on as a call. A CLOSE that reports a change to
-//! a watcher, asks attributes back, ends a watch or may let a held
-//! request run again reaches the filesystem while it is handled, and
-//! must go elsewhere; so must an open that may create,
-//! truncate or look a name up on disk, a query of what is not in the
-//! open file's stat, and the deletion of a folder, which must be found
-//! empty first.
+//! only where the kernel answers from memory, and those that need only
+//! the server's own memory (byte-range locks, the changes a watch has
+//! gathered); a CLOSE that removes its file hands the removal on as a
+//! call. A CLOSE that reports a change to a watcher, asks attributes
+//! back, ends a watch or may let a held request run again reaches the
+//! filesystem while it is handled, and must go elsewhere; so must an
+//! open that may create, truncate or look a name up on disk, a query of
+//! what is not in the open file's stat, the deletion of a folder, which
+//! must be found empty first, and the first CHANGE_NOTIFY of an open,
+//! which has the engine watch the folder.
 
 use std::sync::Arc;
 
@@ -18,8 +20,8 @@ use copyless_proto::command;
 use copyless_proto::messages::{FileId, CLOSE_FLAG_POSTQUERY_ATTRIB};
 use copyless_proto::status;
 use copyless_scripted::{
-    close_request, config, create_request, create_request_with, memory_server, notify_request,
-    rename_info, write_request, Client, Reply, Request, Users,
+    close_request, config, create_request, create_request_with, lock_request, memory_server,
+    notify_request, rename_info, write_request, Client, Reply, Request, Users,
 };
 use copyless_vfs::memory::MemoryVfs;
 use copyless_vfs::{Identity, Kind, OpenRequest, Vfs, VfsError};
@@ -504,4 +506,53 @@ fn a_rename_that_replaces_nothing_leaves_as_a_call() {
         b"kept"
     );
     assert_eq!(c.close(id), status::SUCCESS);
+}
+
+#[test]
+fn locks_are_taken_and_given_back_in_place() {
+    use copyless_proto::messages::{
+        LOCKFLAG_EXCLUSIVE, LOCKFLAG_FAIL_IMMEDIATELY, LOCKFLAG_UNLOCK,
+    };
+    let (mut c, _) = client();
+    let a = c.create("doc", false).unwrap();
+    let b = c.create("doc", false).unwrap();
+    let exclusive = LOCKFLAG_EXCLUSIVE | LOCKFLAG_FAIL_IMMEDIATELY;
+    let (blocks, statuses) = sent(&mut c, vec![lock_request(a, 0, &[(0, 10, exclusive)])]);
+    assert_eq!((blocks, statuses), (false, vec![status::SUCCESS]));
+    let (blocks, statuses) = sent(&mut c, vec![lock_request(b, 0, &[(5, 1, exclusive)])]);
+    assert_eq!((blocks, statuses), (false, vec![status::LOCK_NOT_GRANTED]));
+    // A lock that may wait waits in memory, and the unlock that frees
+    // its range lets it through.
+    let waits = lock_request(b, 0, &[(5, 1, LOCKFLAG_EXCLUSIVE)]);
+    let (blocks, statuses) = sent(&mut c, vec![waits]);
+    assert_eq!((blocks, statuses), (false, vec![status::PENDING]));
+    let (blocks, statuses) = sent(
+        &mut c,
+        vec![lock_request(a, 0, &[(0, 10, LOCKFLAG_UNLOCK)])],
+    );
+    assert!(!blocks);
+    assert_eq!(
+        statuses,
+        vec![status::SUCCESS, status::SUCCESS],
+        "the unlock, and the lock it let through"
+    );
+}
+
+#[test]
+fn a_watch_is_set_up_elsewhere_and_asked_again_in_place() {
+    let (mut c, _) = client();
+    let dir = c.create("", true).unwrap();
+    let (blocks, statuses) = sent(&mut c, vec![notify_request(dir, FILTER, true, 4096)]);
+    assert!(blocks, "the engine watches the folder on disk");
+    assert_eq!(statuses, vec![status::PENDING]);
+    // The new file is news to the waiting request; the next one asks
+    // the watch already there.
+    let (_, made) = replied(&mut c, vec![create_request("doc", false)]);
+    assert_eq!(made.len(), 2, "the open, and the watcher told");
+    assert!(made.iter().all(|r| r.status() == status::SUCCESS));
+    let (blocks, statuses) = sent(&mut c, vec![notify_request(dir, FILTER, true, 4096)]);
+    assert_eq!((blocks, statuses), (false, vec![status::PENDING]));
+    let (blocks, statuses) = sent(&mut c, vec![close_request(dir)]);
+    assert!(blocks, "the watch ends");
+    assert_eq!(statuses, vec![status::SUCCESS, status::NOTIFY_CLEANUP]);
 }

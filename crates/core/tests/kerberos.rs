@@ -60,11 +60,7 @@ fn getinfo(id: FileId) -> Request {
 }
 
 fn lock(id: FileId, flags: u32) -> Request {
-    Request::new(command::LOCK, 1, |w| {
-        w.u16(48).u16(1).u32(0);
-        w.u64(id.persistent).u64(id.volatile);
-        w.u64(0).u64(1).u32(flags).u32(0);
-    })
+    copyless_scripted::lock_request(id, 0, &[(0, 1, flags)])
 }
 
 fn signed(c: &Client, r: &Reply) -> bool {

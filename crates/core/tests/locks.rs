@@ -8,18 +8,13 @@ use copyless_proto::messages::{
 };
 use copyless_proto::status;
 use copyless_scripted::{
-    config, create_request, memory_server, put_file, read_request, Client, Reply, Request, Users,
+    config, create_request, lock_request, memory_server, put_file, read_request, Client, Reply,
+    Request, Users,
 };
 use std::sync::Arc;
 
 fn lock(id: FileId, ranges: &[(u64, u64, u32)]) -> Request {
-    Request::new(command::LOCK, 1, |w| {
-        w.u16(48).u16(ranges.len() as u16).u32(0);
-        w.u64(id.persistent).u64(id.volatile);
-        for &(offset, length, flags) in ranges {
-            w.u64(offset).u64(length).u32(flags).u32(0);
-        }
-    })
+    lock_request(id, 0, ranges)
 }
 
 const EX: u32 = LOCKFLAG_EXCLUSIVE | LOCKFLAG_FAIL_IMMEDIATELY;

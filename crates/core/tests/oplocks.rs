@@ -88,7 +88,12 @@ fn held_by_a_break(a: &mut Client, b: &mut Client) -> (FileId, u64) {
 fn a_second_open_waits_for_the_break_and_gets_level_ii() {
     let (mut a, mut b) = setup();
     let (fa, _) = held_by_a_break(&mut a, &mut b);
-    let r = a.call(ack(fa, OPLOCK_LEVEL_II));
+    let frame = a.frame(vec![ack(fa, OPLOCK_LEVEL_II)]);
+    assert!(
+        !a.conn.may_block(&frame),
+        "an acknowledgement that lets only another connection's open go on is memory"
+    );
+    let r = a.handle_frame(&frame).pop().unwrap();
     assert_eq!(r.status(), status::SUCCESS);
     assert_eq!(
         r.msg[64 + 2],
@@ -232,4 +237,27 @@ fn an_open_held_by_a_break_is_woken_when_the_holder_goes_while_removing_the_file
     let replies = b.receive(to_b.into_iter().next().unwrap().letter);
     assert_eq!(replies.len(), 1);
     assert_eq!(replies[0].status(), status::SUCCESS);
+}
+
+#[test]
+fn an_acknowledgement_by_a_connection_whose_own_open_is_held_goes_elsewhere() {
+    let (mut a, mut b) = setup();
+    let (fb, _) = opened(&b.call(create("other", OPLOCK_LEVEL_BATCH, OPEN_IF)));
+    // b's own open of "doc" waits for a's break...
+    held_by_a_break(&mut a, &mut b);
+    // ...and a's open of "other" for b's.
+    let interim = a.send(vec![create("other", OPLOCK_LEVEL_BATCH, OPEN_IF)]);
+    assert_eq!(interim[0].status(), status::PENDING);
+    let letter = a.posted.pop().expect("a letter for b");
+    assert_eq!(notification(&b.receive(letter.letter)[0]).0, fb);
+    let frame = b.frame(vec![ack(fb, OPLOCK_LEVEL_II)]);
+    assert!(
+        b.conn.may_block(&frame),
+        "b holds a request the acknowledgement may let run again"
+    );
+    let r = b.handle_frame(&frame);
+    assert_eq!(r[0].status(), status::SUCCESS);
+    let letter = b.posted.pop().expect("a is woken");
+    let (_, level) = opened(&a.receive(letter.letter)[0]);
+    assert_eq!(level, OPLOCK_LEVEL_II);
 }

@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use copyless_core::status::LockStatus;
 use copyless_proto::client::{self as wire, CreateReply};
-use copyless_proto::command;
 use copyless_proto::create_context as cc;
 use copyless_proto::lease::{LeaseContext, HANDLE_CACHING, READ_CACHING, WRITE_CACHING};
 use copyless_proto::messages::{
@@ -86,14 +85,16 @@ fn open_files_show_their_oplock_lease_and_locks() {
         Some(([5; 16], READ_CACHING | HANDLE_CACHING | WRITE_CACHING)),
     ));
     assert_eq!(r.status(), status::SUCCESS);
-    let lock = Request::new(command::LOCK, 1, |w| {
-        w.u16(48).u16(2).u32(0);
-        w.u64(batch.persistent).u64(batch.volatile);
-        // More than one range: each must fail at once rather than wait.
-        let (ex, sh) = (LOCKFLAG_EXCLUSIVE, LOCKFLAG_SHARED);
-        w.u64(0).u64(10).u32(ex | LOCKFLAG_FAIL_IMMEDIATELY).u32(0);
-        w.u64(100).u64(1).u32(sh | LOCKFLAG_FAIL_IMMEDIATELY).u32(0);
-    });
+    // More than one range: each must fail at once rather than wait.
+    let (ex, sh) = (LOCKFLAG_EXCLUSIVE, LOCKFLAG_SHARED);
+    let lock = copyless_scripted::lock_request(
+        batch,
+        0,
+        &[
+            (0, 10, ex | LOCKFLAG_FAIL_IMMEDIATELY),
+            (100, 1, sh | LOCKFLAG_FAIL_IMMEDIATELY),
+        ],
+    );
     assert_eq!(c.call(lock).status(), status::SUCCESS);
 
     let opens = server.status().opens;

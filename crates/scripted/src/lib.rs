@@ -903,6 +903,18 @@ pub fn notify_request(id: FileId, filter: u32, recursive: bool, room: u32) -> Re
     })
 }
 
+/// LOCK on open `id` (MS-SMB2 2.2.26) with LockSequence `sequence`:
+/// one element per (offset, length, flags).
+pub fn lock_request(id: FileId, sequence: u32, ranges: &[(u64, u64, u32)]) -> Request {
+    Request::new(command::LOCK, 1, |w| {
+        w.u16(48).u16(ranges.len() as u16).u32(sequence);
+        w.u64(id.persistent).u64(id.volatile);
+        for &(offset, length, flags) in ranges {
+            w.u64(offset).u64(length).u32(flags).u32(0);
+        }
+    })
+}
+
 /// The (action, name) entries of a successful CHANGE_NOTIFY response.
 pub fn notify_entries(r: &Reply) -> Vec<(u32, String)> {
     assert_eq!(r.status(), status::SUCCESS);

@@ -585,14 +585,16 @@ impl Connection {
     /// Whether handling `msg` may wait for a disk (or another slow
     /// filesystem): false only for plain frames whose every request
     /// reaches file data through intents (READ, WRITE, FLUSH), the
-    /// filesystem not at all (a SET_INFO that changes only what the
-    /// server keeps: see `sets_in_place`), only to close a descriptor (a
-    /// CLOSE that deletes nothing: `closes_in_place`), or only where the
-    /// kernel answers from memory (an open of what the kernel's cache
-    /// finds, the stat of an open file: `opens_in_place` and
-    /// `queries_in_place`), so that an engine may run those on the thread
-    /// that serves sockets. Sealed frames count as blocking: what they
-    /// hold is not known before they are opened.
+    /// filesystem through calls or not at all (a SET_INFO that changes
+    /// only what the server keeps: see `sets_in_place`; a LOCK; a break
+    /// acknowledgement that lets no request of this connection run again;
+    /// a CHANGE_NOTIFY on a watch already set up), only to close a
+    /// descriptor (a CLOSE that deletes nothing: `closes_in_place`), or
+    /// only where the kernel answers from memory (an open of what the
+    /// kernel's cache finds, the stat of an open file: `opens_in_place`
+    /// and `queries_in_place`), so that an engine may run those on the
+    /// thread that serves sockets. Sealed frames count as blocking: what
+    /// they hold is not known before they are opened.
     pub fn may_block(&self, msg: &[u8]) -> bool {
         if smb1::is_smb1(msg) || msg.starts_with(&copyless_proto::header::TRANSFORM_PROTOCOL_ID) {
             return true;
@@ -610,6 +612,11 @@ impl Connection {
                 cmd::CREATE => self.opens_in_place(&m) || self.opens_by_call(&m),
                 cmd::QUERY_INFO => self.queries_in_place(&m),
                 cmd::SET_INFO => self.sets_in_place(&m),
+                // Byte-range locks are the server's tables; a lock that
+                // waits, and those it wakes, wait in memory.
+                cmd::LOCK => true,
+                cmd::OPLOCK_BREAK => self.nothing_held(),
+                cmd::CHANGE_NOTIFY => self.watches_in_place(&m),
                 _ => false,
             })
         })
@@ -649,6 +656,28 @@ impl Connection {
         !(f.watch.is_some()
             || (self.server.has_watchers() && (f.written || deletes))
             || (deletes && removes_here))
+    }
+
+    /// Whether no request of this connection is held or waits to run
+    /// again: then an acknowledged break lets only other connections'
+    /// requests go on (by letter), and this one opens nothing.
+    fn nothing_held(&self) -> bool {
+        self.waiting.is_empty() && self.retries.is_empty()
+    }
+
+    /// Whether the CHANGE_NOTIFY `m` asks again on a watch already set
+    /// up: its changes are kept in memory. The first request of an open
+    /// sets the watch up, which has the engine watch the folder (and,
+    /// recursive, every folder beneath it) on disk.
+    fn watches_in_place(&self, m: &copyless_proto::compound::Message<'_>) -> bool {
+        if m.header.is_related() {
+            return false;
+        }
+        let Ok(n) = messages::ChangeNotifyRequest::parse(m.bytes) else {
+            return false;
+        };
+        self.file_open(m.header.session_id, n.file_id.volatile)
+            .is_some_and(|f| f.watch.is_some())
     }
 
     /// Whether the CREATE `m` only opens an object that exists, on a
