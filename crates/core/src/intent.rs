@@ -10,6 +10,7 @@ use std::ops::Range;
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
+pub use crate::handlers::dir::DirStep;
 use copyless_vfs::{Disposition, FileHandle, Identity, Kind, OpenRequest, Opened, Vfs, VfsResult};
 
 pub use copyless_state::Token;
@@ -127,6 +128,8 @@ pub enum Completion {
     Unlinked(VfsResult<()>),
     /// A [`CallOp::Rename`]'s result: the new real path.
     Renamed(VfsResult<String>),
+    /// A [`CallOp::List`]'s step, made.
+    Listed(Box<DirStep>),
 }
 
 impl Completion {
@@ -210,6 +213,9 @@ pub enum CallOp {
         to: String,
         replace: bool,
     },
+    /// A QUERY_DIRECTORY's filesystem work on an open folder, completing
+    /// with [`Completion::Listed`].
+    List(Box<DirStep>),
 }
 
 impl CallOp {
@@ -219,6 +225,8 @@ impl CallOp {
             CallOp::Open(o) => vec![&o.path],
             CallOp::Unlink { path, .. } => vec![path],
             CallOp::Rename { from, to, .. } => vec![from, to],
+            // The open folder is where it is: no path is looked up.
+            CallOp::List(_) => Vec::new(),
         }
     }
 }
@@ -267,17 +275,19 @@ impl OpenCall {
 impl Call {
     /// Makes the call through the share's VFS, blocking.
     pub fn perform(self) -> (Token, Completion) {
-        let done = match &self.op {
-            CallOp::Open(o) => Completion::Opened(self.vfs.open(&o.request())),
+        let vfs = self.vfs.as_ref();
+        let done = match self.op {
+            CallOp::Open(o) => Completion::Opened(vfs.open(&o.request())),
             CallOp::Unlink { who, path, is_dir } => {
-                Completion::Unlinked(self.vfs.unlink(who, path, *is_dir))
+                Completion::Unlinked(vfs.unlink(&who, &path, is_dir))
             }
             CallOp::Rename {
                 who,
                 from,
                 to,
                 replace,
-            } => Completion::Renamed(self.vfs.rename(who, from, to, *replace)),
+            } => Completion::Renamed(vfs.rename(&who, &from, &to, replace)),
+            CallOp::List(step) => Completion::Listed(Box::new(step.perform(vfs))),
         };
         (self.token, done)
     }

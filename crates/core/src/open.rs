@@ -38,6 +38,9 @@ pub struct FileOpen {
     /// FileModeInformation flags from the create options.
     pub mode: u32,
     pub dir: Option<Box<crate::names::enumeration::Enumeration>>,
+    /// The enumeration is with a call (`dir` is None meanwhile): another
+    /// query of it waits for it to come back.
+    pub dir_away: bool,
     /// The directory is watched for changes (CHANGE_NOTIFY).
     pub watch: Option<Box<crate::notify::Watch>>,
     /// Data was written through it: watchers hear of it at its close.

@@ -21,7 +21,8 @@ use copyless_proto::messages::{FileId, CLOSE_FLAG_POSTQUERY_ATTRIB};
 use copyless_proto::status;
 use copyless_scripted::{
     close_request, config, create_request, create_request_with, lock_request, memory_server,
-    notify_request, rename_info, write_request, Client, Reply, Request, Users,
+    names_in, names_request, notify_request, rename_info, write_request, Client, Reply, Request,
+    Users,
 };
 use copyless_vfs::memory::MemoryVfs;
 use copyless_vfs::{Identity, Kind, OpenRequest, Vfs, VfsError};
@@ -555,4 +556,76 @@ fn a_watch_is_set_up_elsewhere_and_asked_again_in_place() {
     let (blocks, statuses) = sent(&mut c, vec![close_request(dir)]);
     assert!(blocks, "the watch ends");
     assert_eq!(statuses, vec![status::SUCCESS, status::NOTIFY_CLEANUP]);
+}
+
+fn names(r: &Reply) -> Vec<String> {
+    assert_eq!(r.status(), status::SUCCESS);
+    names_in(wire::buffer_response_data(&r.msg).unwrap())
+}
+
+#[test]
+fn a_listing_leaves_as_one_call_and_a_second_query_of_its_open_waits_for_it() {
+    let (mut c, dir) = posix_client();
+    for i in 0..6 {
+        std::fs::write(dir.path().join(format!("sub/f{i}")), b"x").unwrap();
+    }
+    let id = c.create("sub", true).unwrap();
+    // Room for about two names a query.
+    let first = names_request(id, 0, "*", 40);
+    let frame = c.frame(vec![first]);
+    assert!(!c.conn.may_block(&frame));
+    let mut out = c.handle_raw(&frame);
+    assert!(out.frames.is_empty(), "the reply waits for the call");
+    let call = out.calls.pop().expect("a call");
+    assert!(matches!(call.op, CallOp::List(_)), "{:?}", call.op);
+    // The open's next query comes while the first one's call is out.
+    let frame = c.frame(vec![names_request(id, 0, "*", 40)]);
+    assert!(!c.conn.may_block(&frame));
+    let out = c.handle_raw(&frame);
+    assert!(out.calls.is_empty(), "it waits for the first");
+    let held = c.take(out);
+    assert_eq!(held.len(), 1);
+    assert_eq!(held[0].status(), status::PENDING, "an interim response");
+    let (token, done) = call.perform();
+    let mut out = c.complete(token, done);
+    let mut listed = Vec::new();
+    // The first reply, then the second query's own call.
+    let second = out.calls.pop().expect("the second query's call");
+    let replies = c.take(out);
+    assert_eq!(replies.len(), 1);
+    listed.extend(names(&replies[0]));
+    let (token, done) = second.perform();
+    let out = c.complete(token, done);
+    let replies = c.take(out);
+    listed.extend(names(&replies[0]));
+    // Then the rest, one query after another.
+    loop {
+        let r = c.call(names_request(id, 0, "*", 40));
+        if r.status() == status::NO_MORE_FILES {
+            break;
+        }
+        listed.extend(names(&r));
+    }
+    let mut expected: Vec<String> = [".", ".."].map(String::from).to_vec();
+    expected.extend(["doc", "f0", "f1", "f2", "f3", "f4", "f5"].map(String::from));
+    assert_eq!(listed, expected, "each name once, in order");
+    assert_eq!(c.close(id), status::SUCCESS);
+}
+
+#[test]
+fn a_listing_whose_open_closes_while_its_call_is_out_ends_cleanly() {
+    let (mut c, _dir) = posix_client();
+    let id = c.create("sub", true).unwrap();
+    let frame = c.frame(vec![names_request(id, 0, "*", 4096)]);
+    let mut out = c.handle_raw(&frame);
+    let call = out.calls.pop().expect("a call");
+    assert_eq!(c.close(id), status::SUCCESS);
+    let (token, done) = call.perform();
+    let out = c.complete(token, done);
+    let replies = c.take(out);
+    assert_eq!(replies[0].status(), status::FILE_CLOSED);
+    // The folder lists anew on a new open.
+    let id = c.create("sub", true).unwrap();
+    let r = c.call(names_request(id, 0, "*", 4096));
+    assert_eq!(names(&r), [".", "..", "doc"]);
 }

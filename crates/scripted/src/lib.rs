@@ -867,6 +867,14 @@ pub fn create_request_from(params: &CreateParams<'_>) -> Request {
     })
 }
 
+/// QUERY_DIRECTORY of folder open `id` for FILE_NAMES_INFORMATION
+/// (class 12), with `flags` and `pattern`, in a buffer of `room` bytes.
+pub fn names_request(id: FileId, flags: u8, pattern: &str, room: u32) -> Request {
+    Request::new(command::QUERY_DIRECTORY, 1, |w| {
+        wire::write_query_directory_request(w, 12, flags, id, pattern, room).unwrap()
+    })
+}
+
 /// The names in a FILE_NAMES_INFORMATION listing (a QUERY_DIRECTORY
 /// reply's buffer), in order.
 pub fn names_in(buf: &[u8]) -> Vec<String> {

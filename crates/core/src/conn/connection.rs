@@ -615,6 +615,8 @@ impl Connection {
                 // Byte-range locks are the server's tables; a lock that
                 // waits, and those it wakes, wait in memory.
                 cmd::LOCK => true,
+                // What a listing needs of the filesystem is its call.
+                cmd::QUERY_DIRECTORY => true,
                 cmd::OPLOCK_BREAK => self.nothing_held(),
                 cmd::CHANGE_NOTIFY => self.watches_in_place(&m),
                 _ => false,
@@ -1468,7 +1470,7 @@ impl Connection {
             cmd::FLUSH => self.flush(req, compound, reply, w),
             cmd::READ => self.read(req, compound, reply, w),
             cmd::WRITE => self.write(req, compound, reply, w),
-            cmd::QUERY_DIRECTORY => self.query_directory(req, compound, w),
+            cmd::QUERY_DIRECTORY => self.query_directory(req, compound, reply),
             cmd::QUERY_INFO => self.query_info(req, compound, w),
             cmd::SET_INFO => self.set_info(req, compound, reply, w),
             cmd::IOCTL => self.ioctl(req, compound, reply, w),

@@ -139,6 +139,9 @@ pub(crate) enum Awaited {
     /// connection dropped. [`DEPARTURE_TIMEOUT`], after which the request
     /// runs again and finds what it finds.
     Departure,
+    /// Another query of the same open, whose enumeration is with a call
+    /// (handlers/dir.rs): as long as the call takes.
+    Listing,
 }
 
 /// How long a reclaim waits for the open's old connection to go.
@@ -390,6 +393,22 @@ impl Connection {
             self.finish_chain(chain, env, out);
         } else {
             self.drive(chain, &rest, None, env, out);
+        }
+    }
+
+    /// Queries held while another query of their open was with a call
+    /// run again (those of other opens hold again).
+    pub(crate) fn wake_held_queries(&mut self) {
+        for (token, w) in &self.waiting {
+            if matches!(
+                w.finish,
+                Finish::Retry {
+                    awaited: Awaited::Listing,
+                    ..
+                }
+            ) {
+                self.retries.push(*token);
+            }
         }
     }
 

@@ -564,6 +564,7 @@ impl Connection {
                     position: 0,
                     mode,
                     dir: None,
+                    dir_away: false,
                     watch: None,
                     written: false,
                     durable,

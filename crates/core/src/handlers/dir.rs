@@ -1,117 +1,128 @@
 //! QUERY_DIRECTORY (MS-SMB2 3.3.5.18): enumeration with DOS wildcards,
 //! restart/reopen/single-entry, and buffer limits.
+//!
+//! What reaches the filesystem (the folder's stat and its parent's when
+//! an enumeration begins, reading the folder, each entry's stat as it
+//! goes out) is one call, a [`DirStep`]: it takes the open's enumeration
+//! with it and brings it back, and the reply is made in memory. Another
+//! query of the same open waits meanwhile.
+
+use std::sync::Arc;
 
 use copyless_fscc::DirWriter;
 use copyless_proto::messages::{self, FileId, QueryDirectoryRequest};
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::{utf16, Writer};
-use copyless_vfs::{Kind, OpenRequest};
+use copyless_vfs::{FileHandle, Kind, OpenRequest, Vfs};
 
 use crate::access;
-use crate::conn::connection::{Compound, Connection, Req};
-use crate::handlers::{file_info, vfs_status};
-use crate::listing_ledger::Caps;
+use crate::conn::connection::{Begun, Chain, Compound, Connection, Reply, Req};
+use crate::conn::waiting::{Awaited, Hold, Wait};
+use crate::handlers::{file_info, vfs_status, Then};
+use crate::intent::CallOp;
+use crate::listing_ledger::{Caps, ListingCharge, ListingLedger};
 use crate::names::enumeration::{Entry, Enumeration};
 use crate::names::wildcard::{self, Pattern};
-use crate::open::{current_path, OpenKind};
+use crate::open::{current_path, Open, OpenKind};
 
 /// The least room worth keeping a window of a directory in: below it a
 /// listing serves one request and goes.
 const MIN_WINDOW: usize = 64 * 1024;
 
-impl Connection {
-    pub(crate) fn query_directory(
-        &mut self,
-        req: &Req<'_>,
-        compound: &mut Compound,
-        w: &mut Writer,
-    ) -> Result<NtStatus, NtStatus> {
-        let q = QueryDirectoryRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
-        let max_io = self.max_io;
-        if q.output_buffer_length > max_io {
-            return Err(status::INVALID_PARAMETER);
+/// A QUERY_DIRECTORY whose step is with the engine.
+pub(crate) struct Querying {
+    msg: Vec<u8>,
+    /// The open, as the request named it (or the compound did).
+    file_id: FileId,
+    /// The enumeration began with this query: with nothing found, the
+    /// reply is NO_SUCH_FILE rather than NO_MORE_FILES.
+    first: bool,
+}
+
+/// The filesystem work of one QUERY_DIRECTORY, made by the engine as a
+/// call ([`CallOp::List`]): it begins the enumeration if asked, reads
+/// the folder when the enumeration needs a listing and room was found
+/// for one, and looks at each entry that goes into the reply.
+pub struct DirStep {
+    dir: Arc<FileHandle>,
+    /// Begin the enumeration with this pattern; the parent folder's path
+    /// when the folder is not the share's root.
+    begin: Option<(Pattern, Option<String>)>,
+    en: Option<Box<Enumeration>>,
+    writer: DirWriter,
+    room: Option<Room>,
+    hide_unreadable: bool,
+    single: bool,
+    /// It stopped, with nothing written, for want of a listing there was
+    /// no room reserved for.
+    wants_listing: bool,
+    error: Option<NtStatus>,
+}
+
+/// Room in the listing ledger for one listing, found before the call so
+/// that connections listing at once do not each count on all of it.
+struct Room {
+    room: usize,
+    floor: usize,
+    reserved: Option<ListingCharge>,
+    ledger: Arc<ListingLedger>,
+    user: String,
+}
+
+impl std::fmt::Debug for DirStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirStep")
+            .field("dir", &self.dir)
+            .field("begins", &self.begin.is_some())
+            .field("lists", &self.room.is_some())
+            .finish()
+    }
+}
+
+impl DirStep {
+    /// Makes the step through `vfs`, blocking.
+    pub(crate) fn perform(mut self, vfs: &dyn Vfs) -> DirStep {
+        if let Err(e) = self.walk(vfs) {
+            self.error = Some(e);
         }
-        self.check_charge(req, q.output_buffer_length)?;
-        let server = self.server.clone();
-        let open = self.open_mut(req, compound, q.file_id)?;
-        let id = open.file_id.volatile;
-        let access = open.access;
-        let OpenKind::File(f) = &mut open.kind else {
-            return Err(status::INVALID_PARAMETER);
+        self
+    }
+
+    fn walk(&mut self, vfs: &dyn Vfs) -> Result<(), NtStatus> {
+        if let Some((pattern, parent)) = self.begin.take() {
+            let own = vfs.stat(&self.dir).map_err(|e| vfs_status(&e))?;
+            let parent = match parent {
+                None => own.clone(),
+                Some(path) => {
+                    let look = OpenRequest::look(self.dir.who(), &path, Kind::Directory);
+                    vfs.open(&look).map_err(|e| vfs_status(&e))?.stat
+                }
+            };
+            self.en = Some(Box::new(Enumeration::new(pattern, own, parent)));
+        }
+        let Some(en) = self.en.as_mut() else {
+            return Err(status::INTERNAL_ERROR);
         };
-        if !f.is_dir {
-            return Err(status::INVALID_PARAMETER);
-        }
-        if access & access::FILE_READ_DATA == 0 {
-            return Err(status::ACCESS_DENIED);
-        }
-        let mut writer = DirWriter::new(q.class, q.output_buffer_length as usize)
-            .ok_or(status::INVALID_INFO_CLASS)?;
-        if q.pattern.len() / 2 > wildcard::MAX_PATTERN_UNITS {
-            return Err(status::OBJECT_NAME_INVALID);
-        }
-        let pattern = utf16::decode(q.pattern).map_err(|_| status::OBJECT_NAME_INVALID)?;
-        let pattern = Pattern::new(&pattern).ok_or(status::OBJECT_NAME_INVALID)?;
-        let restart = q.flags & (messages::QD_RESTART_SCANS | messages::QD_REOPEN) != 0;
-        let first_call = f.dir.is_none() || restart;
-        if first_call {
-            let path = current_path(&server, &f.key).unwrap_or_default();
-            let own = f.vfs.stat(&f.handle).map_err(|e| vfs_status(&e))?;
-            let parent = if path.is_empty() {
-                own.clone()
-            } else {
-                let parent_path = crate::names::path::parent(&path);
-                let po = f
-                    .vfs
-                    .open(&OpenRequest::look(
-                        f.handle.who(),
-                        parent_path,
-                        Kind::Directory,
-                    ))
-                    .map_err(|e| vfs_status(&e))?;
-                po.stat
-            };
-            // A restart keeps the pattern of the enumeration; a reopen (or
-            // the first query) takes the one given now. The old listing
-            // goes back to the ledger here.
-            let pattern = match (f.dir.take(), q.flags & messages::QD_REOPEN != 0) {
-                (Some(d), false) => d.pattern,
-                _ => pattern,
-            };
-            f.dir = Some(Box::new(Enumeration::new(pattern, own, parent)));
-        }
-        let single = q.flags & messages::QD_RETURN_SINGLE_ENTRY != 0;
-        let hide_unreadable = server
-            .shares
-            .get(f.key.0)
-            .is_some_and(|s| s.access.access_based_enumeration);
-        // One reading of the directory per request once something is on its
-        // way out: a client that makes the server list a large folder again
-        // and again (its listings dropped for want of room) pays with
-        // shorter replies, never with more work per request.
-        let mut listed = false;
+        let writer = &mut self.writer;
+        // One reading of the directory per request once something is on
+        // its way out: a client that makes the server list a large folder
+        // again and again (its listings dropped for want of room) pays
+        // with shorter replies, never with more work per request.
         let mut transient = false;
         loop {
-            let open = self.open_mut(req, compound, q.file_id)?;
-            let OpenKind::File(f) = &mut open.kind else {
-                return Err(status::INVALID_PARAMETER);
-            };
-            let en = f.dir.as_mut().expect("set above");
             if en.window_done() {
                 en.drop_listing();
             }
             if en.needs_listing() {
-                if listed && !writer.is_empty() {
+                if !writer.is_empty() {
                     break;
                 }
-                transient = self.take_listing(req, compound, q.file_id, id)?;
-                listed = true;
+                let Some(room) = self.room.take() else {
+                    self.wants_listing = true;
+                    break;
+                };
+                transient = take_listing(vfs, &self.dir, en, room)?;
             }
-            let open = self.open_mut(req, compound, q.file_id)?;
-            let OpenKind::File(f) = &mut open.kind else {
-                return Err(status::INVALID_PARAMETER);
-            };
-            let en = f.dir.as_ref().expect("set above");
             let mut next = en.next;
             let mut stop = false;
             while next < en.len() {
@@ -127,7 +138,7 @@ impl Connection {
                     // Each entry is looked at as it goes out: one removed
                     // since the listing is not shown, as Windows enumerates
                     // the live directory.
-                    Entry::Name(_) => match f.vfs.entry(&f.handle, name) {
+                    Entry::Name(_) => match vfs.entry(&self.dir, name) {
                         Ok(Some(stat)) => stat,
                         Ok(None) => {
                             next += 1;
@@ -144,9 +155,9 @@ impl Connection {
                 };
                 // Access-based enumeration: what the reader may not read is not
                 // there for them.
-                if hide_unreadable
+                if self.hide_unreadable
                     && matches!(entry, Entry::Name(_))
-                    && !f.vfs.may_read_entry(&f.handle, name).unwrap_or(false)
+                    && !vfs.may_read_entry(&self.dir, name).unwrap_or(false)
                 {
                     next += 1;
                     continue;
@@ -162,31 +173,223 @@ impl Connection {
                     break;
                 }
                 next += 1;
-                if single {
+                if self.single {
                     stop = true;
                     break;
                 }
             }
-            let en = f.dir.as_mut().expect("set above");
             en.next = next;
             if stop || !en.window_done() {
                 break;
             }
         }
+        // A window that has run out, or one there was no room to keep,
+        // goes back to the ledger now, not when the client next asks.
+        if transient || en.window_done() {
+            en.drop_listing();
+        }
+        en.end_if_done();
+        Ok(())
+    }
+}
+
+/// Lists the directory of `en` (which holds no listing) within `room`.
+/// Returns whether the listing is only for this request, there being no
+/// room to keep even a small window.
+fn take_listing(
+    vfs: &dyn Vfs,
+    dir: &FileHandle,
+    en: &mut Enumeration,
+    room: Room,
+) -> Result<bool, NtStatus> {
+    let Room {
+        room,
+        floor,
+        reserved,
+        ledger,
+        user,
+    } = room;
+    let mut window = en.window(if reserved.is_some() { room } else { floor });
+    vfs.each_name(dir, &mut |name| window.offer(name))
+        .map_err(|e| vfs_status(&e))?;
+    let bytes = window.bytes();
+    // Without room to keep even a small window, the listing serves this
+    // request and goes; it is in the ledger while it lives.
+    let (charge, transient) = match reserved {
+        Some(mut charge) if bytes <= charge.bytes() => {
+            charge.shrink_to(bytes);
+            (charge, false)
+        }
+        _ => (ledger.charge(&user, bytes), true),
+    };
+    en.take(window.finish(), charge);
+    Ok(transient)
+}
+
+impl Connection {
+    pub(crate) fn query_directory(
+        &mut self,
+        req: &Req<'_>,
+        compound: &mut Compound,
+        reply: &mut Reply,
+    ) -> Result<NtStatus, NtStatus> {
+        let q = QueryDirectoryRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
+        let max_io = self.max_io;
+        if q.output_buffer_length > max_io {
+            return Err(status::INVALID_PARAMETER);
+        }
+        self.check_charge(req, q.output_buffer_length)?;
+        let server = self.server.clone();
+        let file_id = self.file_id(q.file_id, compound)?;
+        let open = self.open_mut(req, compound, file_id)?;
+        let access = open.access;
+        let OpenKind::File(f) = &mut open.kind else {
+            return Err(status::INVALID_PARAMETER);
+        };
+        if !f.is_dir {
+            return Err(status::INVALID_PARAMETER);
+        }
+        if access & access::FILE_READ_DATA == 0 {
+            return Err(status::ACCESS_DENIED);
+        }
+        let writer = DirWriter::new(q.class, q.output_buffer_length as usize)
+            .ok_or(status::INVALID_INFO_CLASS)?;
+        if q.pattern.len() / 2 > wildcard::MAX_PATTERN_UNITS {
+            return Err(status::OBJECT_NAME_INVALID);
+        }
+        let pattern = utf16::decode(q.pattern).map_err(|_| status::OBJECT_NAME_INVALID)?;
+        let pattern = Pattern::new(&pattern).ok_or(status::OBJECT_NAME_INVALID)?;
+        if f.dir_away {
+            // Queries of one open go one after another, as on Windows.
+            let key = f.key;
+            reply.hold = Some(Hold {
+                token: self.next_hold_token(),
+                key,
+                awaited: Awaited::Listing,
+            });
+            return Ok(status::PENDING);
+        }
+        let restart = q.flags & (messages::QD_RESTART_SCANS | messages::QD_REOPEN) != 0;
+        let first = f.dir.is_none() || restart;
+        let begin = first.then(|| {
+            let path = current_path(&server, &f.key).unwrap_or_default();
+            let parent = (!path.is_empty()).then(|| crate::names::path::parent(&path).to_owned());
+            // A restart keeps the pattern of the enumeration; a reopen (or
+            // the first query) takes the one given now. The old listing
+            // goes back to the ledger here.
+            let pattern = match (f.dir.take(), q.flags & messages::QD_REOPEN != 0) {
+                (Some(d), false) => d.pattern,
+                _ => pattern,
+            };
+            (pattern, parent)
+        });
+        let querying = Querying {
+            msg: req.msg.to_vec(),
+            file_id,
+            first,
+        };
+        let single = q.flags & messages::QD_RETURN_SINGLE_ENTRY != 0;
+        self.dir_step(req, compound, reply, querying, writer, begin, single)
+    }
+
+    /// Sends the next step of the query `q` out as a call, with room for
+    /// a listing when its enumeration needs one.
+    #[allow(clippy::too_many_arguments)]
+    fn dir_step(
+        &mut self,
+        req: &Req<'_>,
+        compound: &Compound,
+        reply: &mut Reply,
+        q: Querying,
+        writer: DirWriter,
+        begin: Option<(Pattern, Option<String>)>,
+        single: bool,
+    ) -> Result<NtStatus, NtStatus> {
         let open = self.open_mut(req, compound, q.file_id)?;
-        if let OpenKind::File(f) = &mut open.kind {
-            if let Some(en) = f.dir.as_mut() {
-                // A window that has run out, or one there was no room to
-                // keep, goes back to the ledger now, not when the client
-                // next asks.
-                if transient || en.window_done() {
-                    en.drop_listing();
-                }
-                en.end_if_done();
+        let id = open.file_id.volatile;
+        let OpenKind::File(f) = &open.kind else {
+            return Err(status::INVALID_PARAMETER);
+        };
+        let share = f.key.0;
+        let lists = begin.is_some()
+            || f.dir
+                .as_ref()
+                .is_some_and(|en| en.needs_listing() || en.window_done());
+        let room = lists.then(|| self.listing_room_for(req.session_id, id));
+        let hide_unreadable = self
+            .server
+            .shares
+            .get(share)
+            .is_some_and(|s| s.access.access_based_enumeration);
+        let open = self.open_mut(req, compound, q.file_id)?;
+        let OpenKind::File(f) = &mut open.kind else {
+            return Err(status::INVALID_PARAMETER);
+        };
+        let step = DirStep {
+            dir: f.handle.clone(),
+            begin,
+            en: f.dir.take(),
+            writer,
+            room,
+            hide_unreadable,
+            single,
+            wants_listing: false,
+            error: None,
+        };
+        f.dir_away = true;
+        reply.wait = Some(Wait::Call {
+            vfs: f.vfs.clone(),
+            op: CallOp::List(Box::new(step)),
+            then: Then::List(Box::new(q)),
+        });
+        Ok(status::SUCCESS)
+    }
+
+    /// Goes on with the query `q` once its step is made: the enumeration
+    /// goes back to its open, and the reply is made, or another step
+    /// (with a listing) goes out.
+    pub(crate) fn listed(
+        &mut self,
+        q: Querying,
+        step: DirStep,
+        begun: &mut Begun,
+        chain: &mut Chain,
+        w: &mut Writer,
+    ) -> Result<NtStatus, NtStatus> {
+        self.wake_held_queries();
+        let DirStep {
+            en,
+            writer,
+            single,
+            wants_listing,
+            error,
+            ..
+        } = step;
+        let req = Req::kept(&q.msg, begun, chain);
+        let compound = &chain.compound;
+        let Ok(Open {
+            kind: OpenKind::File(f),
+            ..
+        }) = self.open_mut(&req, compound, q.file_id)
+        else {
+            return Err(status::FILE_CLOSED);
+        };
+        f.dir = en;
+        f.dir_away = false;
+        match error {
+            Some(e) if writer.is_empty() => return Err(e),
+            None if wants_listing => {
+                let again = Querying {
+                    msg: q.msg.clone(),
+                    ..q
+                };
+                let reply = &mut begun.reply;
+                return self.dir_step(&req, compound, reply, again, writer, None, single);
             }
+            _ => {}
         }
         if writer.is_empty() {
-            return Err(if first_call {
+            return Err(if q.first {
                 status::NO_SUCH_FILE
             } else {
                 status::NO_MORE_FILES
@@ -196,20 +399,12 @@ impl Connection {
         Ok(status::SUCCESS)
     }
 
-    /// Lists the directory of the enumeration on open `id` (which holds no
-    /// listing) within the room the caps leave: this connection's
-    /// (`max_listing_bytes_per_connection`), its user's and the server's
-    /// (the ledger). When the connection's own listings stand in the way,
-    /// they are dropped first, as each is taken again where it was if its
-    /// enumeration goes on. Returns whether the listing is only for this
-    /// request, there being no room to keep even a small window.
-    fn take_listing(
-        &mut self,
-        req: &Req<'_>,
-        compound: &mut Compound,
-        file_id: FileId,
-        id: u64,
-    ) -> Result<bool, NtStatus> {
+    /// The room a new listing of open `id` of session `session_id` has:
+    /// this connection's (`max_listing_bytes_per_connection`), its user's
+    /// and the server's (the ledger). When the connection's own listings
+    /// stand in the way, they are dropped first, as each is taken again
+    /// where it was if its enumeration goes on.
+    fn listing_room_for(&mut self, session_id: u64, id: u64) -> Room {
         let limits = self.server.limits();
         let caps = Caps {
             per_user: limits.max_listing_bytes_per_user,
@@ -217,7 +412,7 @@ impl Connection {
         };
         let user = self
             .sessions
-            .get(&req.session_id)
+            .get(&session_id)
             .map(|s| s.user.clone())
             .unwrap_or_default();
         // The least a kept window holds; smaller caps make smaller windows.
@@ -225,41 +420,24 @@ impl Connection {
             .min(limits.max_listing_bytes)
             .min(caps.per_user)
             .min(caps.total);
-        let (mut room, freed) = self.listing_room(&user, caps, (req.session_id, id));
+        let (mut room, freed) = self.listing_room(&user, caps, (session_id, id));
         if room < floor && freed >= floor {
-            self.drop_listings_besides((req.session_id, id));
+            self.drop_listings_besides((session_id, id));
             room = freed;
         }
-        // The room is taken before the directory is read, so that
-        // connections listing at once do not each count on all of it; what
-        // the listing leaves of it goes back after.
+        // The room is taken before the directory is read; what the
+        // listing leaves of it goes back after.
         let reserved = (room >= floor)
             .then(|| self.server.listing_ledger.try_charge(&user, room, caps))
             .flatten();
-        let ledger = self.server.listing_ledger.clone();
-        let open = self.open_mut(req, compound, file_id)?;
-        let OpenKind::File(f) = &mut open.kind else {
-            return Err(status::INVALID_PARAMETER);
-        };
-        let en = f.dir.as_mut().expect("the caller made it");
-        let mut window = en.window(if reserved.is_some() { room } else { floor });
-        f.vfs
-            .each_name(&f.handle, &mut |name| window.offer(name))
-            .map_err(|e| vfs_status(&e))?;
-        let bytes = window.bytes();
-        // Without room to keep even a small window, the listing serves
-        // this request and goes; it is in the ledger while it lives.
-        let (charge, transient) = match reserved {
-            Some(mut charge) if bytes <= charge.bytes() => {
-                charge.shrink_to(bytes);
-                (charge, false)
-            }
-            _ => (ledger.charge(&user, bytes), true),
-        };
-        en.take(window.finish(), charge);
-        Ok(transient)
+        Room {
+            room,
+            floor,
+            reserved,
+            ledger: self.server.listing_ledger.clone(),
+            user,
+        }
     }
-
     /// The room a new listing of `user` has: what this connection's bound
     /// leaves beside its other listings, and what the ledger leaves the
     /// user and the server; and the room it would have were this

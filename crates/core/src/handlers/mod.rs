@@ -30,6 +30,8 @@ pub(crate) enum Then {
     Create { msg: Vec<u8>, retrying: bool },
     /// SET_INFO: the open's file is to be renamed.
     Rename(Box<info::Renaming>),
+    /// QUERY_DIRECTORY: its step (a [`dir::DirStep`]) is made.
+    List(Box<dir::Querying>),
 }
 
 impl Then {
@@ -37,7 +39,7 @@ impl Then {
     pub(crate) fn request(&self) -> Option<&[u8]> {
         match self {
             Then::Create { msg, .. } => Some(msg),
-            Then::Close(_) | Then::Rename(_) => None,
+            Then::Close(_) | Then::Rename(_) | Then::List(_) => None,
         }
     }
 }
@@ -106,6 +108,7 @@ impl Connection {
         match (then, done) {
             (Then::Close(r), Completion::Unlinked(result)) => Ok(self.removed(r, result, w)),
             (Then::Rename(r), Completion::Renamed(result)) => self.renamed(*r, result, w),
+            (Then::List(q), Completion::Listed(step)) => self.listed(*q, *step, begun, chain, w),
             (Then::Create { msg, retrying }, Completion::Opened(opened)) => {
                 let req = Req::kept(&msg, begun, chain);
                 let (compound, reply) = (&mut chain.compound, &mut begun.reply);
@@ -129,8 +132,9 @@ impl Connection {
         match then {
             Then::Close(r) => self.released(r.closing, None),
             // Nothing of it is registered before the open is made; the
-            // table follows a rename only once it is made.
-            Then::Create { .. } | Then::Rename(_) => {}
+            // table follows a rename only once it is made; an enumeration
+            // that does not come back ends with its connection.
+            Then::Create { .. } | Then::Rename(_) | Then::List(_) => {}
         }
     }
 
