@@ -10,7 +10,10 @@ use std::ops::Range;
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
+pub use crate::handlers::change::Change;
 pub use crate::handlers::dir::DirStep;
+pub use crate::handlers::look::{Look, Looked};
+use copyless_proto::status::NtStatus;
 use copyless_vfs::{Disposition, FileHandle, Identity, Kind, OpenRequest, Opened, Vfs, VfsResult};
 
 pub use copyless_state::Token;
@@ -130,6 +133,10 @@ pub enum Completion {
     Renamed(VfsResult<String>),
     /// A [`CallOp::List`]'s step, made.
     Listed(Box<DirStep>),
+    /// A [`CallOp::Look`]'s result.
+    Looked(Result<Box<Looked>, NtStatus>),
+    /// A [`CallOp::Change`]'s result.
+    Changed(Result<(), NtStatus>),
 }
 
 impl Completion {
@@ -216,6 +223,13 @@ pub enum CallOp {
     /// A QUERY_DIRECTORY's filesystem work on an open folder, completing
     /// with [`Completion::Listed`].
     List(Box<DirStep>),
+    /// What a QUERY_INFO needs of an open object, completing with
+    /// [`Completion::Looked`].
+    Look(Look),
+    /// What a SET_INFO changes on an open object (or checks before it
+    /// changes the server's tables), completing with
+    /// [`Completion::Changed`].
+    Change(Change),
 }
 
 impl CallOp {
@@ -226,7 +240,7 @@ impl CallOp {
             CallOp::Unlink { path, .. } => vec![path],
             CallOp::Rename { from, to, .. } => vec![from, to],
             // The open folder is where it is: no path is looked up.
-            CallOp::List(_) => Vec::new(),
+            CallOp::List(_) | CallOp::Look(_) | CallOp::Change(_) => Vec::new(),
         }
     }
 }
@@ -288,6 +302,8 @@ impl Call {
                 replace,
             } => Completion::Renamed(vfs.rename(&who, &from, &to, replace)),
             CallOp::List(step) => Completion::Listed(Box::new(step.perform(vfs))),
+            CallOp::Look(look) => Completion::Looked(look.perform(vfs).map(Box::new)),
+            CallOp::Change(change) => Completion::Changed(change.perform(vfs)),
         };
         (self.token, done)
     }

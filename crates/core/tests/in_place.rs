@@ -1,16 +1,17 @@
 //! Which frames an engine may handle on the thread that serves sockets
 //! (`Connection::may_block` false): those whose requests reach file data
-//! only through intents, the filesystem only to close a descriptor, or
-//! only where the kernel answers from memory, and those that need only
-//! the server's own memory (byte-range locks, the changes a watch has
-//! gathered); a CLOSE that removes its file hands the removal on as a
+//! only through intents, the filesystem only through calls, to close a
+//! descriptor, or where the kernel answers from memory, and those that
+//! need only the server's own memory (byte-range locks, the changes a
+//! watch has gathered). A CLOSE that removes its file, an open that may
+//! create, a rename that replaces nothing, a listing and a query of what
+//! is not in the open file's stat hand their filesystem work on as a
 //! call. A CLOSE that reports a change to a watcher, asks attributes
 //! back, ends a watch or may let a held request run again reaches the
 //! filesystem while it is handled, and must go elsewhere; so must an
-//! open that may create, truncate or look a name up on disk, a query of
-//! what is not in the open file's stat, the deletion of a folder, which
-//! must be found empty first, and the first CHANGE_NOTIFY of an open,
-//! which has the engine watch the folder.
+//! open that may truncate or look a name up on disk, the deletion of a
+//! folder, which must be found empty first, and the first CHANGE_NOTIFY
+//! of an open, which has the engine watch the folder.
 
 use std::sync::Arc;
 
@@ -284,15 +285,41 @@ fn an_open_of_what_is_there_is_handled_in_place() {
     // Its stat, asked on the open file, is in memory as well.
     let (blocks, statuses) = sent(&mut c, vec![query(id, FILE_BASIC_INFORMATION)]);
     assert_eq!((blocks, statuses), (false, vec![status::SUCCESS]));
-    // Its streams are read from the disk.
-    let (blocks, _) = sent(&mut c, vec![query(id, FILE_STREAM_INFORMATION)]);
-    assert!(blocks, "a list of streams");
+    // Its streams are read from the disk, by a call.
+    let reply = by_call(&mut c, query(id, FILE_STREAM_INFORMATION), looks);
+    assert_eq!(reply.status(), status::SUCCESS);
     assert_eq!(c.close(id), status::SUCCESS);
     assert_eq!(std::fs::read(fs("sub/doc")).unwrap(), b"kept");
     // The share's root is always found.
     let (blocks, id) = opened(&mut c, create_request_with("", READ, SHARE_ALL, OPEN, 1));
     assert!(!blocks, "the share's root");
     assert_eq!(c.close(id.unwrap()), status::SUCCESS);
+}
+
+fn looks(op: &CallOp) -> bool {
+    matches!(op, CallOp::Look(_))
+}
+
+fn changes(op: &CallOp) -> bool {
+    matches!(op, CallOp::Change(_))
+}
+
+/// Sends `req` the way an engine that serves sockets on one thread
+/// does: checks it leaves what it needs as one call, of the kind `is`
+/// says, and nothing else, makes the call, and returns the reply.
+fn by_call(c: &mut Client, req: Request, is: fn(&CallOp) -> bool) -> Reply {
+    let frame = c.frame(vec![req]);
+    assert!(!c.conn.may_block(&frame));
+    let mut out = c.handle_raw(&frame);
+    assert!(out.frames.is_empty(), "the reply waits for the call");
+    let call = out.calls.pop().expect("a call");
+    assert!(out.calls.is_empty() && out.intents.is_empty());
+    assert!(is(&call.op), "{:?}", call.op);
+    let (token, done) = call.perform();
+    let out = c.complete(token, done);
+    let mut replies = c.take(out);
+    assert_eq!(replies.len(), 1);
+    replies.pop().unwrap()
 }
 
 /// Sends a CREATE the way an engine that serves sockets on one thread
@@ -394,8 +421,12 @@ fn an_open_goes_elsewhere_where_the_filesystem_may_wait() {
     let (blocks, id) = opened(&mut c, open_request("doc", OPEN));
     assert!(!blocks);
     let id = id.unwrap();
-    let (blocks, _) = sent(&mut c, vec![query(id, FILE_BASIC_INFORMATION)]);
-    assert!(blocks, "a stat through a VFS without descriptors");
+    let reply = by_call(&mut c, query(id, FILE_BASIC_INFORMATION), looks);
+    assert_eq!(
+        reply.status(),
+        status::SUCCESS,
+        "a stat through a VFS without descriptors"
+    );
     // Nor is its data said to be memory: an overwrite may wait.
     let (blocks, id) = opened(&mut c, open_request("doc", OVERWRITE_IF));
     assert!(blocks, "an overwrite where truncating may wait");
@@ -433,14 +464,17 @@ fn marking_a_file_for_deletion_and_closing_it_are_handled_in_place() {
     let (blocks, statuses) = sent(&mut c, vec![close_request(id)]);
     assert_eq!((blocks, statuses), (false, vec![status::SUCCESS]));
     assert!(!doc.exists());
-    // A folder is deleted only if it is empty, which is read on disk.
+    // A folder is deleted only if it is empty, which is read on disk, by
+    // a call.
     let (_, id) = opened(&mut c, create_request_with("sub", ALL, SHARE_ALL, OPEN, 1));
     let id = id.unwrap();
-    let (blocks, statuses) = sent(
-        &mut c,
-        vec![set_info(id, FILE_DISPOSITION_INFORMATION, &[1])],
-    );
-    assert_eq!((blocks, statuses), (true, vec![status::SUCCESS]));
+    std::fs::write(dir.path().join("sub/late"), b"").unwrap();
+    let mark = set_info(id, FILE_DISPOSITION_INFORMATION, &[1]);
+    let reply = by_call(&mut c, mark, changes);
+    assert_eq!(reply.status(), status::DIRECTORY_NOT_EMPTY);
+    std::fs::remove_file(dir.path().join("sub/late")).unwrap();
+    let mark = set_info(id, FILE_DISPOSITION_INFORMATION, &[1]);
+    assert_eq!(by_call(&mut c, mark, changes).status(), status::SUCCESS);
     assert_eq!(c.close(id), status::SUCCESS);
     assert!(!dir.path().join("sub").exists());
 }
@@ -628,4 +662,95 @@ fn a_listing_whose_open_closes_while_its_call_is_out_ends_cleanly() {
     let id = c.create("sub", true).unwrap();
     let r = c.call(names_request(id, 0, "*", 4096));
     assert_eq!(names(&r), [".", "..", "doc"]);
+}
+
+const FILE_END_OF_FILE_INFORMATION: u8 = 20;
+
+#[test]
+fn a_new_size_or_new_times_leave_as_a_call_made_before_the_reply() {
+    let (mut c, dir) = posix_client();
+    let doc = dir.path().join("sub/doc");
+    let (_, id) = opened(&mut c, open_request("sub\\doc", OPEN));
+    let id = id.unwrap();
+    let frame = c.frame(vec![set_info(
+        id,
+        FILE_END_OF_FILE_INFORMATION,
+        &2u64.to_le_bytes(),
+    )]);
+    assert!(!c.conn.may_block(&frame));
+    let mut out = c.handle_raw(&frame);
+    let call = out.calls.pop().expect("a call");
+    assert!(changes(&call.op));
+    assert_eq!(std::fs::read(&doc).unwrap(), b"kept", "not before the call");
+    let (token, done) = call.perform();
+    let out = c.complete(token, done);
+    assert_eq!(c.take(out)[0].status(), status::SUCCESS);
+    assert_eq!(std::fs::read(&doc).unwrap(), b"ke");
+    // FileBasicInformation: a last-write time of 2001-01-01 (FILETIME).
+    let when: u64 = 126_227_808_000_000_000;
+    let mut basic = [0u8; 40];
+    basic[16..24].copy_from_slice(&when.to_le_bytes());
+    let reply = by_call(
+        &mut c,
+        set_info(id, FILE_BASIC_INFORMATION, &basic),
+        changes,
+    );
+    assert_eq!(reply.status(), status::SUCCESS);
+    let modified = std::fs::metadata(&doc).unwrap().modified().unwrap();
+    let secs = modified
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert_eq!(secs, 978_307_200, "2001-01-01 00:00:00 UTC");
+    // With a watcher to tell, who may have to be looked up, elsewhere.
+    let root = c.create("", true).unwrap();
+    let waiting = c.send(vec![notify_request(root, FILTER, true, 4096)]);
+    assert_eq!(waiting[0].status(), status::PENDING);
+    let (blocks, _) = sent(
+        &mut c,
+        vec![set_info(
+            id,
+            FILE_END_OF_FILE_INFORMATION,
+            &1u64.to_le_bytes(),
+        )],
+    );
+    assert!(blocks);
+    assert_eq!(std::fs::read(&doc).unwrap(), b"k");
+}
+
+/// An FSCTL `code` on open `id` with no input.
+fn fsctl(code: u32, id: FileId) -> Request {
+    Request::new(command::IOCTL, 1, |w| {
+        w.u16(57).u16(0).u32(code);
+        w.u64(id.persistent).u64(id.volatile);
+        // Input offset and count, max input response, output offset and
+        // count, max output response, flags (FSCTL), reserved.
+        w.u32(0).u32(0).u32(0).u32(0).u32(0).u32(4096).u32(1).u32(0);
+    })
+}
+
+#[test]
+fn fsctls_the_server_answers_from_memory_are_handled_in_place() {
+    const FSCTL_QUERY_NETWORK_INTERFACE_INFO: u32 = 0x0014_01FC;
+    const FSCTL_DFS_GET_REFERRALS: u32 = 0x0006_0194;
+    const FSCTL_SRV_ENUMERATE_SNAPSHOTS: u32 = 0x0014_4064;
+    const FSCTL_CREATE_OR_GET_OBJECT_ID: u32 = 0x0009_00C0;
+    let (mut c, _) = client();
+    let id = c.create("doc", false).unwrap();
+    let none = FileId {
+        persistent: u64::MAX,
+        volatile: u64::MAX,
+    };
+    let (blocks, statuses) = sent(
+        &mut c,
+        vec![fsctl(FSCTL_QUERY_NETWORK_INTERFACE_INFO, none)],
+    );
+    assert_eq!((blocks, statuses), (false, vec![status::SUCCESS]));
+    let (blocks, statuses) = sent(&mut c, vec![fsctl(FSCTL_DFS_GET_REFERRALS, none)]);
+    assert_eq!((blocks, statuses), (false, vec![status::NOT_FOUND]));
+    let (blocks, statuses) = sent(&mut c, vec![fsctl(FSCTL_SRV_ENUMERATE_SNAPSHOTS, id)]);
+    assert_eq!((blocks, statuses), (false, vec![status::SUCCESS]));
+    // An object id is kept in the file's extended attributes.
+    let (blocks, statuses) = sent(&mut c, vec![fsctl(FSCTL_CREATE_OR_GET_OBJECT_ID, id)]);
+    assert_eq!((blocks, statuses), (true, vec![status::SUCCESS]));
 }

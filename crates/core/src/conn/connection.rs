@@ -592,8 +592,8 @@ impl Connection {
     /// descriptor (a CLOSE that deletes nothing: `closes_in_place`), or
     /// only where the kernel answers from memory (an open of what the
     /// kernel's cache finds, the stat of an open file: `opens_in_place`
-    /// and `queries_in_place`), so that an engine may run those on the
-    /// thread that serves sockets. Sealed frames count as blocking: what
+    /// and handlers/info.rs `looks_in_place`), so that an engine may run
+    /// those on the thread that serves sockets. Sealed frames count as blocking: what
     /// they hold is not known before they are opened.
     pub fn may_block(&self, msg: &[u8]) -> bool {
         if smb1::is_smb1(msg) || msg.starts_with(&copyless_proto::header::TRANSFORM_PROTOCOL_ID) {
@@ -610,7 +610,8 @@ impl Connection {
                 | cmd::SESSION_SETUP => true,
                 cmd::CLOSE => self.closes_in_place(&m),
                 cmd::CREATE => self.opens_in_place(&m) || self.opens_by_call(&m),
-                cmd::QUERY_INFO => self.queries_in_place(&m),
+                // What is not in memory is its call.
+                cmd::QUERY_INFO => true,
                 cmd::SET_INFO => self.sets_in_place(&m),
                 // Byte-range locks are the server's tables; a lock that
                 // waits, and those it wakes, wait in memory.
@@ -619,6 +620,8 @@ impl Connection {
                 cmd::QUERY_DIRECTORY => true,
                 cmd::OPLOCK_BREAK => self.nothing_held(),
                 cmd::CHANGE_NOTIFY => self.watches_in_place(&m),
+                cmd::IOCTL => messages::IoctlRequest::parse(m.bytes)
+                    .is_ok_and(|io| crate::handlers::ioctl::in_place(io.ctl_code)),
                 _ => false,
             })
         })
@@ -646,7 +649,7 @@ impl Connection {
             return false;
         };
         // The attributes asked back are the open file's stat, in memory
-        // where its data is a local filesystem's (as `queries_in_place`).
+        // where its data is a local filesystem's (as info.rs `looks_in_place`).
         let asks = c.flags & messages::CLOSE_FLAG_POSTQUERY_ATTRIB != 0;
         if asks && f.vfs.data_fd(&f.handle).is_none() {
             return false;
@@ -765,56 +768,37 @@ impl Connection {
         )
     }
 
-    /// Whether the QUERY_INFO `m` asks an open file of a local filesystem
-    /// for what its stat and attributes say (not its streams, not a
-    /// descriptor, not the filesystem's figures): that is in memory once
-    /// the file is open.
-    fn queries_in_place(&self, m: &copyless_proto::compound::Message<'_>) -> bool {
-        if m.header.is_related() {
-            return false;
-        }
-        let Ok(q) = messages::QueryInfoRequest::parse(m.bytes) else {
-            return false;
-        };
-        if q.info_type != messages::INFO_FILE
-            || q.class == copyless_fscc::class::FILE_STREAM_INFORMATION
-        {
-            return false;
-        }
-        self.file_open(m.header.session_id, q.file_id.volatile)
-            .is_some_and(|f| f.vfs.data_fd(&f.handle).is_some())
-    }
-
     /// Whether the SET_INFO `m` changes only what the server keeps in
-    /// memory: the position or mode of an open, or whether a file (not a
-    /// folder, which must be found empty first) of a local filesystem is
-    /// to be deleted at its last close, which reads only its stat (the
-    /// deletion itself is the CLOSE's); or renames by a call
-    /// ([`crate::handlers::info::renames_by_call`]).
+    /// memory, or what it changes on the filesystem is its call
+    /// (handlers/change.rs): everything but a security descriptor, a
+    /// rename that is not made by a call
+    /// ([`crate::handlers::info::renames_by_call`]) and, while anyone
+    /// watches for changes, a change watchers are told of (who may have
+    /// to be looked up on disk).
     fn sets_in_place(&self, m: &copyless_proto::compound::Message<'_>) -> bool {
         use copyless_fscc::class;
-        if m.header.is_related() {
-            return false;
-        }
         let Ok(set) = messages::SetInfoRequest::parse(m.bytes) else {
             return false;
         };
-        let Some(f) = self.file_open(m.header.session_id, set.file_id.volatile) else {
-            return false;
-        };
-        set.info_type == messages::INFO_FILE
-            && match set.class {
-                class::FILE_POSITION_INFORMATION | class::FILE_MODE_INFORMATION => true,
-                class::FILE_DISPOSITION_INFORMATION | class::FILE_DISPOSITION_INFORMATION_EX => {
-                    !f.is_dir && f.vfs.data_fd(&f.handle).is_some()
-                }
-                class::FILE_RENAME_INFORMATION => copyless_fscc::decode_rename(set.buffer)
-                    .is_ok_and(|r| {
-                        let replace = r.replace_if_exists;
-                        crate::handlers::info::renames_by_call(&self.server, f, replace)
-                    }),
-                _ => false,
+        match (set.info_type, set.class) {
+            (messages::INFO_SECURITY, _) => false,
+            (messages::INFO_FILE, class::FILE_RENAME_INFORMATION) => {
+                !m.header.is_related()
+                    && self
+                        .file_open(m.header.session_id, set.file_id.volatile)
+                        .is_some_and(|f| {
+                            copyless_fscc::decode_rename(set.buffer).is_ok_and(|r| {
+                                let replace = r.replace_if_exists;
+                                crate::handlers::info::renames_by_call(&self.server, f, replace)
+                            })
+                        })
             }
+            (
+                messages::INFO_FILE,
+                class::FILE_POSITION_INFORMATION | class::FILE_MODE_INFORMATION,
+            ) => true,
+            _ => !self.server.has_watchers(),
+        }
     }
 
     /// The file or folder open `volatile` of session `session_id`.
@@ -1471,8 +1455,8 @@ impl Connection {
             cmd::READ => self.read(req, compound, reply, w),
             cmd::WRITE => self.write(req, compound, reply, w),
             cmd::QUERY_DIRECTORY => self.query_directory(req, compound, reply),
-            cmd::QUERY_INFO => self.query_info(req, compound, w),
-            cmd::SET_INFO => self.set_info(req, compound, reply, w),
+            cmd::QUERY_INFO => self.query_info(req, compound, reply, w, None),
+            cmd::SET_INFO => self.set_info(req, compound, reply, w, None),
             cmd::IOCTL => self.ioctl(req, compound, reply, w),
             // CHANGE_NOTIFY always goes asynchronous; inside a compound,
             // short of the last request, Windows fails such a request with

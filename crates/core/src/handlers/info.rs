@@ -17,6 +17,8 @@ use crate::breaks::handles_cached;
 use crate::conn::connection::{Compound, Connection, Reply, Req};
 use crate::conn::waiting::Wait;
 use crate::file_table::{stream_id, FileKey};
+use crate::handlers::change::{Alter, Change};
+use crate::handlers::look::{Look, Looked, Part};
 use crate::handlers::{file_info, vfs_status, Then};
 use crate::intent::CallOp;
 use crate::leases::LeaseId;
@@ -27,15 +29,60 @@ use crate::security::{self, Caller};
 use crate::server::Server;
 use copyless_fscc::descriptor::{Descriptor, ALL_PARTS};
 
+/// Whether `part` of open `f` is in memory: the stat of an open file
+/// of a local filesystem is; its streams and descriptor (extended
+/// attributes, which may be a block on disk away), the filesystem's
+/// figures and whatever another filesystem holds are not.
+pub(crate) fn looks_in_place(f: &FileOpen, part: Part) -> bool {
+    part == Part::Stat && f.vfs.data_fd(&f.handle).is_some()
+}
+
+/// Makes `alter` on open `f`: where it is in place, now; else, on the
+/// first run of the request, as a call (Some: the status to return
+/// while the reply waits for it); on the run after the call, from its
+/// result `made`.
+fn change(
+    f: &FileOpen,
+    alter: Alter,
+    made: &mut Option<Result<(), NtStatus>>,
+    req: &Req<'_>,
+    reply: &mut Reply,
+) -> Result<Option<NtStatus>, NtStatus> {
+    if let Some(result) = made.take() {
+        return result.map(|()| None);
+    }
+    let change = Change {
+        handle: f.handle.clone(),
+        alter,
+    };
+    if change.in_place(f.vfs.as_ref()) {
+        return change.perform(f.vfs.as_ref()).map(|()| None);
+    }
+    reply.wait = Some(Wait::Call {
+        vfs: f.vfs.clone(),
+        op: CallOp::Change(change),
+        then: Then::Set {
+            msg: req.msg.to_vec(),
+        },
+    });
+    Ok(Some(status::SUCCESS))
+}
+
 /// FileModeInformation bits a client may set (MS-FSCC 2.4.26).
 const MODE_SETTABLE: u32 = 0x0000_0002 | 0x0000_0004 | 0x0000_0010 | 0x0000_0020;
 
 impl Connection {
+    /// QUERY_INFO. What it needs of the filesystem is read here where
+    /// that is in memory (the stat of an open file of a local
+    /// filesystem), else gathered by a call, after which the query runs
+    /// again with `looked`.
     pub(crate) fn query_info(
         &mut self,
         req: &Req<'_>,
         compound: &mut Compound,
+        reply: &mut Reply,
         w: &mut Writer,
+        looked: Option<Result<Box<Looked>, NtStatus>>,
     ) -> Result<NtStatus, NtStatus> {
         let q = QueryInfoRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
         if q.output_buffer_length > self.max_io || q.input.len() as u64 > u64::from(self.max_io) {
@@ -50,12 +97,47 @@ impl Connection {
             return Err(status::NOT_SUPPORTED);
         };
         let out_len = q.output_buffer_length as usize;
-        let output = match q.info_type {
+        let part = match q.info_type {
             messages::INFO_FILE => {
                 if needs_read_attributes(q.class) && granted & access::FILE_READ_ATTRIBUTES == 0 {
                     return Err(status::ACCESS_DENIED);
                 }
-                let st = f.vfs.stat(&f.handle).map_err(|e| vfs_status(&e))?;
+                if q.class == class::FILE_STREAM_INFORMATION {
+                    Part::Streams
+                } else {
+                    Part::Stat
+                }
+            }
+            messages::INFO_FILESYSTEM => Part::Fs,
+            messages::INFO_SECURITY => {
+                if granted & access::READ_CONTROL == 0 {
+                    return Err(status::ACCESS_DENIED);
+                }
+                Part::Security
+            }
+            _ => return Err(status::NOT_SUPPORTED),
+        };
+        let look = Look {
+            handle: f.handle.clone(),
+            part,
+        };
+        let looked = match looked {
+            Some(looked) => *looked?,
+            None if looks_in_place(f, part) => look.perform(f.vfs.as_ref())?,
+            None => {
+                reply.wait = Some(Wait::Call {
+                    vfs: f.vfs.clone(),
+                    op: CallOp::Look(look),
+                    then: Then::Query {
+                        msg: req.msg.to_vec(),
+                    },
+                });
+                return Ok(status::SUCCESS);
+            }
+        };
+        let output = match part {
+            Part::Stat | Part::Streams => {
+                let st = looked.stat.ok_or(status::INTERNAL_ERROR)?;
                 let (path, delete_pending) = file_state(&server, f);
                 let info = file_info(&st, delete_pending);
                 if q.class == class::FILE_ALTERNATE_NAME_INFORMATION {
@@ -76,32 +158,25 @@ impl Connection {
                     });
                 }
                 let name = path::to_windows(&path);
-                let streams = if q.class == class::FILE_STREAM_INFORMATION {
-                    f.vfs.streams(&f.handle).map_err(|e| vfs_status(&e))?
-                } else {
-                    Vec::new()
-                };
                 let ctx = QueryContext {
                     name: &name,
                     access_mask: granted,
                     position: f.position,
                     mode: f.mode,
                     alignment: 0,
-                    streams: &streams,
+                    streams: &looked.streams,
                 };
                 fscc::query_file_info(q.class, &info, &ctx, out_len).map_err(|e| e.ntstatus())?
             }
-            messages::INFO_FILESYSTEM => {
-                let fs = f.vfs.fs_stat().map_err(|e| vfs_status(&e))?;
+            Part::Fs => {
+                let fs = looked.fs.ok_or(status::INTERNAL_ERROR)?;
                 let info = fs_info(&share_name, &fs);
                 fscc::query_fs_info(q.class, &info, out_len).map_err(|e| e.ntstatus())?
             }
-            messages::INFO_SECURITY => {
-                if granted & access::READ_CONTROL == 0 {
-                    return Err(status::ACCESS_DENIED);
-                }
-                let st = f.vfs.stat(&f.handle).map_err(|e| vfs_status(&e))?;
-                let sd = security::effective(f.vfs.as_ref(), &f.handle, &st)?
+            Part::Security => {
+                let sd = looked
+                    .descriptor
+                    .ok_or(status::INTERNAL_ERROR)?
                     .encode(q.additional_information);
                 if sd.len() > out_len {
                     // The client retries with the size we tell it.
@@ -113,7 +188,6 @@ impl Connection {
                     overflow: false,
                 }
             }
-            _ => return Err(status::NOT_SUPPORTED),
         };
         messages::write_buffer_response(w, &output.data);
         Ok(if output.overflow {
@@ -123,12 +197,17 @@ impl Connection {
         })
     }
 
+    /// SET_INFO. A change the filesystem makes (or a check it answers)
+    /// where that may wait for a disk is a call, after which the request
+    /// runs again with its result, `changed`, and changes the server's
+    /// tables and tells watchers.
     pub(crate) fn set_info(
         &mut self,
         req: &Req<'_>,
         compound: &mut Compound,
         reply: &mut Reply,
         w: &mut Writer,
+        mut made: Option<Result<(), NtStatus>>,
     ) -> Result<NtStatus, NtStatus> {
         let s = SetInfoRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
         if s.buffer.len() as u64 > u64::from(self.max_io) {
@@ -210,24 +289,21 @@ impl Connection {
                     last_write_time: t(b.last_write_time),
                     change_time: t(b.change_time),
                 };
-                if b.attributes != 0 {
-                    // MS-FSA 2.1.5.15.2: a file cannot be made a
-                    // directory, nor a directory temporary.
-                    let kind_bit = if f.is_dir {
-                        attr::TEMPORARY
-                    } else {
-                        attr::DIRECTORY
-                    };
-                    if b.attributes & kind_bit != 0 {
-                        return Err(status::INVALID_PARAMETER);
-                    }
-                    f.vfs
-                        .set_attributes(&f.handle, b.attributes & attr::SETTABLE)
-                        .map_err(|e| vfs_status(&e))?;
+                // MS-FSA 2.1.5.15.2: a file cannot be made a directory,
+                // nor a directory temporary.
+                let kind_bit = if f.is_dir {
+                    attr::TEMPORARY
+                } else {
+                    attr::DIRECTORY
+                };
+                if b.attributes & kind_bit != 0 {
+                    return Err(status::INVALID_PARAMETER);
                 }
-                f.vfs
-                    .set_times(&f.handle, &times)
-                    .map_err(|e| vfs_status(&e))?;
+                let attributes = (b.attributes != 0).then_some(b.attributes & attr::SETTABLE);
+                let alter = Alter::Basic { attributes, times };
+                if let Some(call) = change(f, alter, &mut made, req, reply)? {
+                    return Ok(call);
+                }
                 let class = [
                     (b.attributes != 0, filter::ATTRIBUTES),
                     (times.creation_time.is_some(), filter::CREATION),
@@ -294,12 +370,8 @@ impl Connection {
                     fscc::decode_u32(s.buffer).map_err(bad)? & 1 != 0
                 };
                 if delete {
-                    let st = f.vfs.stat(&f.handle).map_err(|e| vfs_status(&e))?;
-                    if st.attributes & attr::READONLY != 0 {
-                        return Err(status::CANNOT_DELETE);
-                    }
-                    if f.is_dir && !f.vfs.is_empty_dir(&f.handle).map_err(|e| vfs_status(&e))? {
-                        return Err(status::DIRECTORY_NOT_EMPTY);
+                    if let Some(call) = change(f, Alter::Deletable, &mut made, req, reply)? {
+                        return Ok(call);
                     }
                     if let Some(h) = handles_cached(&server, f, my_id, hold) {
                         return self.hold_for_leases(h, reply, hold.1);
@@ -314,7 +386,9 @@ impl Connection {
                 if f.is_dir {
                     return Err(status::INVALID_PARAMETER);
                 }
-                f.vfs.set_len(&f.handle, len).map_err(|e| vfs_status(&e))?;
+                if let Some(call) = change(f, Alter::Len(len), &mut made, req, reply)? {
+                    return Ok(call);
+                }
                 breaks = server.files().break_level2(&f.key, my_id);
                 changed.push((here.clone(), action::MODIFIED, filter::SIZE));
             }
@@ -324,14 +398,8 @@ impl Connection {
                 if f.is_dir {
                     return Err(status::INVALID_PARAMETER);
                 }
-                let st = f.vfs.stat(&f.handle).map_err(|e| vfs_status(&e))?;
-                // An allocation below the end of file cuts the file there.
-                if len < st.size {
-                    f.vfs.set_len(&f.handle, len).map_err(|e| vfs_status(&e))?;
-                } else {
-                    f.vfs
-                        .set_allocation(&f.handle, len)
-                        .map_err(|e| vfs_status(&e))?;
+                if let Some(call) = change(f, Alter::Allocation(len), &mut made, req, reply)? {
+                    return Ok(call);
                 }
                 breaks = server.files().break_level2(&f.key, my_id);
                 changed.push((here.clone(), action::MODIFIED, filter::SIZE));

@@ -20,6 +20,22 @@ const FSCTL_CREATE_OR_GET_OBJECT_ID: u32 = 0x0009_00C0;
 /// What we report as link speed: 10 Gbit/s.
 const LINK_SPEED: u64 = 10_000_000_000;
 
+/// Whether the FSCTL `ctl_code` is answered from what the server keeps
+/// in memory: the negotiation to validate, this connection's address,
+/// the referrals and snapshots there are none of. A pipe's transaction
+/// (whose RPC may look users up) and object ids (kept in extended
+/// attributes) are not.
+pub(crate) fn in_place(ctl_code: u32) -> bool {
+    matches!(
+        ctl_code,
+        m::FSCTL_VALIDATE_NEGOTIATE_INFO
+            | m::FSCTL_QUERY_NETWORK_INTERFACE_INFO
+            | m::FSCTL_DFS_GET_REFERRALS
+            | m::FSCTL_DFS_GET_REFERRALS_EX
+            | FSCTL_SRV_ENUMERATE_SNAPSHOTS
+    )
+}
+
 impl Connection {
     pub(crate) fn ioctl(
         &mut self,

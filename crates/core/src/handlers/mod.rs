@@ -1,10 +1,12 @@
 //! Command handlers that act on opens: one file per concern.
 
+pub mod change;
 pub mod create;
 pub mod dir;
 pub mod file;
 pub mod info;
 pub mod ioctl;
+pub mod look;
 
 use copyless_fscc::FileInfo;
 use copyless_proto::messages::{FileId, FileTimes};
@@ -30,6 +32,10 @@ pub(crate) enum Then {
     Create { msg: Vec<u8>, retrying: bool },
     /// SET_INFO: the open's file is to be renamed.
     Rename(Box<info::Renaming>),
+    /// SET_INFO (`msg`): it runs again with the change's result.
+    Set { msg: Vec<u8> },
+    /// QUERY_INFO (`msg`): it runs again with what was looked up.
+    Query { msg: Vec<u8> },
     /// QUERY_DIRECTORY: its step (a [`dir::DirStep`]) is made.
     List(Box<dir::Querying>),
 }
@@ -38,7 +44,7 @@ impl Then {
     /// The request, for one that runs again.
     pub(crate) fn request(&self) -> Option<&[u8]> {
         match self {
-            Then::Create { msg, .. } => Some(msg),
+            Then::Create { msg, .. } | Then::Query { msg } | Then::Set { msg } => Some(msg),
             Then::Close(_) | Then::Rename(_) | Then::List(_) => None,
         }
     }
@@ -108,6 +114,16 @@ impl Connection {
         match (then, done) {
             (Then::Close(r), Completion::Unlinked(result)) => Ok(self.removed(r, result, w)),
             (Then::Rename(r), Completion::Renamed(result)) => self.renamed(*r, result, w),
+            (Then::Query { msg }, Completion::Looked(looked)) => {
+                let req = Req::kept(&msg, begun, chain);
+                let (compound, reply) = (&mut chain.compound, &mut begun.reply);
+                self.query_info(&req, compound, reply, w, Some(looked))
+            }
+            (Then::Set { msg }, Completion::Changed(made)) => {
+                let req = Req::kept(&msg, begun, chain);
+                let (compound, reply) = (&mut chain.compound, &mut begun.reply);
+                self.set_info(&req, compound, reply, w, Some(made))
+            }
             (Then::List(q), Completion::Listed(step)) => self.listed(*q, *step, begun, chain, w),
             (Then::Create { msg, retrying }, Completion::Opened(opened)) => {
                 let req = Req::kept(&msg, begun, chain);
@@ -134,7 +150,11 @@ impl Connection {
             // Nothing of it is registered before the open is made; the
             // table follows a rename only once it is made; an enumeration
             // that does not come back ends with its connection.
-            Then::Create { .. } | Then::Rename(_) | Then::List(_) => {}
+            Then::Create { .. }
+            | Then::Query { .. }
+            | Then::Set { .. }
+            | Then::Rename(_)
+            | Then::List(_) => {}
         }
     }
 
