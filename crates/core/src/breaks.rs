@@ -124,8 +124,12 @@ impl Connection {
     /// Builds the break notifications decided since the last output
     /// (MS-SMB2 3.3.4.6): MessageId all ones, the open's session, not
     /// signed, sealed when the session encrypts. One for an open already
-    /// closed is dropped.
+    /// closed is dropped. None goes while an open is being made
+    /// (`Connection::making_opens`).
     pub(crate) fn send_notices(&mut self, env: &mut dyn Env, out: &mut Output) {
+        if self.making_opens() {
+            return;
+        }
         for n in std::mem::take(&mut self.notices) {
             let mut w = Writer::new();
             // An oplock's break names the open's session; a lease's none

@@ -11,10 +11,13 @@ use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
 pub use crate::handlers::change::Change;
+pub use crate::handlers::create::Overwrite;
 pub use crate::handlers::dir::DirStep;
 pub use crate::handlers::look::{Look, Looked};
 use copyless_proto::status::NtStatus;
-use copyless_vfs::{Disposition, FileHandle, Identity, Kind, OpenRequest, Opened, Vfs, VfsResult};
+use copyless_vfs::{
+    Disposition, FileHandle, FileStat, Identity, Kind, OpenRequest, Opened, Vfs, VfsResult,
+};
 
 pub use copyless_state::Token;
 
@@ -137,6 +140,9 @@ pub enum Completion {
     Looked(Result<Box<Looked>, NtStatus>),
     /// A [`CallOp::Change`]'s result.
     Changed(Result<(), NtStatus>),
+    /// A [`CallOp::Overwrite`]'s result: the object opened, with its new
+    /// stat.
+    Overwritten(Box<(Opened, VfsResult<FileStat>)>),
 }
 
 impl Completion {
@@ -230,6 +236,9 @@ pub enum CallOp {
     /// changes the server's tables), completing with
     /// [`Completion::Changed`].
     Change(Change),
+    /// The truncation of what a CREATE opened, completing with
+    /// [`Completion::Overwritten`].
+    Overwrite(Box<Overwrite>),
 }
 
 impl CallOp {
@@ -240,7 +249,9 @@ impl CallOp {
             CallOp::Unlink { path, .. } => vec![path],
             CallOp::Rename { from, to, .. } => vec![from, to],
             // The open folder is where it is: no path is looked up.
-            CallOp::List(_) | CallOp::Look(_) | CallOp::Change(_) => Vec::new(),
+            CallOp::List(_) | CallOp::Look(_) | CallOp::Change(_) | CallOp::Overwrite(_) => {
+                Vec::new()
+            }
         }
     }
 }
@@ -304,6 +315,7 @@ impl Call {
             CallOp::List(step) => Completion::Listed(Box::new(step.perform(vfs))),
             CallOp::Look(look) => Completion::Looked(look.perform(vfs).map(Box::new)),
             CallOp::Change(change) => Completion::Changed(change.perform(vfs)),
+            CallOp::Overwrite(o) => Completion::Overwritten(Box::new(o.perform(vfs))),
         };
         (self.token, done)
     }

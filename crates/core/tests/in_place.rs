@@ -415,8 +415,12 @@ fn an_open_that_may_truncate_or_miss_goes_elsewhere() {
 fn an_open_goes_elsewhere_where_the_filesystem_may_wait() {
     // The in-memory share has no descriptors to hand an engine: its
     // files' stat is not taken for memory, though an open is.
-    let (mut c, _) = client();
+    let (mut c, vfs) = client();
     let id = c.create("doc", false).unwrap();
+    assert_eq!(
+        c.call(write_request(id, 0, b"old")).status(),
+        status::SUCCESS
+    );
     assert_eq!(c.close(id), status::SUCCESS);
     let (blocks, id) = opened(&mut c, open_request("doc", OPEN));
     assert!(!blocks);
@@ -427,10 +431,34 @@ fn an_open_goes_elsewhere_where_the_filesystem_may_wait() {
         status::SUCCESS,
         "a stat through a VFS without descriptors"
     );
-    // Nor is its data said to be memory: an overwrite may wait.
-    let (blocks, id) = opened(&mut c, open_request("doc", OVERWRITE_IF));
-    assert!(blocks, "an overwrite where truncating may wait");
-    assert_eq!(c.close(id.unwrap()), status::SUCCESS);
+    assert_eq!(c.close(id), status::SUCCESS);
+    // Nor is its data said to be memory: an overwrite's truncation is a
+    // second call, made once the open is registered.
+    let frame = c.frame(vec![open_request("doc", OVERWRITE_IF)]);
+    assert!(!c.conn.may_block(&frame));
+    let mut out = c.handle_raw(&frame);
+    let call = out.calls.pop().expect("the open's call");
+    assert!(matches!(call.op, CallOp::Open(_)), "{:?}", call.op);
+    let (token, done) = call.perform();
+    let mut out = c.complete(token, done);
+    assert!(out.frames.is_empty(), "the reply waits for the truncation");
+    let call = out.calls.pop().expect("the truncation's call");
+    assert!(matches!(call.op, CallOp::Overwrite(_)), "{:?}", call.op);
+    assert_eq!(
+        copyless_scripted::file_contents(vfs.as_ref(), "doc"),
+        b"old"
+    );
+    // Meanwhile the open is there for others to meet.
+    let (_, other) = opened(&mut c, create_request_with("doc", ALL, 0, OPEN, 0));
+    assert_eq!(other, Err(status::SHARING_VIOLATION));
+    let (token, done) = call.perform();
+    let out = c.complete(token, done);
+    let replies = c.take(out);
+    assert_eq!(replies[0].status(), status::SUCCESS);
+    let created = wire::CreateReply::parse(&replies[0].msg).unwrap();
+    assert_eq!(created.create_action, 3, "FILE_OVERWRITTEN");
+    assert!(copyless_scripted::file_contents(vfs.as_ref(), "doc").is_empty());
+    assert_eq!(c.close(created.file_id), status::SUCCESS);
 }
 
 const FILE_DISPOSITION_INFORMATION: u8 = 13;
@@ -598,7 +626,7 @@ fn names(r: &Reply) -> Vec<String> {
 }
 
 #[test]
-fn a_listing_leaves_as_one_call_and_a_second_query_of_its_open_waits_for_it() {
+fn a_listing_leaves_as_one_call_and_other_queries_of_its_open_wait_in_turn() {
     let (mut c, dir) = posix_client();
     for i in 0..6 {
         std::fs::write(dir.path().join(format!("sub/f{i}")), b"x").unwrap();
@@ -612,23 +640,29 @@ fn a_listing_leaves_as_one_call_and_a_second_query_of_its_open_waits_for_it() {
     assert!(out.frames.is_empty(), "the reply waits for the call");
     let call = out.calls.pop().expect("a call");
     assert!(matches!(call.op, CallOp::List(_)), "{:?}", call.op);
-    // The open's next query comes while the first one's call is out.
-    let frame = c.frame(vec![names_request(id, 0, "*", 40)]);
-    assert!(!c.conn.may_block(&frame));
-    let out = c.handle_raw(&frame);
-    assert!(out.calls.is_empty(), "it waits for the first");
-    let held = c.take(out);
-    assert_eq!(held.len(), 1);
-    assert_eq!(held[0].status(), status::PENDING, "an interim response");
-    let (token, done) = call.perform();
-    let mut out = c.complete(token, done);
+    // The open's next two queries come while the first one's call is
+    // out; they wait for it, and then one for the other.
+    for _ in 0..2 {
+        let frame = c.frame(vec![names_request(id, 0, "*", 40)]);
+        assert!(!c.conn.may_block(&frame));
+        let out = c.handle_raw(&frame);
+        assert!(out.calls.is_empty(), "it waits for the first");
+        let held = c.take(out);
+        assert_eq!(held.len(), 1);
+        assert_eq!(held[0].status(), status::PENDING, "an interim response");
+    }
     let mut listed = Vec::new();
-    // The first reply, then the second query's own call.
-    let second = out.calls.pop().expect("the second query's call");
-    let replies = c.take(out);
-    assert_eq!(replies.len(), 1);
-    listed.extend(names(&replies[0]));
-    let (token, done) = second.perform();
+    let mut call = call;
+    for _ in 0..2 {
+        let (token, done) = call.perform();
+        let mut out = c.complete(token, done);
+        // A reply, then the next query's own call, and only its.
+        call = out.calls.pop().expect("the next query's call");
+        let replies = c.take(out);
+        assert_eq!(replies.len(), 1);
+        listed.extend(names(&replies[0]));
+    }
+    let (token, done) = call.perform();
     let out = c.complete(token, done);
     let replies = c.take(out);
     listed.extend(names(&replies[0]));
@@ -653,11 +687,20 @@ fn a_listing_whose_open_closes_while_its_call_is_out_ends_cleanly() {
     let frame = c.frame(vec![names_request(id, 0, "*", 4096)]);
     let mut out = c.handle_raw(&frame);
     let call = out.calls.pop().expect("a call");
+    let held = c.send(vec![names_request(id, 0, "*", 4096)]);
+    assert_eq!(held[0].status(), status::PENDING);
+    let held = c.send(vec![names_request(id, 0, "*", 4096)]);
+    assert_eq!(held[0].status(), status::PENDING);
     assert_eq!(c.close(id), status::SUCCESS);
     let (token, done) = call.perform();
     let out = c.complete(token, done);
     let replies = c.take(out);
-    assert_eq!(replies[0].status(), status::FILE_CLOSED);
+    let statuses: Vec<u32> = replies.iter().map(|r| r.status()).collect();
+    assert_eq!(
+        statuses,
+        [status::FILE_CLOSED; 3],
+        "the query, and each held behind it"
+    );
     // The folder lists anew on a new open.
     let id = c.create("sub", true).unwrap();
     let r = c.call(names_request(id, 0, "*", 4096));

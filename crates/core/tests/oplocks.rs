@@ -261,3 +261,33 @@ fn an_acknowledgement_by_a_connection_whose_own_open_is_held_goes_elsewhere() {
     let (_, level) = opened(&a.receive(letter.letter)[0]);
     assert_eq!(level, OPLOCK_LEVEL_II);
 }
+
+#[test]
+fn a_break_of_an_open_whose_overwrite_is_still_being_made_follows_its_reply() {
+    let (mut a, mut b) = setup();
+    // a's overwrite leaves its open, then its truncation, as calls.
+    let frame = a.frame(vec![create("doc", OPLOCK_LEVEL_BATCH, OVERWRITE_IF)]);
+    assert!(!a.conn.may_block(&frame));
+    let mut out = a.handle_raw(&frame);
+    let (token, done) = out.calls.pop().expect("the open").perform();
+    let mut out = a.complete(token, done);
+    let truncation = out.calls.pop().expect("the truncation");
+    assert!(out.frames.is_empty());
+    // Meanwhile b opens the file: a's new batch oplock is to be broken.
+    let interim = b.send(vec![create("doc", OPLOCK_LEVEL_BATCH, OPEN_IF)]);
+    assert_eq!(interim[0].status(), status::PENDING);
+    let letter = b.posted.pop().expect("a letter for a");
+    let early = a.conn.receive(letter.letter, &mut a.env);
+    assert!(early.frames.is_empty(), "no break before the open's reply");
+    let (token, done) = truncation.perform();
+    let out = a.complete(token, done);
+    let replies = a.take(out);
+    assert_eq!(replies.len(), 2, "the reply, then the break");
+    let (fa, level) = opened(&replies[0]);
+    assert_eq!(level, OPLOCK_LEVEL_BATCH);
+    assert_eq!(notification(&replies[1]), (fa, OPLOCK_LEVEL_II));
+    assert_eq!(a.call(ack(fa, OPLOCK_LEVEL_II)).status(), status::SUCCESS);
+    let letter = a.posted.pop().expect("b is woken");
+    let (_, level) = opened(&b.receive(letter.letter)[0]);
+    assert_eq!(level, OPLOCK_LEVEL_II);
+}

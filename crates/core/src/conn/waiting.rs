@@ -396,20 +396,39 @@ impl Connection {
         }
     }
 
-    /// Queries held while another query of their open was with a call
-    /// run again (those of other opens hold again).
-    pub(crate) fn wake_held_queries(&mut self) {
-        for (token, w) in &self.waiting {
-            if matches!(
+    /// Whether an open is registered in the file table but not yet kept
+    /// here: a CREATE waits for the truncation of what it opened. Break
+    /// notices wait meanwhile, so that one for the new open (or its
+    /// lease) follows the CREATE's reply rather than being lost or
+    /// coming first.
+    pub(crate) fn making_opens(&self) -> bool {
+        self.waiting.values().any(|w| {
+            matches!(
                 w.finish,
+                Finish::Then(crate::handlers::Then::Overwrite { .. })
+            )
+        })
+    }
+
+    /// The query held longest while another query of its folder was with
+    /// a call (of folder `key`; of any, when not known) runs again: one
+    /// at a time, so that a client that sends many queries of one open
+    /// at once makes each run again once, not once for every other.
+    pub(crate) fn wake_held_query(&mut self, key: Option<FileKey>) {
+        let oldest = self
+            .waiting
+            .iter()
+            .filter(|(_, w)| match &w.finish {
                 Finish::Retry {
                     awaited: Awaited::Listing,
+                    key: k,
                     ..
-                }
-            ) {
-                self.retries.push(*token);
-            }
-        }
+                } => key.is_none_or(|key| *k == key),
+                _ => false,
+            })
+            .map(|(token, _)| *token)
+            .min();
+        self.retries.extend(oldest);
     }
 
     /// Held requests whose oplock breaks were not acknowledged in time:

@@ -12,7 +12,8 @@ use copyless_proto::negotiate::{CAP_DIRECTORY_LEASING, DIALECT_210, DIALECT_300}
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::{utf16, Writer};
 use copyless_vfs::{
-    attr, CreateAction, Disposition, Kind, OpenRequest, Opened, Vfs, VfsError, VfsResult,
+    attr, CreateAction, Disposition, FileHandle, FileStat, Kind, OpenRequest, Opened, Vfs,
+    VfsError, VfsResult,
 };
 
 use crate::access::{self, map_generic};
@@ -26,9 +27,10 @@ use crate::handlers::{file_times, vfs_status, Then};
 use crate::intent::{CallOp, OpenCall};
 use crate::leases;
 use crate::open::{FileOpen, Open, OpenKind};
+use crate::quota::OpenSlot;
 use crate::rights;
 use crate::security::{self, Caller};
-use crate::server::Server;
+use crate::server::{Server, Share};
 
 pub const FILE_DIRECTORY_FILE: u32 = 0x0000_0001;
 pub const FILE_WRITE_THROUGH: u32 = 0x0000_0002;
@@ -76,6 +78,54 @@ enum Opening {
     Done(Outcome),
     /// It waits for the engine to make this call.
     Call(OpenCall),
+    /// What is there is opened and registered; its truncation, with
+    /// these attributes, is the engine's call.
+    Overwrite(Outcome, u32),
+}
+
+/// The truncation of what an OVERWRITE_IF or SUPERSEDE opened, made by
+/// the engine as a call ([`CallOp::Overwrite`]) once the open is
+/// registered, so that a conflicting open never sees data lost.
+#[derive(Debug)]
+pub struct Overwrite {
+    opened: Opened,
+    attrs: u32,
+}
+
+impl Overwrite {
+    /// Makes it through `vfs`, blocking: the object opened, with its new
+    /// stat.
+    pub(crate) fn perform(self, vfs: &dyn Vfs) -> (Opened, VfsResult<FileStat>) {
+        let r = overwrite(vfs, &self.opened.handle, self.attrs);
+        (self.opened, r)
+    }
+}
+
+/// Empties the file open as `h` and gives it `attrs`: its new stat.
+fn overwrite(vfs: &dyn Vfs, h: &FileHandle, attrs: u32) -> VfsResult<FileStat> {
+    vfs.set_len(h, 0)
+        .and_then(|_| vfs.set_attributes(h, attrs))
+        .and_then(|_| vfs.stat(h))
+}
+
+/// A CREATE whose open is made and registered, and what the rest of the
+/// request needs of its first part.
+pub(crate) struct Finishing {
+    index: usize,
+    share: Arc<Share>,
+    id: u64,
+    slot: OpenSlot,
+    oplock: OplockRequest,
+    durable_asked: durable::Asked,
+    app_instance: Option<[u8; 16]>,
+    allocation: Option<u64>,
+    stream: Option<String>,
+    action: u32,
+    granted: u32,
+    maximal: u32,
+    /// The registered open's file, which it leaves if the request ends
+    /// before the open is made.
+    key: FileKey,
 }
 
 /// Create contexts whose handling reaches nothing but memory.
@@ -90,9 +140,10 @@ pub(crate) const MEMORY_ONLY_CONTEXTS: [&[u8]; 5] =
 /// to inherit or check, a descriptor or an allocation sent with it,
 /// watchers to tell (who may have to be looked up), parked durable opens
 /// that may stand in the way, a change the server must mark as its own
-/// while it is made (local.rs), or the truncation of what is there
-/// (OVERWRITE_IF, SUPERSEDE) unless the filesystem keeps its data in
-/// memory, where that waits for nothing either.
+/// while it is made (local.rs). The truncation of what is there
+/// (OVERWRITE_IF, SUPERSEDE) is a second call, once the open is
+/// registered, unless the filesystem keeps its data in memory, where it
+/// waits for nothing.
 pub(crate) fn opens_by_call(
     server: &Server,
     vfs: &dyn Vfs,
@@ -102,9 +153,10 @@ pub(crate) fn opens_by_call(
     stream: &Option<String>,
     read_only: bool,
 ) -> bool {
-    let truncates = matches!(cr.create_disposition, SUPERSEDE | OVERWRITE_IF);
-    (matches!(cr.create_disposition, CREATE | OPEN_IF) || (truncates && vfs.data_in_memory()))
-        && stream.is_none()
+    matches!(
+        cr.create_disposition,
+        CREATE | OPEN_IF | SUPERSEDE | OVERWRITE_IF
+    ) && stream.is_none()
         && may_create(cr, path, read_only).is_ok()
         && contexts
             .iter()
@@ -276,7 +328,6 @@ impl Connection {
             watched_changed: false,
             dir_leasing: self.server_capabilities & CAP_DIRECTORY_LEASING != 0,
         };
-        let client_guid = self.client_guid;
         let connection_opens: usize = self.sessions.values().map(|s| s.opens.len()).sum();
         let session = self
             .sessions
@@ -447,8 +498,9 @@ impl Connection {
             }
             (outcome, _) => outcome?,
         };
-        let outcome = match outcome {
-            Opening::Done(outcome) => outcome,
+        let (outcome, overwrite) = match outcome {
+            Opening::Done(outcome) => (outcome, None),
+            Opening::Overwrite(outcome, attrs) => (outcome, Some(attrs)),
             Opening::Call(call) => {
                 reply.wait = Some(Wait::Call {
                     vfs: share.vfs.clone(),
@@ -462,11 +514,77 @@ impl Connection {
             }
         };
         let Outcome {
-            mut opened,
+            opened,
             action,
             granted,
             maximal,
         } = outcome;
+        let finishing = Finishing {
+            index,
+            share: share.clone(),
+            id,
+            slot,
+            oplock,
+            durable_asked,
+            app_instance,
+            allocation,
+            stream,
+            action,
+            granted,
+            maximal,
+            key: file_key(index, &opened),
+        };
+        if let Some(attrs) = overwrite {
+            reply.wait = Some(Wait::Call {
+                vfs: share.vfs.clone(),
+                op: CallOp::Overwrite(Box::new(Overwrite { opened, attrs })),
+                then: Then::Overwrite {
+                    msg: req.msg.to_vec(),
+                    finishing: Box::new(finishing),
+                },
+            });
+            return Ok(status::SUCCESS);
+        }
+        self.finish_create(req, compound, w, &cr, &contexts, opened, finishing)
+    }
+
+    /// The rest of a CREATE once its open is made and registered (and
+    /// what it opened emptied, if it overwrites): the open is kept, and
+    /// the reply made.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn finish_create(
+        &mut self,
+        req: &Req<'_>,
+        compound: &mut Compound,
+        w: &mut Writer,
+        cr: &CreateRequest<'_>,
+        contexts: &[CreateContext<'_>],
+        mut opened: Opened,
+        finishing: Finishing,
+    ) -> Result<NtStatus, NtStatus> {
+        let Finishing {
+            index,
+            share,
+            id,
+            slot,
+            oplock,
+            durable_asked,
+            app_instance,
+            allocation,
+            stream,
+            action,
+            granted,
+            maximal,
+            key,
+        } = finishing;
+        let server = self.server.clone();
+        let client_guid = self.client_guid;
+        let delete_on_close = cr.create_options & FILE_DELETE_ON_CLOSE != 0;
+        let Some(session) = self.sessions.get_mut(&req.session_id) else {
+            // The session ended while the open was made.
+            server.files().unregister(&key, id, false);
+            return Err(status::USER_SESSION_DELETED);
+        };
         // A new or emptied file gets the allocation asked for (AlSi).
         if let Some(size) = allocation.filter(|s| *s > 0 && !opened.stat.is_dir) {
             if action != ACTION_OPENED {
@@ -479,13 +597,12 @@ impl Connection {
             }
         }
         let created = (action == ACTION_CREATED).then(|| (opened.path.clone(), opened.stat.is_dir));
-        let key = file_key(index, &opened);
         let file_id = FileId {
             persistent: id,
             volatile: id,
         };
         let mut reply_contexts: Vec<(&[u8], Vec<u8>)> = Vec::new();
-        for CreateContext { name, .. } in &contexts {
+        for CreateContext { name, .. } in contexts {
             if *name == cc::MXAC {
                 let mut d = Vec::with_capacity(8);
                 d.extend_from_slice(&0u32.to_le_bytes());
@@ -587,6 +704,38 @@ impl Connection {
         }
         Ok(status::SUCCESS)
     }
+
+    /// An OVERWRITE_IF or SUPERSEDE whose truncation was a call goes on
+    /// from its result.
+    pub(crate) fn overwritten(
+        &mut self,
+        req: &Req<'_>,
+        compound: &mut Compound,
+        w: &mut Writer,
+        finishing: Finishing,
+        (mut opened, result): (Opened, VfsResult<FileStat>),
+    ) -> Result<NtStatus, NtStatus> {
+        match result {
+            Ok(st) => opened.stat = st,
+            Err(e) => {
+                self.server
+                    .files()
+                    .unregister(&finishing.key, finishing.id, false);
+                return Err(vfs_status(&e));
+            }
+        }
+        let cr = CreateRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
+        let contexts = cc::parse_chain(cr.contexts).map_err(|_| status::INVALID_PARAMETER)?;
+        self.finish_create(req, compound, w, &cr, &contexts, opened, finishing)
+    }
+
+    /// What a CREATE whose truncation never completes leaves: its
+    /// registration.
+    pub(crate) fn abandon_overwrite(&mut self, finishing: Finishing) {
+        self.server
+            .files()
+            .unregister(&finishing.key, finishing.id, false);
+    }
 }
 
 fn share_list(server: &Server) -> Vec<copyless_rpc::ShareInfo> {
@@ -632,6 +781,7 @@ fn open_or_create(
     mut first: First,
 ) -> Result<Opening, NtStatus> {
     let disposition = cr.create_disposition;
+    let by_call = matches!(first, First::Call | First::Made(_));
     let granted = map_generic(cr.desired_access, tree.maximal);
     let wants_read = granted & (access::FILE_READ_DATA | access::FILE_EXECUTE) != 0;
     let truncating = matches!(disposition, SUPERSEDE | OVERWRITE | OVERWRITE_IF);
@@ -728,34 +878,33 @@ fn open_or_create(
                     cr.share_access,
                     oplock,
                 )?;
-                let mut opened = opened;
-                let action = if truncating {
-                    let attrs = (cr.file_attributes & attr::SETTABLE) | attr::ARCHIVE;
-                    let r = vfs
-                        .set_len(&opened.handle, 0)
-                        .and_then(|_| vfs.set_attributes(&opened.handle, attrs))
-                        .and_then(|_| vfs.stat(&opened.handle));
-                    match r {
-                        Ok(st) => opened.stat = st,
-                        Err(e) => {
-                            unregister(server, index, &opened, id);
-                            return Err(vfs_status(&e));
-                        }
-                    }
-                    if disposition == SUPERSEDE {
-                        ACTION_SUPERSEDED
-                    } else {
-                        ACTION_OVERWRITTEN
-                    }
-                } else {
-                    ACTION_OPENED
+                let action = match (truncating, disposition) {
+                    (false, _) => ACTION_OPENED,
+                    (true, SUPERSEDE) => ACTION_SUPERSEDED,
+                    (true, _) => ACTION_OVERWRITTEN,
                 };
-                return Ok(Opening::Done(Outcome {
+                let mut outcome = Outcome {
                     opened,
                     action,
                     granted: g.granted,
                     maximal: g.maximal,
-                }));
+                };
+                if truncating {
+                    let attrs = (cr.file_attributes & attr::SETTABLE) | attr::ARCHIVE;
+                    // On the engine's loop, the truncation is a call too,
+                    // unless the data is memory.
+                    if by_call && !vfs.data_in_memory() {
+                        return Ok(Opening::Overwrite(outcome, attrs));
+                    }
+                    match overwrite(vfs, &outcome.opened.handle, attrs) {
+                        Ok(st) => outcome.opened.stat = st,
+                        Err(e) => {
+                            unregister(server, index, &outcome.opened, id);
+                            return Err(vfs_status(&e));
+                        }
+                    }
+                }
+                return Ok(Opening::Done(outcome));
             }
             Err(VfsError::NameNotFound) => {
                 if matches!(disposition, OPEN | OVERWRITE) {

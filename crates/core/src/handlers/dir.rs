@@ -233,6 +233,26 @@ impl Connection {
         compound: &mut Compound,
         reply: &mut Reply,
     ) -> Result<NtStatus, NtStatus> {
+        let result = self.query_directory_now(req, compound, reply);
+        if reply.wait.is_none() && reply.hold.is_none() {
+            // Answered without its enumeration going away (a query woken
+            // for it that failed, its open closed): the next query held
+            // for it goes on.
+            let key = QueryDirectoryRequest::parse(req.msg)
+                .ok()
+                .and_then(|q| self.open_mut(req, compound, q.file_id).ok())
+                .and_then(|o| o.file().map(|f| f.key));
+            self.wake_held_query(key);
+        }
+        result
+    }
+
+    fn query_directory_now(
+        &mut self,
+        req: &Req<'_>,
+        compound: &mut Compound,
+        reply: &mut Reply,
+    ) -> Result<NtStatus, NtStatus> {
         let q = QueryDirectoryRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
         let max_io = self.max_io;
         if q.output_buffer_length > max_io {
@@ -356,7 +376,6 @@ impl Connection {
         chain: &mut Chain,
         w: &mut Writer,
     ) -> Result<NtStatus, NtStatus> {
-        self.wake_held_queries();
         let DirStep {
             en,
             writer,
@@ -372,10 +391,13 @@ impl Connection {
             ..
         }) = self.open_mut(&req, compound, q.file_id)
         else {
+            self.wake_held_query(None);
             return Err(status::FILE_CLOSED);
         };
         f.dir = en;
         f.dir_away = false;
+        let key = f.key;
+        self.wake_held_query(Some(key));
         match error {
             Some(e) if writer.is_empty() => return Err(e),
             None if wants_listing => {

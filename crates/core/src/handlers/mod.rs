@@ -32,6 +32,12 @@ pub(crate) enum Then {
     Create { msg: Vec<u8>, retrying: bool },
     /// SET_INFO: the open's file is to be renamed.
     Rename(Box<info::Renaming>),
+    /// CREATE (`msg`): what it opened is emptied (see
+    /// [`create::Overwrite`]); the rest of the request follows.
+    Overwrite {
+        msg: Vec<u8>,
+        finishing: Box<create::Finishing>,
+    },
     /// SET_INFO (`msg`): it runs again with the change's result.
     Set { msg: Vec<u8> },
     /// QUERY_INFO (`msg`): it runs again with what was looked up.
@@ -45,7 +51,7 @@ impl Then {
     pub(crate) fn request(&self) -> Option<&[u8]> {
         match self {
             Then::Create { msg, .. } | Then::Query { msg } | Then::Set { msg } => Some(msg),
-            Then::Close(_) | Then::Rename(_) | Then::List(_) => None,
+            Then::Close(_) | Then::Rename(_) | Then::List(_) | Then::Overwrite { .. } => None,
         }
     }
 }
@@ -119,6 +125,11 @@ impl Connection {
                 let (compound, reply) = (&mut chain.compound, &mut begun.reply);
                 self.query_info(&req, compound, reply, w, Some(looked))
             }
+            (Then::Overwrite { msg, finishing }, Completion::Overwritten(done)) => {
+                let req = Req::kept(&msg, begun, chain);
+                let compound = &mut chain.compound;
+                self.overwritten(&req, compound, w, *finishing, *done)
+            }
             (Then::Set { msg }, Completion::Changed(made)) => {
                 let req = Req::kept(&msg, begun, chain);
                 let (compound, reply) = (&mut chain.compound, &mut begun.reply);
@@ -147,6 +158,7 @@ impl Connection {
     pub(crate) fn abandon(&mut self, then: Then) {
         match then {
             Then::Close(r) => self.released(r.closing, None),
+            Then::Overwrite { finishing, .. } => self.abandon_overwrite(*finishing),
             // Nothing of it is registered before the open is made; the
             // table follows a rename only once it is made; an enumeration
             // that does not come back ends with its connection.
