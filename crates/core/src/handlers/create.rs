@@ -132,18 +132,19 @@ pub(crate) struct Finishing {
 pub(crate) const MEMORY_ONLY_CONTEXTS: [&[u8]; 5] =
     [cc::MXAC, cc::QFID, cc::RQLS, cc::DHNQ, cc::DH2Q];
 
-/// Whether a CREATE that may make its object leaves its open as a call
-/// to the engine: the open is then all that may wait for a disk, and the
-/// request goes on from its result, on the engine's loop, with nothing
-/// but memory (the object just opened is in the kernel's cache). So not
-/// when anything else may reach the disk: a stream, a stored descriptor
-/// to inherit or check, a descriptor or an allocation sent with it,
-/// watchers to tell (who may have to be looked up), parked durable opens
-/// that may stand in the way, a change the server must mark as its own
-/// while it is made (local.rs). The truncation of what is there
-/// (OVERWRITE_IF, SUPERSEDE) is a second call, once the open is
-/// registered, unless the filesystem keeps its data in memory, where it
-/// waits for nothing.
+/// Whether a CREATE leaves its open as a call to the engine: the open
+/// is then all that may wait for a disk, and the request goes on from
+/// its result, on the engine's loop, with nothing but memory (the object
+/// just opened is in the kernel's cache). So not when anything else may
+/// reach the disk: a stream, a stored descriptor to inherit or check, a
+/// descriptor or an allocation sent with it, watchers to tell (who may
+/// have to be looked up), parked durable opens that may stand in the
+/// way, a change the server must mark as its own while it is made
+/// (local.rs). One that may make its object does so only if it may
+/// (else its one-walk open is not made). The truncation of what is
+/// there (OVERWRITE, OVERWRITE_IF, SUPERSEDE) is a second call, once
+/// the open is registered, unless the filesystem keeps its data in
+/// memory, where it waits for nothing.
 pub(crate) fn opens_by_call(
     server: &Server,
     vfs: &dyn Vfs,
@@ -153,11 +154,13 @@ pub(crate) fn opens_by_call(
     stream: &Option<String>,
     read_only: bool,
 ) -> bool {
-    matches!(
-        cr.create_disposition,
-        CREATE | OPEN_IF | SUPERSEDE | OVERWRITE_IF
-    ) && stream.is_none()
-        && may_create(cr, path, read_only).is_ok()
+    let disposition_allows = match cr.create_disposition {
+        OPEN | OVERWRITE => true,
+        CREATE | OPEN_IF | SUPERSEDE | OVERWRITE_IF => may_create(cr, path, read_only).is_ok(),
+        _ => false,
+    };
+    disposition_allows
+        && stream.is_none()
         && contexts
             .iter()
             .all(|c| MEMORY_ONLY_CONTEXTS.contains(&c.name))
