@@ -66,6 +66,9 @@ pub fn serve(
         config.shares.iter().map(|s| s.name.clone()).collect(),
         config.trace_enabled,
     );
+    // Every logon outcome shows in the metrics from their first scrape,
+    // which may come as soon as the server says it listens.
+    engine::expect_logon_outcomes(&tracer);
     let mut shares = Vec::new();
     for (index, s) in config.shares.iter().enumerate() {
         shares.push(make_share(s, index, &tracer).map_err(|e| (e, 1))?);

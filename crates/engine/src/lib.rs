@@ -38,6 +38,7 @@ pub use admission::AdmissionLimits;
 use admission::{Refusal, Table};
 pub use env::filetime_now;
 use log_limit::RateLimit;
+pub use logons::expect_logon_outcomes;
 use logons::Logons;
 
 /// The engine's own limits; a connection's message sizes are the core's

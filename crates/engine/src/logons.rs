@@ -57,11 +57,18 @@ pub struct Writer {
     thread: JoinHandle<()>,
 }
 
+/// Has `tracer` count every logon outcome from now, at zero until one
+/// happens: called before the metrics are served, so that the first
+/// scrape shows every outcome.
+pub fn expect_logon_outcomes(tracer: &Tracer) {
+    let names: Vec<&'static str> = Outcome::ALL.iter().map(|o| o.name()).collect();
+    tracer.expect_logons(&names);
+}
+
 impl Logons {
     /// Starts the writer; the counters of every outcome show from now.
     pub fn start(tracer: Arc<Tracer>) -> io::Result<(Arc<Logons>, Writer)> {
-        let names: Vec<&'static str> = Outcome::ALL.iter().map(|o| o.name()).collect();
-        tracer.expect_logons(&names);
+        expect_logon_outcomes(&tracer);
         let (queue, incoming) = mpsc::sync_channel(QUEUE);
         let lost = Arc::new(AtomicU64::new(0));
         let thread = {
