@@ -397,28 +397,31 @@ impl Connection {
         f.dir = en;
         f.dir_away = false;
         let key = f.key;
-        self.wake_held_query(Some(key));
-        match error {
-            Some(e) if writer.is_empty() => return Err(e),
+        let result = match error {
+            Some(e) if writer.is_empty() => Err(e),
             None if wants_listing => {
                 let again = Querying {
                     msg: q.msg.clone(),
                     ..q
                 };
                 let reply = &mut begun.reply;
-                return self.dir_step(&req, compound, reply, again, writer, None, single);
+                self.dir_step(&req, compound, reply, again, writer, None, single)
             }
-            _ => {}
-        }
-        if writer.is_empty() {
-            return Err(if q.first {
+            _ if writer.is_empty() => Err(if q.first {
                 status::NO_SUCH_FILE
             } else {
                 status::NO_MORE_FILES
-            });
+            }),
+            _ => {
+                messages::write_buffer_response(w, &writer.finish());
+                Ok(status::SUCCESS)
+            }
+        };
+        // The enumeration stays: the query held longest for it goes on.
+        if begun.reply.wait.is_none() {
+            self.wake_held_query(Some(key));
         }
-        messages::write_buffer_response(w, &writer.finish());
-        Ok(status::SUCCESS)
+        result
     }
 
     /// The room a new listing of open `id` of session `session_id` has:
