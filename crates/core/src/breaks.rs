@@ -127,7 +127,7 @@ impl Connection {
     /// closed is dropped. None goes while an open is being made
     /// (`Connection::making_opens`).
     pub(crate) fn send_notices(&mut self, env: &mut dyn Env, out: &mut Output) {
-        if self.making_opens() {
+        if self.notices.is_empty() || self.making_opens() {
             return;
         }
         for n in std::mem::take(&mut self.notices) {

@@ -39,43 +39,46 @@ pub struct Change {
 impl Change {
     /// Makes it through `vfs`, blocking.
     pub(crate) fn perform(&self, vfs: &dyn Vfs) -> Result<(), NtStatus> {
-        let h = &self.handle;
-        let fs = |e| vfs_status(&e);
-        match self.alter {
-            Alter::Basic { attributes, times } => {
-                if let Some(a) = attributes {
-                    vfs.set_attributes(h, a).map_err(fs)?;
-                }
-                vfs.set_times(h, &times).map_err(fs)
+        make(vfs, &self.handle, self.alter)
+    }
+}
+
+/// Makes `alter` on the object open as `h` through `vfs`, blocking.
+pub(crate) fn make(vfs: &dyn Vfs, h: &FileHandle, alter: Alter) -> Result<(), NtStatus> {
+    let fs = |e| vfs_status(&e);
+    match alter {
+        Alter::Basic { attributes, times } => {
+            if let Some(a) = attributes {
+                vfs.set_attributes(h, a).map_err(fs)?;
             }
-            Alter::Len(len) => vfs.set_len(h, len).map_err(fs),
-            Alter::Allocation(len) => {
-                if len < vfs.stat(h).map_err(fs)?.size {
-                    vfs.set_len(h, len).map_err(fs)
-                } else {
-                    vfs.set_allocation(h, len).map_err(fs)
-                }
-            }
-            Alter::Deletable => {
-                if vfs.stat(h).map_err(fs)?.attributes & attr::READONLY != 0 {
-                    return Err(status::CANNOT_DELETE);
-                }
-                if h.is_dir && !vfs.is_empty_dir(h).map_err(fs)? {
-                    return Err(status::DIRECTORY_NOT_EMPTY);
-                }
-                Ok(())
+            vfs.set_times(h, &times).map_err(fs)
+        }
+        Alter::Len(len) => vfs.set_len(h, len).map_err(fs),
+        Alter::Allocation(len) => {
+            if len < vfs.stat(h).map_err(fs)?.size {
+                vfs.set_len(h, len).map_err(fs)
+            } else {
+                vfs.set_allocation(h, len).map_err(fs)
             }
         }
+        Alter::Deletable => {
+            if vfs.stat(h).map_err(fs)?.attributes & attr::READONLY != 0 {
+                return Err(status::CANNOT_DELETE);
+            }
+            if h.is_dir && !vfs.is_empty_dir(h).map_err(fs)? {
+                return Err(status::DIRECTORY_NOT_EMPTY);
+            }
+            Ok(())
+        }
     }
+}
 
-    /// Whether it is made where the request is handled: the stat of an
-    /// open file of a local filesystem is in memory, so checking that a
-    /// file may be deleted is; a folder's entries, attributes (extended
-    /// attributes, which may be a block on disk away), times, sizes and
-    /// whatever another filesystem holds are not.
-    pub(crate) fn in_place(&self, vfs: &dyn Vfs) -> bool {
-        matches!(self.alter, Alter::Deletable)
-            && !self.handle.is_dir
-            && vfs.data_fd(&self.handle).is_some()
-    }
+/// Whether `alter` of the object open as `h` is made where the request
+/// is handled: the stat of an open file of a local filesystem is in
+/// memory, so checking that a file may be deleted is; a folder's
+/// entries, attributes (extended attributes, which may be a block on
+/// disk away), times, sizes and whatever another filesystem holds are
+/// not.
+pub(crate) fn in_place(vfs: &dyn Vfs, h: &FileHandle, alter: Alter) -> bool {
+    matches!(alter, Alter::Deletable) && !h.is_dir && vfs.data_fd(h).is_some()
 }

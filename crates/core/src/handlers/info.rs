@@ -17,8 +17,8 @@ use crate::breaks::handles_cached;
 use crate::conn::connection::{Compound, Connection, Reply, Req};
 use crate::conn::waiting::Wait;
 use crate::file_table::{stream_id, FileKey};
-use crate::handlers::change::{Alter, Change};
-use crate::handlers::look::{Look, Looked, Part};
+use crate::handlers::change::{self, Alter, Change};
+use crate::handlers::look::{self, Look, Looked, Part};
 use crate::handlers::{file_info, vfs_status, Then};
 use crate::intent::CallOp;
 use crate::leases::LeaseId;
@@ -51,16 +51,16 @@ fn change(
     if let Some(result) = made.take() {
         return result.map(|()| None);
     }
-    let change = Change {
-        handle: f.handle.clone(),
-        alter,
-    };
-    if change.in_place(f.vfs.as_ref()) {
-        return change.perform(f.vfs.as_ref()).map(|()| None);
+    let vfs = f.vfs.as_ref();
+    if change::in_place(vfs, &f.handle, alter) {
+        return change::make(vfs, &f.handle, alter).map(|()| None);
     }
     reply.wait = Some(Wait::Call {
         vfs: f.vfs.clone(),
-        op: CallOp::Change(change),
+        op: CallOp::Change(Change {
+            handle: f.handle.clone(),
+            alter,
+        }),
         then: Then::Set {
             msg: req.msg.to_vec(),
         },
@@ -117,17 +117,16 @@ impl Connection {
             }
             _ => return Err(status::NOT_SUPPORTED),
         };
-        let look = Look {
-            handle: f.handle.clone(),
-            part,
-        };
         let looked = match looked {
             Some(looked) => *looked?,
-            None if looks_in_place(f, part) => look.perform(f.vfs.as_ref())?,
+            None if looks_in_place(f, part) => look::gather(f.vfs.as_ref(), &f.handle, part)?,
             None => {
                 reply.wait = Some(Wait::Call {
                     vfs: f.vfs.clone(),
-                    op: CallOp::Look(look),
+                    op: CallOp::Look(Look {
+                        handle: f.handle.clone(),
+                        part,
+                    }),
                     then: Then::Query {
                         msg: req.msg.to_vec(),
                     },

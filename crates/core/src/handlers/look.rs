@@ -45,22 +45,26 @@ pub struct Looked {
 impl Look {
     /// Gathers it through `vfs`, blocking.
     pub(crate) fn perform(&self, vfs: &dyn Vfs) -> Result<Looked, NtStatus> {
-        let h = &self.handle;
-        let stat = || vfs.stat(h).map_err(|e| vfs_status(&e));
-        let mut looked = Looked::default();
-        match self.part {
-            Part::Stat => looked.stat = Some(stat()?),
-            Part::Streams => {
-                looked.stat = Some(stat()?);
-                looked.streams = vfs.streams(h).map_err(|e| vfs_status(&e))?;
-            }
-            Part::Fs => looked.fs = Some(vfs.fs_stat().map_err(|e| vfs_status(&e))?),
-            Part::Security => {
-                let st = stat()?;
-                looked.descriptor = Some(security::effective(vfs, h, &st)?);
-                looked.stat = Some(st);
-            }
-        }
-        Ok(looked)
+        gather(vfs, &self.handle, self.part)
     }
+}
+
+/// Gathers `part` of the object open as `h` through `vfs`, blocking.
+pub(crate) fn gather(vfs: &dyn Vfs, h: &FileHandle, part: Part) -> Result<Looked, NtStatus> {
+    let stat = || vfs.stat(h).map_err(|e| vfs_status(&e));
+    let mut looked = Looked::default();
+    match part {
+        Part::Stat => looked.stat = Some(stat()?),
+        Part::Streams => {
+            looked.stat = Some(stat()?);
+            looked.streams = vfs.streams(h).map_err(|e| vfs_status(&e))?;
+        }
+        Part::Fs => looked.fs = Some(vfs.fs_stat().map_err(|e| vfs_status(&e))?),
+        Part::Security => {
+            let st = stat()?;
+            looked.descriptor = Some(security::effective(vfs, h, &st)?);
+            looked.stat = Some(st);
+        }
+    }
+    Ok(looked)
 }
