@@ -156,7 +156,9 @@ pub struct OwnChanges {
     /// The engine watches something: only then are marks kept, since
     /// only its drains retire them.
     active: AtomicBool,
-    marks: Mutex<Marks>,
+    /// Shared with the guards, which may outlive a borrow of the server:
+    /// a change made by a call ends when the call completes.
+    marks: Arc<Mutex<Marks>>,
 }
 
 #[derive(Default)]
@@ -178,7 +180,7 @@ struct Mark {
 
 impl OwnChanges {
     fn lock(&self) -> MutexGuard<'_, Marks> {
-        self.marks.lock().unwrap_or_else(|e| e.into_inner())
+        lock_marks(&self.marks)
     }
 
     /// Whether marks are kept (the engine watches some directory).
@@ -195,7 +197,7 @@ impl OwnChanges {
     }
 
     /// Marks `paths` of `share` until the guard goes and one drain more.
-    pub(crate) fn begin<'a>(&'a self, share: usize, paths: &[&str]) -> OwnGuard<'a> {
+    pub(crate) fn begin(&self, share: usize, paths: &[&str]) -> OwnGuard {
         let mut keys = Vec::new();
         if self.active.load(Ordering::Acquire) {
             let mut marks = self.lock();
@@ -212,7 +214,8 @@ impl OwnChanges {
                 keys.push(key);
             }
         }
-        OwnGuard { own: self, keys }
+        let marks = (!keys.is_empty()).then(|| self.marks.clone());
+        OwnGuard { marks, keys }
     }
 
     /// A drain of the kernel's queue begins: marks whose changes ended
@@ -241,18 +244,23 @@ impl OwnChanges {
     }
 }
 
+fn lock_marks(marks: &Mutex<Marks>) -> MutexGuard<'_, Marks> {
+    marks.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Ends its marks when dropped.
-pub(crate) struct OwnGuard<'a> {
-    own: &'a OwnChanges,
+pub(crate) struct OwnGuard {
+    /// None when nothing was marked.
+    marks: Option<Arc<Mutex<Marks>>>,
     keys: Vec<(usize, String)>,
 }
 
-impl Drop for OwnGuard<'_> {
+impl Drop for OwnGuard {
     fn drop(&mut self) {
-        if self.keys.is_empty() {
+        let Some(marks) = self.marks.take() else {
             return;
-        }
-        let mut marks = self.own.lock();
+        };
+        let mut marks = lock_marks(&marks);
         let epoch = marks.epoch;
         for key in self.keys.drain(..) {
             if let Some(m) = marks.by_path.get_mut(&key) {

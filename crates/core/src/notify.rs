@@ -30,9 +30,16 @@ pub struct Watch {
     overflowed: bool,
     /// The output buffer length of the first request.
     capacity: usize,
+    /// It watches the folder's whole tree (WATCH_TREE).
+    tree: bool,
 }
 
 impl Watch {
+    /// Whether it watches the folder's whole tree.
+    pub(crate) fn watches_tree(&self) -> bool {
+        self.tree
+    }
+
     /// Keeps a change for the next answer, or notes that too many came.
     /// A change just like the one before it says nothing new (a file
     /// written several times before it is closed).
@@ -133,13 +140,14 @@ impl Connection {
         // depth are ignored.
         let mut watched_changed = false;
         let watch = f.watch.get_or_insert_with(|| {
+            let tree = n.flags & WATCH_TREE != 0;
             watched_changed = server.files().watch(
                 &f.key,
                 Watcher {
                     connection,
                     open: volatile,
                     filter: n.completion_filter,
-                    recursive: n.flags & WATCH_TREE != 0,
+                    recursive: tree,
                 },
             );
             Box::new(Watch {
@@ -147,6 +155,7 @@ impl Connection {
                 bytes: 0,
                 overflowed: false,
                 capacity: room as usize,
+                tree,
             })
         });
         if watched_changed {

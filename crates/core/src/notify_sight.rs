@@ -72,6 +72,22 @@ struct Looks {
 }
 
 impl Connection {
+    /// Whether a change this connection makes may need a look on disk
+    /// before its own watchers hear of it: one of its opens watches a
+    /// tree. Other connections' watchers are told by letter, which says
+    /// itself whether it may block (post.rs). An engine that serves
+    /// sockets on one thread runs requests that change names, sizes,
+    /// times or attributes elsewhere then.
+    pub(crate) fn reports_need_looks(&self) -> bool {
+        self.server.has_watchers()
+            && self.sessions.values().any(|s| {
+                s.opens.values().any(|o| match &o.kind {
+                    OpenKind::File(f) => f.watch.as_ref().is_some_and(|w| w.watches_tree()),
+                    OpenKind::Pipe(_) => false,
+                })
+            })
+    }
+
     /// `seen` without the changes their watchers may not see.
     pub(crate) fn in_sight(&mut self, seen: Vec<Seen>) -> Vec<Seen> {
         if !seen.iter().any(needs_look) {

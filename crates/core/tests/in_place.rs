@@ -6,8 +6,11 @@
 //! watch has gathered). A CLOSE that removes its file, an open that may
 //! create, a rename that replaces nothing, a listing and a query of what
 //! is not in the open file's stat hand their filesystem work on as a
-//! call. A CLOSE that reports a change to a watcher, asks attributes
-//! back, ends a watch or may let a held request run again reaches the
+//! call, also while folders are watched (what a call changes stays the
+//! server's own change until it is made). A CLOSE that reports a change
+//! to a watcher of a tree on its own connection (whose rights beneath
+//! are looked up), asks attributes back of what only the VFS reaches,
+//! ends a watch or may let a held request run again reaches the
 //! filesystem while it is handled, and must go elsewhere; so must an
 //! open that may truncate or look a name up on disk, the deletion of a
 //! folder, which must be found empty first, and the first CHANGE_NOTIFY
@@ -15,15 +18,16 @@
 
 use std::sync::Arc;
 
-use copyless_core::{CallOp, Completion};
+use copyless_core::{CallOp, Completion, Server};
+use copyless_fscc::notify::action;
 use copyless_proto::client::{self as wire, OPTION_DELETE_ON_CLOSE};
 use copyless_proto::command;
 use copyless_proto::messages::{FileId, CLOSE_FLAG_POSTQUERY_ATTRIB};
 use copyless_proto::status;
 use copyless_scripted::{
     close_request, config, create_request, create_request_with, lock_request, memory_server,
-    names_in, names_request, notify_request, rename_info, write_request, Client, Reply, Request,
-    Users,
+    names_in, names_request, notify_entries, notify_request, rename_info, write_request, Client,
+    Reply, Request, Users,
 };
 use copyless_vfs::memory::MemoryVfs;
 use copyless_vfs::{Identity, Kind, OpenRequest, Vfs, VfsError};
@@ -232,6 +236,12 @@ const FILE_STREAM_INFORMATION: u8 = 22;
 /// A client of a server whose share is a folder of this machine's own
 /// filesystem, where the kernel's cache decides what is found in place.
 fn posix_client() -> (Client, tempfile::TempDir) {
+    let (_, c, dir) = posix_share();
+    (c, dir)
+}
+
+/// [`posix_client`], with its server, for more clients.
+fn posix_share() -> (Arc<Server>, Client, tempfile::TempDir) {
     // tmpfs: a filesystem whose metadata lives in memory, wherever the
     // machine keeps its temporary files.
     let dir = tempfile::tempdir_in("/dev/shm").unwrap();
@@ -242,7 +252,7 @@ fn posix_client() -> (Client, tempfile::TempDir) {
     let server = copyless_scripted::server(dir.path(), config(), users);
     // Just made: what their xattrs hold is in memory, though not yet
     // remembered (see the VFS's meta.rs).
-    let mut c = Client::login(server, "alice", "pw");
+    let mut c = Client::login(server.clone(), "alice", "pw");
     // The first lookups may have to read folders and attributes.
     for name in ["", "sub\\doc"] {
         let id = c
@@ -250,7 +260,7 @@ fn posix_client() -> (Client, tempfile::TempDir) {
             .unwrap();
         assert_eq!(c.close(id), status::SUCCESS);
     }
-    (c, dir)
+    (server, c, dir)
 }
 
 fn open_request(name: &str, disposition: u32) -> Request {
@@ -304,10 +314,30 @@ fn changes(op: &CallOp) -> bool {
     matches!(op, CallOp::Change(_))
 }
 
+fn opens(op: &CallOp) -> bool {
+    matches!(op, CallOp::Open(_))
+}
+
+fn renames(op: &CallOp) -> bool {
+    matches!(op, CallOp::Rename { .. })
+}
+
+fn unlinks(op: &CallOp) -> bool {
+    matches!(op, CallOp::Unlink { .. })
+}
+
 /// Sends `req` the way an engine that serves sockets on one thread
 /// does: checks it leaves what it needs as one call, of the kind `is`
 /// says, and nothing else, makes the call, and returns the reply.
 fn by_call(c: &mut Client, req: Request, is: fn(&CallOp) -> bool) -> Reply {
+    let mut replies = all_by_call(c, req, is);
+    assert_eq!(replies.len(), 1);
+    replies.pop().unwrap()
+}
+
+/// [`by_call`], returning every reply that follows the call: the
+/// request's, then those of watchers told of its change.
+fn all_by_call(c: &mut Client, req: Request, is: fn(&CallOp) -> bool) -> Vec<Reply> {
     let frame = c.frame(vec![req]);
     assert!(!c.conn.may_block(&frame));
     let mut out = c.handle_raw(&frame);
@@ -317,28 +347,14 @@ fn by_call(c: &mut Client, req: Request, is: fn(&CallOp) -> bool) -> Reply {
     assert!(is(&call.op), "{:?}", call.op);
     let (token, done) = call.perform();
     let out = c.complete(token, done);
-    let mut replies = c.take(out);
-    assert_eq!(replies.len(), 1);
-    replies.pop().unwrap()
+    c.take(out)
 }
 
 /// Sends a CREATE the way an engine that serves sockets on one thread
 /// does when it may not block: checks it leaves its open as a call and
 /// nothing else, makes the call, and returns the reply.
 fn opened_by_call(c: &mut Client, create: Request) -> Reply {
-    let frame = c.frame(vec![create]);
-    assert!(!c.conn.may_block(&frame));
-    let mut out = c.handle_raw(&frame);
-    assert!(out.frames.is_empty(), "the reply waits for the open");
-    assert!(out.intents.is_empty());
-    let call = out.calls.pop().expect("a call");
-    assert!(out.calls.is_empty());
-    assert!(matches!(call.op, CallOp::Open(_)), "{call:?}");
-    let (token, done) = call.perform();
-    let out = c.complete(token, done);
-    let mut replies = c.take(out);
-    assert_eq!(replies.len(), 1);
-    replies.remove(0)
+    by_call(c, create, opens)
 }
 
 #[test]
@@ -376,14 +392,129 @@ fn an_open_that_may_create_leaves_its_open_as_a_call() {
 }
 
 #[test]
-fn an_open_that_may_create_goes_elsewhere_when_watchers_must_hear_of_it() {
+fn an_open_that_may_create_goes_elsewhere_when_this_connection_watches_a_tree() {
     let (mut c, _dir) = posix_client();
     let dir = c.create("", true).unwrap();
     let waiting = c.send(vec![notify_request(dir, FILTER, true, 4096)]);
     assert!(waiting.iter().all(|r| r.status() == status::PENDING));
     let (blocks, id) = opened(&mut c, open_request("sub\\new", CREATE));
-    assert!(blocks);
+    assert!(blocks, "whether the watcher may see beneath is looked up");
     assert!(id.is_ok());
+}
+
+/// An open of folder `name` to watch.
+fn folder(c: &mut Client, name: &str) -> FileId {
+    let id = c.open(create_request_with(name, READ, SHARE_ALL, OPEN, 1));
+    id.unwrap()
+}
+
+#[test]
+fn watchers_of_a_folder_hear_of_what_calls_made() {
+    let (mut c, _dir) = posix_client();
+    let sub = folder(&mut c, "sub");
+    let (blocks, waiting) = sent(&mut c, vec![notify_request(sub, FILTER, false, 4096)]);
+    assert_eq!(waiting, vec![status::PENDING]);
+    assert!(blocks, "the watch is set up on disk");
+    // Made by a call while the folder is watched, and reported: the
+    // watcher sees only its own folder, which needs no look.
+    let replies = all_by_call(&mut c, open_request("sub\\new", CREATE), opens);
+    assert_eq!(replies.len(), 2, "the open, and the watcher told");
+    let new = wire::CreateReply::parse(&replies[0].msg).unwrap().file_id;
+    assert_eq!(
+        notify_entries(&replies[1]),
+        vec![(action::ADDED, "new".into())]
+    );
+    let again = vec![notify_request(sub, FILTER, false, 4096)];
+    assert_eq!(sent(&mut c, again), (false, vec![status::PENDING]));
+    let rename = set_info(
+        new,
+        FILE_RENAME_INFORMATION,
+        &rename_info("sub\\moved", false),
+    );
+    let replies = all_by_call(&mut c, rename, renames);
+    assert_eq!(replies[0].status(), status::SUCCESS);
+    assert_eq!(
+        notify_entries(&replies[1]),
+        vec![
+            (action::RENAMED_OLD_NAME, "new".into()),
+            (action::RENAMED_NEW_NAME, "moved".into()),
+            // As Windows reports a renamed file to a watcher of times.
+            (action::MODIFIED, "moved".into()),
+        ]
+    );
+    let again = vec![notify_request(sub, FILTER, false, 4096)];
+    assert_eq!(sent(&mut c, again), (false, vec![status::PENDING]));
+    let mark = set_info(new, FILE_DISPOSITION_INFORMATION, &[1]);
+    assert_eq!(sent(&mut c, vec![mark]), (false, vec![status::SUCCESS]));
+    let replies = all_by_call(&mut c, close_request(new), unlinks);
+    assert_eq!(replies[0].status(), status::SUCCESS);
+    assert_eq!(
+        notify_entries(&replies[1]),
+        vec![(action::REMOVED, "moved".into())]
+    );
+}
+
+#[test]
+fn a_tree_watched_on_another_connection_hears_of_calls_by_letter() {
+    let (server, mut c, _dir) = posix_share();
+    let mut watcher = Client::login(server, "alice", "pw");
+    let root = folder(&mut watcher, "");
+    let waiting = watcher.send(vec![notify_request(root, FILTER, true, 4096)]);
+    assert_eq!(waiting[0].status(), status::PENDING);
+    let replies = all_by_call(&mut c, open_request("sub\\new", CREATE), opens);
+    assert_eq!(replies.len(), 1, "the open; its watcher is elsewhere");
+    assert_eq!(replies[0].status(), status::SUCCESS);
+    let letters = std::mem::take(&mut c.posted);
+    assert_eq!(letters.len(), 1);
+    let letter = letters.into_iter().next().unwrap().letter;
+    assert!(
+        letter.may_block(),
+        "the watcher's rights beneath its folder are looked up where it is"
+    );
+    let told = watcher.receive(letter);
+    assert_eq!(
+        notify_entries(&told[0]),
+        vec![(action::ADDED, "sub\\new".into())]
+    );
+}
+
+#[test]
+fn what_a_call_changes_stays_the_servers_own_until_it_is_made() {
+    use copyless_core::local::{LocalChange, What};
+    let (server, mut c, _dir) = posix_share();
+    let mut watcher = Client::login(server.clone(), "alice", "pw");
+    let sub = folder(&mut watcher, "sub");
+    let waiting = watcher.send(vec![notify_request(sub, FILTER, false, 4096)]);
+    assert_eq!(waiting[0].status(), status::PENDING);
+    // The engine watches the folder: the kernel reports the server's
+    // changes too.
+    let own = server.own_changes();
+    own.set_active(true);
+    let local = |path: &str| {
+        server.local_changes(&[LocalChange {
+            share: 0,
+            path: path.into(),
+            what: What::Added { is_dir: false },
+        }])
+    };
+    let frame = c.frame(vec![open_request("sub\\new", CREATE)]);
+    assert!(!c.conn.may_block(&frame));
+    let mut out = c.handle_raw(&frame);
+    let call = out.calls.pop().expect("the open, as a call");
+    assert!(local("sub/new").is_empty(), "marked before the call");
+    assert_eq!(local("sub/other").len(), 1, "another name is news");
+    let (token, done) = call.perform();
+    own.drain_begins();
+    assert!(local("sub/new").is_empty(), "marked while the call is out");
+    let replies = c.complete(token, done);
+    assert_eq!(c.take(replies)[0].status(), status::SUCCESS);
+    assert_eq!(c.posted.len(), 1, "the server reports its own change");
+    // Every event the kernel queued before the call returned has been
+    // read once a drain begins after it ended.
+    own.drain_begins();
+    assert!(local("sub/new").is_empty(), "until a drain after the call");
+    own.drain_begins();
+    assert_eq!(local("sub/new").len(), 1, "then a local change is news");
 }
 
 #[test]

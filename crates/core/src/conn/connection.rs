@@ -633,11 +633,11 @@ impl Connection {
     /// attributes asked back (POSTQUERY_ATTRIB) of a file on a local
     /// filesystem are in memory. Anything more reaches the filesystem
     /// while the close is handled, and is not done in place: a stream to
-    /// delete, a removal the server marks as its own change (local.rs),
-    /// the attributes of what another filesystem holds, a watch to end, a change to report to watchers
-    /// (who may have to be looked up on disk), held requests of this
-    /// connection that the close may let run again. An open named by
-    /// a related request, or not found, is not looked at further.
+    /// delete, the attributes of what another filesystem holds, a watch
+    /// to end, a change to report to this connection's watchers of a
+    /// tree (see [`Connection::reports_need_looks`]), held requests of
+    /// this connection that the close may let run again. An open named
+    /// by a related request, or not found, is not looked at further.
     fn closes_in_place(&self, m: &copyless_proto::compound::Message<'_>) -> bool {
         if m.header.is_related() || !self.waiting.is_empty() || !self.retries.is_empty() {
             return false;
@@ -655,12 +655,10 @@ impl Connection {
             return false;
         }
         let deletes = f.delete_on_close || self.server.files().deletes_at_close(&f.key);
-        // A file's removal leaves as a call (handlers/file.rs says when),
-        // a stream's does not.
-        let removes_here = f.handle.stream.is_some() || self.server.own_changes().is_active();
+        // A file's removal leaves as a call, a stream's does not.
         !(f.watch.is_some()
-            || (self.server.has_watchers() && (f.written || deletes))
-            || (deletes && removes_here))
+            || ((f.written || deletes) && self.reports_need_looks())
+            || (deletes && f.handle.stream.is_some()))
     }
 
     /// Whether no request of this connection is held or waits to run
@@ -693,16 +691,14 @@ impl Connection {
     /// take 6 us where handing them to another thread, or to the kernel's
     /// own workers as io_uring operations, takes over 20 (`cargo run
     /// --release -p copyless-engine --example fs_hop`). Whatever may
-    /// create, truncate, reclaim a durable open, close other opens (an
-    /// application instance, a parked durable open in the way), open a
-    /// stream or read a stored descriptor is not done in place.
+    /// create, truncate, reclaim a durable open, close an application
+    /// instance's opens, open a stream or read a stored descriptor is not
+    /// done in place. A parked durable open found in the way is let go
+    /// of as a CLOSE in place would (removed on the spot only if it was
+    /// to be deleted, which a reconnecting client rarely leaves).
     fn opens_in_place(&self, m: &copyless_proto::compound::Message<'_>) -> bool {
         use copyless_proto::create_context as cc;
-        if m.header.is_related()
-            || !self.waiting.is_empty()
-            || !self.retries.is_empty()
-            || !self.server.durable.is_empty()
-        {
+        if m.header.is_related() || !self.waiting.is_empty() || !self.retries.is_empty() {
             return false;
         }
         let Ok(cr) = messages::CreateRequest::parse(m.bytes) else {
@@ -757,24 +753,24 @@ impl Connection {
         let Ok(name) = crate::names::path::from_smb_with_stream(cr.name) else {
             return false;
         };
-        crate::handlers::create::opens_by_call(
-            &self.server,
-            share.vfs.as_ref(),
-            &cr,
-            &contexts,
-            &name.path,
-            &name.stream,
-            read_only,
-        )
+        !self.reports_need_looks()
+            && crate::handlers::create::opens_by_call(
+                share.vfs.as_ref(),
+                &cr,
+                &contexts,
+                &name.path,
+                &name.stream,
+                read_only,
+            )
     }
 
     /// Whether the SET_INFO `m` changes only what the server keeps in
     /// memory, or what it changes on the filesystem is its call
     /// (handlers/change.rs): everything but a security descriptor, a
     /// rename that is not made by a call
-    /// ([`crate::handlers::info::renames_by_call`]) and, while anyone
-    /// watches for changes, a change watchers are told of (who may have
-    /// to be looked up on disk).
+    /// ([`crate::handlers::info::renames_by_call`]) and, while this
+    /// connection watches a tree, a change its watchers are told of (see
+    /// [`Connection::reports_need_looks`]).
     fn sets_in_place(&self, m: &copyless_proto::compound::Message<'_>) -> bool {
         use copyless_fscc::class;
         let Ok(set) = messages::SetInfoRequest::parse(m.bytes) else {
@@ -784,12 +780,13 @@ impl Connection {
             (messages::INFO_SECURITY, _) => false,
             (messages::INFO_FILE, class::FILE_RENAME_INFORMATION) => {
                 !m.header.is_related()
+                    && !self.reports_need_looks()
                     && self
                         .file_open(m.header.session_id, set.file_id.volatile)
                         .is_some_and(|f| {
                             copyless_fscc::decode_rename(set.buffer).is_ok_and(|r| {
                                 let replace = r.replace_if_exists;
-                                crate::handlers::info::renames_by_call(&self.server, f, replace)
+                                crate::handlers::info::renames_by_call(f, replace)
                             })
                         })
             }
@@ -797,7 +794,7 @@ impl Connection {
                 messages::INFO_FILE,
                 class::FILE_POSITION_INFORMATION | class::FILE_MODE_INFORMATION,
             ) => true,
-            _ => !self.server.has_watchers(),
+            _ => !self.reports_need_looks(),
         }
     }
 

@@ -22,6 +22,7 @@ use crate::conn::post::{ConnectionId, Kind};
 use crate::env::Env;
 use crate::file_table::{Closed, FileKey, LockWaiter, Locked};
 use crate::leases::LeaseId;
+use crate::local::OwnGuard;
 use crate::locks::ByteLock;
 use crate::open::{current_path, let_go, Open, Unlink};
 use copyless_fscc::notify::{action, filter};
@@ -251,16 +252,7 @@ impl Connection {
     /// on Windows), and lock requests its locks stood in the way of are
     /// tried again.
     pub(crate) fn release(&mut self, session_id: u64, open: Open) {
-        let share = open.file().map(|f| f.key.0);
-        let path = share
-            .filter(|_| self.server.own_changes().is_active())
-            .and_then(|_| open.file().and_then(|f| current_path(&self.server, &f.key)));
-        // The server's own change (local.rs), marked from before the open
-        // leaves the table until the file is gone.
-        let server = self.server.clone();
-        let _own = server
-            .own_changes()
-            .begin(share.unwrap_or(0), path.as_deref().as_slice());
+        let _own = self.mark_removal(&open);
         let (closing, unlink) = self.let_go(session_id, open);
         // Failure here (the directory became non-empty) leaves the file,
         // as Windows leaves it when the delete cannot happen.
@@ -271,6 +263,16 @@ impl Connection {
                 .then_some((u.path, u.is_dir))
         });
         self.released(closing, removed);
+    }
+
+    /// Marks the path of `open`'s file as the server's own change
+    /// (local.rs), from before the open leaves the table until the
+    /// guard goes: the file its close may remove.
+    pub(crate) fn mark_removal(&self, open: &Open) -> OwnGuard {
+        let own = self.server.own_changes();
+        let file = open.file().filter(|_| own.is_active());
+        let path = file.and_then(|f| current_path(&self.server, &f.key));
+        own.begin(file.map_or(0, |f| f.key.0), path.as_deref().as_slice())
     }
 
     /// Releases an open as [`Connection::release`] does, up to the removal

@@ -25,6 +25,7 @@ use crate::env::Env;
 use crate::file_table::FileKey;
 use crate::handlers::{vfs_status, Then};
 use crate::intent::{Call, CallOp, Completion, DataFile, Intent, Op, Token, WriteData};
+use crate::local::OwnGuard;
 use crate::open::OpenKind;
 
 /// Bytes of a READ reply before its data: the header and the response's
@@ -41,11 +42,13 @@ pub(crate) enum Wait {
     /// Data I/O on an open file.
     Data { file: DataFile, op: WaitOp },
     /// A filesystem call, whose result the handler goes on with as
-    /// `then` says.
+    /// `then` says. `mark` holds what the call changes marked as the
+    /// server's own change (local.rs) until its result is in.
     Call {
         vfs: Arc<dyn Vfs>,
         op: CallOp,
         then: Then,
+        mark: Option<OwnGuard>,
     },
 }
 
@@ -108,8 +111,9 @@ enum Finish {
         volatile: u64,
     },
     Flush,
-    /// The handler goes on with the call's result.
-    Then(Then),
+    /// The handler goes on with the call's result; the mark stays until
+    /// then.
+    Then(Then, Option<OwnGuard>),
     /// The request runs again from the start (see [`Hold`]).
     Retry {
         msg: Vec<u8>,
@@ -169,9 +173,22 @@ impl Connection {
         let start = self.link(&mut chain);
         let (file, op) = match wait {
             Wait::Data { file, op } => (file, op),
-            Wait::Call { vfs, op, then } => {
+            Wait::Call {
+                vfs,
+                op,
+                then,
+                mark,
+            } => {
                 out.calls.push(Call { token, vfs, op });
-                self.keep(token, chain, begun, Finish::Then(then), rest, start, now);
+                self.keep(
+                    token,
+                    chain,
+                    begun,
+                    Finish::Then(then, mark),
+                    rest,
+                    start,
+                    now,
+                );
                 return;
             }
         };
@@ -405,7 +422,7 @@ impl Connection {
         self.waiting.values().any(|w| {
             matches!(
                 w.finish,
-                Finish::Then(crate::handlers::Then::Overwrite { .. })
+                Finish::Then(crate::handlers::Then::Overwrite { .. }, _)
             )
         })
     }
@@ -597,9 +614,10 @@ impl Connection {
                 w.u16(4).u16(0);
                 status::SUCCESS
             }),
-            (Finish::Then(then), done) => {
+            (Finish::Then(then, mark), done) => {
                 let msg = then.request().map(<[u8]>::to_vec);
                 let result = self.resume(then, done, &mut begun, &mut chain, &mut w, env);
+                drop(mark);
                 if let (Ok(_), Some(wait)) = (&result, begun.reply.wait.take()) {
                     // One more call before the reply.
                     self.suspend(chain, begun, wait, rest, env.now(), &mut out);
@@ -679,7 +697,7 @@ impl Connection {
     /// removal goes unreported, since whether it happened is not known.
     pub(crate) fn settle_waiting(&mut self) {
         for (_, w) in mem::take(&mut self.waiting) {
-            if let Finish::Then(then) = w.finish {
+            if let Finish::Then(then, _) = w.finish {
                 self.abandon(then);
             }
         }

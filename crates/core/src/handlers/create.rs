@@ -137,16 +137,16 @@ pub(crate) const MEMORY_ONLY_CONTEXTS: [&[u8]; 5] =
 /// its result, on the engine's loop, with nothing but memory (the object
 /// just opened is in the kernel's cache). So not when anything else may
 /// reach the disk: a stream, a stored descriptor to inherit or check, a
-/// descriptor or an allocation sent with it, watchers to tell (who may
-/// have to be looked up), parked durable opens that may stand in the
-/// way, a change the server must mark as its own while it is made
-/// (local.rs). One that may make its object does so only if it may
-/// (else its one-walk open is not made). The truncation of what is
-/// there (OVERWRITE, OVERWRITE_IF, SUPERSEDE) is a second call, once
-/// the open is registered, unless the filesystem keeps its data in
-/// memory, where it waits for nothing.
+/// descriptor or an allocation sent with it. One that may make its
+/// object does so only if it may (else its one-walk open is not made);
+/// the name stays marked as the server's own change (local.rs) until the
+/// call is made. The truncation of what is there (OVERWRITE,
+/// OVERWRITE_IF, SUPERSEDE) is a second call, once the open is
+/// registered, unless the filesystem keeps its data in memory, where it
+/// waits for nothing. A parked durable open found in the way when the
+/// request runs again with the open is closed, and the request runs
+/// once more, as an inline open would.
 pub(crate) fn opens_by_call(
-    server: &Server,
     vfs: &dyn Vfs,
     cr: &CreateRequest<'_>,
     contexts: &[CreateContext<'_>],
@@ -165,9 +165,6 @@ pub(crate) fn opens_by_call(
             .iter()
             .all(|c| MEMORY_ONLY_CONTEXTS.contains(&c.name))
         && !vfs.descriptors_stored()
-        && !server.has_watchers()
-        && server.durable.is_empty()
-        && !server.own_changes().is_active()
 }
 
 struct Outcome {
@@ -309,6 +306,7 @@ impl Connection {
             .transpose()?;
         let lease = self.lease_asked(&cr, &contexts)?;
         let server = self.server.clone();
+        let looks = self.reports_need_looks();
         let mut oplock = OplockRequest {
             level: if cr.oplock_level == OPLOCK_LEVEL_LEASE {
                 0
@@ -435,11 +433,10 @@ impl Connection {
             maximal: tree.maximal_access,
             maximal_wanted: contexts.iter().any(|c| c.name == cc::MXAC),
         };
+        let by_call = !looks && opens_by_call(vfs, &cr, &contexts, &path, &stream, read_only);
         let first = match opened {
             Some(r) => First::Made(r),
-            None if opens_by_call(&server, vfs, &cr, &contexts, &path, &stream, read_only) => {
-                First::Call
-            }
+            None if by_call => First::Call,
             None => First::Make,
         };
         // Whatever the open creates, truncates or stamps there is the
@@ -477,7 +474,6 @@ impl Connection {
             )
             .map(Opening::Done),
         };
-        drop(own);
         let outcome = match (outcome, oplock.waited_on) {
             // Oplocks of other opens are being broken: the request runs
             // again once their holders answered (or closed).
@@ -512,10 +508,12 @@ impl Connection {
                         msg: req.msg.to_vec(),
                         retrying: self.retrying,
                     },
+                    mark: Some(own),
                 });
                 return Ok(status::SUCCESS);
             }
         };
+        drop(own);
         let Outcome {
             opened,
             action,
@@ -545,6 +543,7 @@ impl Connection {
                     msg: req.msg.to_vec(),
                     finishing: Box::new(finishing),
                 },
+                mark: Some(server.own_changes().begin(index, &[&path])),
             });
             return Ok(status::SUCCESS);
         }

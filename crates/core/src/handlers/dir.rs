@@ -361,6 +361,7 @@ impl Connection {
             vfs: f.vfs.clone(),
             op: CallOp::List(Box::new(step)),
             then: Then::List(Box::new(q)),
+            mark: None,
         });
         Ok(status::SUCCESS)
     }

@@ -62,33 +62,31 @@ impl Connection {
             (OpenKind::File(f), true) => f.vfs.stat(&f.handle).ok().map(|st| file_times(&st)),
             _ => None,
         };
-        // The close goes on from the removal on the engine's loop, with
-        // nothing but memory: unless the removal must stay marked as the
-        // server's own change until it is done, or watchers must hear of
-        // it (who may have to be looked up on disk), it is done here.
-        if server.own_changes().is_active() || server.has_watchers() {
-            self.release(req.session_id, open);
-        } else {
-            let (closing, unlink) = self.let_go(req.session_id, open);
-            if let Some(u) = unlink {
-                reply.wait = Some(Wait::Call {
-                    vfs: u.vfs,
-                    op: CallOp::Unlink {
-                        who: u.who,
-                        path: u.path.clone(),
-                        is_dir: u.is_dir,
-                    },
-                    then: Then::Close(Box::new(Removing {
-                        closing,
-                        path: u.path,
-                        is_dir: u.is_dir,
-                        times,
-                    })),
-                });
-                return Ok(status::SUCCESS);
-            }
-            self.released(closing, None);
+        // The close goes on from the removal with nothing but memory;
+        // the removal stays marked as the server's own change until it
+        // is made.
+        let mark = self.mark_removal(&open);
+        let (closing, unlink) = self.let_go(req.session_id, open);
+        if let Some(u) = unlink {
+            reply.wait = Some(Wait::Call {
+                vfs: u.vfs,
+                op: CallOp::Unlink {
+                    who: u.who,
+                    path: u.path.clone(),
+                    is_dir: u.is_dir,
+                },
+                then: Then::Close(Box::new(Removing {
+                    closing,
+                    path: u.path,
+                    is_dir: u.is_dir,
+                    times,
+                })),
+                mark: Some(mark),
+            });
+            return Ok(status::SUCCESS);
         }
+        drop(mark);
+        self.released(closing, None);
         messages::write_close_response(w, times.as_ref());
         Ok(status::SUCCESS)
     }

@@ -64,6 +64,7 @@ fn change(
         then: Then::Set {
             msg: req.msg.to_vec(),
         },
+        mark: None,
     });
     Ok(Some(status::SUCCESS))
 }
@@ -130,6 +131,7 @@ impl Connection {
                     then: Then::Query {
                         msg: req.msg.to_vec(),
                     },
+                    mark: None,
                 });
                 return Ok(status::SUCCESS);
             }
@@ -214,6 +216,7 @@ impl Connection {
         }
         self.check_charge(req, s.buffer.len() as u32)?;
         let server = self.server.clone();
+        let looks = self.reports_need_looks();
         let read_only = self.tree_read_only(req);
         let anonymous = self
             .sessions
@@ -336,8 +339,9 @@ impl Connection {
                     return self.hold_for_leases(h, reply, hold.1);
                 }
                 let replace = r.replace_if_exists;
-                if renames_by_call(&server, f, replace) {
+                if !looks && renames_by_call(f, replace) {
                     let from = may_rename(&server, f, &caller, my_id, &target, replace)?;
+                    let mark = server.own_changes().begin(share, &[&from, &target]);
                     reply.wait = Some(Wait::Call {
                         vfs: f.vfs.clone(),
                         op: CallOp::Rename {
@@ -352,6 +356,7 @@ impl Connection {
                             is_dir: f.is_dir,
                             parent_lease,
                         })),
+                        mark: Some(mark),
                     });
                     return Ok(status::SUCCESS);
                 }
@@ -514,15 +519,11 @@ fn rename(
 /// Whether a rename of an open file (not a stream) leaves the VFS's
 /// rename as a call and goes on from its result with nothing but memory
 /// (see [`may_rename`]): not when it may replace what is there (whose
-/// real name is looked up first), when stored descriptors are to be
-/// checked, when watchers must hear of it (who may have to be looked up),
-/// or when the server marks its own changes (local.rs).
-pub(crate) fn renames_by_call(server: &Server, f: &FileOpen, replace: bool) -> bool {
-    !replace
-        && f.handle.stream.is_none()
-        && !f.vfs.descriptors_stored()
-        && !server.has_watchers()
-        && !server.own_changes().is_active()
+/// real name is looked up first) or when stored descriptors are to be
+/// checked. Both names stay marked as the server's own change
+/// (local.rs) until the call is made.
+pub(crate) fn renames_by_call(f: &FileOpen, replace: bool) -> bool {
+    !replace && f.handle.stream.is_none() && !f.vfs.descriptors_stored()
 }
 
 /// What a rename checks before the VFS moves anything: the table's rules,
