@@ -4,17 +4,18 @@
 //! descriptor, or where the kernel answers from memory, and those that
 //! need only the server's own memory (byte-range locks, the changes a
 //! watch has gathered). A CLOSE that removes its file, an open that may
-//! create, a rename that replaces nothing, a listing and a query of what
-//! is not in the open file's stat hand their filesystem work on as a
-//! call, also while folders are watched (what a call changes stays the
-//! server's own change until it is made). A CLOSE that reports a change
-//! to a watcher of a tree on its own connection (whose rights beneath
-//! are looked up), asks attributes back of what only the VFS reaches,
-//! ends a watch or may let a held request run again reaches the
-//! filesystem while it is handled, and must go elsewhere; so must an
-//! open that may truncate or look a name up on disk, the deletion of a
-//! folder, which must be found empty first, and the first CHANGE_NOTIFY
-//! of an open, which has the engine watch the folder.
+//! create or truncate, a rename (one that replaces, where the kernel
+//! finds what it replaces in its cache), a new size or new times, a
+//! listing and a query of what is not in the open file's stat hand their
+//! filesystem work on as a call, also while folders are watched (what a
+//! call changes stays the server's own change until it is made). What
+//! reaches the filesystem while it is handled must go elsewhere: a
+//! change reported to a watcher of a tree on the request's own
+//! connection (whose rights beneath are looked up), attributes asked
+//! back at a CLOSE of what only the VFS reaches, the end of a watch, a
+//! held request a CLOSE may let run again, a rename onto a name the
+//! kernel's cache does not find, and the first CHANGE_NOTIFY of an open,
+//! which has the engine watch the folder.
 
 use std::sync::Arc;
 
@@ -656,7 +657,7 @@ fn marking_a_file_for_deletion_and_closing_it_are_handled_in_place() {
 const FILE_RENAME_INFORMATION: u8 = 10;
 
 #[test]
-fn a_rename_that_replaces_nothing_leaves_as_a_call() {
+fn a_rename_leaves_as_a_call_unless_what_it_replaces_is_looked_up_on_disk() {
     let (mut c, dir) = posix_client();
     let (_, id) = opened(&mut c, open_request("sub\\doc", OPEN));
     let id = id.unwrap();
@@ -701,19 +702,42 @@ fn a_rename_that_replaces_nothing_leaves_as_a_call() {
         (blocks, statuses),
         (false, vec![status::OBJECT_NAME_COLLISION])
     );
-    // One that may replace looks the target up first, elsewhere.
+    // One that may replace looks the target up first: where the
+    // kernel's cache does not find it (here: named in another case than
+    // on disk), elsewhere.
+    std::fs::write(dir.path().join("sub/outside"), b"theirs").unwrap();
+    let over = set_info(
+        id,
+        FILE_RENAME_INFORMATION,
+        &rename_info("sub\\OUTSIDE", true),
+    );
+    let (blocks, statuses) = sent(&mut c, vec![over]);
+    assert_eq!((blocks, statuses), (true, vec![status::SUCCESS]));
+    assert!(!dir.path().join("sub/moved").exists());
+    let outside: Vec<_> = std::fs::read_dir(dir.path().join("sub"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().eq_ignore_ascii_case("outside"))
+        .collect();
+    assert_eq!(outside.len(), 1, "replaced: {outside:?}");
+    assert_eq!(std::fs::read(&outside[0]).unwrap(), b"kept");
+    // Where it does (a file the server made), the rename is the call.
     let over = set_info(
         id,
         FILE_RENAME_INFORMATION,
         &rename_info("sub\\other", true),
     );
+    assert_eq!(by_call(&mut c, over, renames).status(), status::SUCCESS);
+    assert!(!dir.path().join("sub/outside").exists() && !dir.path().join("sub/OUTSIDE").exists());
+    let other = std::fs::read(dir.path().join("sub/other")).unwrap();
+    assert_eq!(other, b"kept");
+    // A file open elsewhere is not replaced, as on Windows.
+    let (_, busy) = opened(&mut c, open_request("sub\\busy", CREATE));
+    let busy = busy.unwrap();
+    let over = set_info(id, FILE_RENAME_INFORMATION, &rename_info("sub\\busy", true));
     let (blocks, statuses) = sent(&mut c, vec![over]);
-    assert_eq!((blocks, statuses), (true, vec![status::SUCCESS]));
-    assert!(!dir.path().join("sub/moved").exists());
-    assert_eq!(
-        std::fs::read(dir.path().join("sub/other")).unwrap(),
-        b"kept"
-    );
+    assert_eq!((blocks, statuses), (false, vec![status::ACCESS_DENIED]));
+    assert_eq!(c.close(busy), status::SUCCESS);
     assert_eq!(c.close(id), status::SUCCESS);
 }
 

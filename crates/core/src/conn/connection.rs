@@ -785,8 +785,10 @@ impl Connection {
                         .file_open(m.header.session_id, set.file_id.volatile)
                         .is_some_and(|f| {
                             copyless_fscc::decode_rename(set.buffer).is_ok_and(|r| {
-                                let replace = r.replace_if_exists;
-                                crate::handlers::info::renames_by_call(f, replace)
+                                use crate::handlers::info::{rename_target, renames_by_call};
+                                rename_target(&r.file_name).is_ok_and(|target| {
+                                    renames_by_call(f, &target, r.replace_if_exists)
+                                })
                             })
                         })
             }

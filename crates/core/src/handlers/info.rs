@@ -330,16 +330,12 @@ impl Connection {
                     messages::write_set_info_response(w);
                     return Ok(status::SUCCESS);
                 }
-                let target = r.file_name.strip_prefix('\\').unwrap_or(&r.file_name);
-                let target = path::from_smb_str(target)?;
-                if target.is_empty() {
-                    return Err(status::OBJECT_NAME_INVALID);
-                }
+                let target = rename_target(&r.file_name)?;
                 if let Some(h) = handles_cached(&server, f, my_id, hold) {
                     return self.hold_for_leases(h, reply, hold.1);
                 }
                 let replace = r.replace_if_exists;
-                if !looks && renames_by_call(f, replace) {
+                if !looks && renames_by_call(f, &target, replace) {
                     let from = may_rename(&server, f, &caller, my_id, &target, replace)?;
                     let mark = server.own_changes().begin(share, &[&from, &target]);
                     reply.wait = Some(Wait::Call {
@@ -516,14 +512,28 @@ fn rename(
     Ok((from, new_path))
 }
 
-/// Whether a rename of an open file (not a stream) leaves the VFS's
-/// rename as a call and goes on from its result with nothing but memory
-/// (see [`may_rename`]): not when it may replace what is there (whose
-/// real name is looked up first) or when stored descriptors are to be
-/// checked. Both names stay marked as the server's own change
+/// The share path a rename names: FileRenameInformation's FileName,
+/// from the share's root.
+pub(crate) fn rename_target(name: &str) -> Result<String, NtStatus> {
+    let target = path::from_smb_str(name.strip_prefix('\\').unwrap_or(name))?;
+    if target.is_empty() {
+        return Err(status::OBJECT_NAME_INVALID);
+    }
+    Ok(target)
+}
+
+/// Whether a rename of an open file (not a stream) to `target` leaves
+/// the VFS's rename as a call and goes on from its result with nothing
+/// but memory (see [`may_rename`]): not when stored descriptors are to
+/// be checked, nor when it may replace what is there and the kernel's
+/// cache does not find that (its real name is looked up first: an
+/// application's save that renames its new copy over the old one finds
+/// it there). Both names stay marked as the server's own change
 /// (local.rs) until the call is made.
-pub(crate) fn renames_by_call(f: &FileOpen, replace: bool) -> bool {
-    !replace && f.handle.stream.is_none() && !f.vfs.descriptors_stored()
+pub(crate) fn renames_by_call(f: &FileOpen, target: &str, replace: bool) -> bool {
+    f.handle.stream.is_none()
+        && !f.vfs.descriptors_stored()
+        && (!replace || f.vfs.found_without_waiting(target))
 }
 
 /// What a rename checks before the VFS moves anything: the table's rules,
