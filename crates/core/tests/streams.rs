@@ -16,6 +16,9 @@ const NON_DIRECTORY_FILE: u32 = 0x40;
 const DELETE_ON_CLOSE: u32 = 0x1000;
 const OPEN: u32 = 1;
 const OPEN_IF: u32 = 3;
+const SUPERSEDE: u32 = 0;
+const OVERWRITE: u32 = 4;
+const OVERWRITE_IF: u32 = 5;
 /// Read, write and delete, as the tests below open everything.
 const ALL: u32 = wire::ACCESS_DELETE | 0x0012_019f;
 
@@ -187,4 +190,32 @@ fn a_deleted_file_goes_when_its_last_open_stream_closes() {
         open(&mut c, "f", OPEN, 0),
         Err(status::OBJECT_NAME_NOT_FOUND)
     );
+}
+
+#[test]
+fn an_overwrite_refused_by_share_modes_leaves_the_stream_as_it_was() {
+    let users = Arc::new(Users::default());
+    users.add("u", "pw");
+    let (server, _vfs) = copyless_scripted::memory_server(copyless_scripted::config(), users);
+    let mut a = Client::login(server.clone(), "u", "pw");
+    let mut b = Client::login(server, "u", "pw");
+    let held = a
+        .open(create_request_with(
+            "f:s",
+            ALL,
+            0,
+            OPEN_IF,
+            NON_DIRECTORY_FILE,
+        ))
+        .unwrap();
+    write(&mut a, held, b"precious");
+    for disposition in [SUPERSEDE, OVERWRITE, OVERWRITE_IF] {
+        let r = b.open(create_request_with("f:s", ALL, 7, disposition, 0));
+        assert_eq!(
+            r,
+            Err(status::SHARING_VIOLATION),
+            "disposition {disposition}"
+        );
+    }
+    assert_eq!(read(&mut a, held), b"precious");
 }

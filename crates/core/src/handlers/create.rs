@@ -1128,8 +1128,15 @@ fn open_or_create_stream(
         }
         Err(e) => return Err(vfs_status(&e)),
     };
+    // What is there is emptied only once the open is registered: an
+    // open that share modes refuse leaves the stream as it was.
+    let (open_as, empties) = match disposition {
+        Disposition::Supersede | Disposition::OverwriteIf => (Disposition::OpenIf, true),
+        Disposition::Overwrite => (Disposition::Open, true),
+        d => (d, false),
+    };
     let opened = vfs
-        .open_stream(&base.handle, name, disposition)
+        .open_stream(&base.handle, name, open_as)
         .and_then(|(handle, action)| {
             let stat = vfs.stat(&handle)?;
             Ok(Opened {
@@ -1139,7 +1146,7 @@ fn open_or_create_stream(
                 path: base.path.clone(),
             })
         });
-    let opened = match opened {
+    let mut opened = match opened {
         Ok(o) => o,
         Err(e) => {
             if base_created {
@@ -1150,6 +1157,22 @@ fn open_or_create_stream(
     };
     oplock.created = matches!(opened.action, CreateAction::Created);
     register(server, index, &opened, id, granted, cr.share_access, oplock)?;
+    if empties && opened.action == CreateAction::Opened {
+        let emptied = vfs
+            .set_len(&opened.handle, 0)
+            .and_then(|()| vfs.stat(&opened.handle));
+        match emptied {
+            Ok(st) => opened.stat = st,
+            Err(e) => {
+                unregister(server, index, &opened, id);
+                return Err(vfs_status(&e));
+            }
+        }
+        opened.action = match disposition {
+            Disposition::Supersede => CreateAction::Superseded,
+            _ => CreateAction::Overwritten,
+        };
+    }
     let action = match opened.action {
         CreateAction::Superseded => ACTION_SUPERSEDED,
         CreateAction::Opened => ACTION_OPENED,
