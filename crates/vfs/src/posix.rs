@@ -263,6 +263,16 @@ impl PosixVfs {
         Ok(None)
     }
 
+    /// Announces a change of ours about to be made in `dirs` (see
+    /// case_cache.rs), until the guard goes.
+    fn changing(&self, dirs: &[BorrowedFd<'_>]) -> case_cache::Changing<'_> {
+        let keys: Vec<_> = dirs
+            .iter()
+            .filter_map(|d| statx_fd(*d).ok().map(|stx| file_key(&stx)))
+            .collect();
+        self.cache.changing(&keys)
+    }
+
     fn note_added(&self, dir: BorrowedFd<'_>, name: &str) {
         if let Ok(stx) = statx_fd(dir) {
             self.cache.added(file_key(&stx), stamp(&stx), name);
@@ -391,6 +401,7 @@ impl PosixVfs {
     ) -> VfsResult<(FileHandle, FileStat)> {
         let settable = req.attributes & attr::SETTABLE;
         let is_dir = req.kind == Kind::Directory;
+        let _changing = self.changing(&[dir]);
         let fd = if is_dir {
             mkdirat(dir, name, Mode::from_raw_mode(0o777)).map_err(|e| path_err(e, true))?;
             self.note_added(dir, name);
@@ -948,6 +959,7 @@ impl Vfs for PosixVfs {
         let (fd_from, fd_to) = (from_dir.fd(), to_dir.fd());
         let same_dir = file_key(&statx_fd(fd_from).map_err(io_err)?)
             == file_key(&statx_fd(fd_to).map_err(io_err)?);
+        let _changing = self.changing(&[fd_from, fd_to]);
 
         let new_name: &str = match self.find_child(fd_to, to_name)? {
             Some(t)
@@ -1132,6 +1144,7 @@ impl Vfs for PosixVfs {
         } else {
             AtFlags::empty()
         };
+        let _changing = self.changing(&[dir.fd()]);
         unlinkat(dir.fd(), child.name.as_str(), flags).map_err(|e| match e {
             Errno::NOTEMPTY | Errno::EXIST => VfsError::NotEmpty,
             e => path_err(e, true),
