@@ -1,6 +1,7 @@
 """A slow filesystem for tests and benchmarks: a FUSE passthrough (fusepy,
 over any directory) whose every read sleeps a given time and bypasses the
-page cache, so that a share on it behaves as a slow disk.
+page cache, so that a share on it behaves as a slow disk. Creating a name
+that begins with `slow-` sleeps as long.
 
     python3 tests/slowfs.py BACKING MOUNT [--delay SECONDS]
 
@@ -19,6 +20,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+# Names made as slowly as reads are read.
+SLOW_TO_CREATE = "slow-"
 
 
 def serve(backing: str, mount: str, delay: float) -> None:
@@ -85,6 +89,9 @@ def serve(backing: str, mount: str, delay: float) -> None:
             return os.open(self._p(path), flags)
 
         def create(self, path, mode, fi=None):
+            # A name meant to be slow to make (tests/test_slow_share.py).
+            if os.path.basename(path).startswith(SLOW_TO_CREATE):
+                time.sleep(delay)
             return os.open(self._p(path), os.O_WRONLY | os.O_CREAT, mode)
 
         def read(self, path, size, offset, fh):

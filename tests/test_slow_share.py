@@ -1,4 +1,5 @@
-"""A READ that waits on a slow disk, seen on the wire by a raw SMB client.
+"""A READ or a CREATE that waits on a slow disk, seen on the wire by a raw
+SMB client.
 The share lives on a FUSE filesystem whose reads take 1.5 s (slowfs.py).
 The io_uring engine answers such a READ with an interim STATUS_PENDING
 carrying an AsyncId after half a second, as Windows does for a request
@@ -17,7 +18,8 @@ import pytest
 
 import slowfs
 from conftest import SERVER_KIND, _start_copyless, _stop_copyless, make_temp_dir
-from hostile import (FLAG_ASYNC, FLAG_SIGNED, READ, STATUS_PENDING, STATUS_SUCCESS, RawSmb,
+from hostile import (CREATE, FILE_NON_DIRECTORY_FILE, FLAG_ASYNC, FLAG_SIGNED, READ,
+                     READ_WRITE_ACCESS, STATUS_PENDING, STATUS_SUCCESS, RawSmb, create_body,
                      header, read_body)
 
 pytestmark = pytest.mark.skipif(SERVER_KIND != "copyless",
@@ -25,6 +27,7 @@ pytestmark = pytest.mark.skipif(SERVER_KIND != "copyless",
 
 DELAY = 1.5
 CANCEL = 0x0C
+FILE_CREATE = 2
 STATUS_CANCELLED = 0xC0000120
 
 
@@ -121,5 +124,50 @@ def test_a_read_on_a_slow_disk_goes_asynchronous_and_can_be_cancelled(slow_serve
         # The connection goes on.
         status, _ = client.create("slow.bin")
         assert status == STATUS_SUCCESS
+    finally:
+        client.close()
+
+
+def test_a_create_on_a_slow_disk_holds_up_no_other_request_of_its_connection(slow_server):
+    """Two CREATEs sent one after the other on one connection: the first
+    names a file the slow disk takes DELAY seconds to make, the second one
+    it makes at once, in another folder. On io_uring each open is a call of its own, made
+    while the other waits, and the quick one is answered first; the
+    threaded engine handles a connection's requests in turn."""
+    running, _ = slow_server
+    info = running.info
+    client = RawSmb.logged_in(info.host, info.port, info.user, info.password, info.share,
+                              timeout=3 * DELAY)
+    uring = "engine io_uring" in running.logs()
+    # In two folders: the kernel holds a folder while it makes a name in it.
+    names = ["later\\" + slowfs.SLOW_TO_CREATE + "new.txt", "quick-new.txt"]
+    try:
+        status, _ = client.create("later", directory=True, disposition=FILE_CREATE)
+        assert status == STATUS_SUCCESS, f"mkdir: {status:#x}"
+        msgs = [client.message(CREATE, create_body(name, access=READ_WRITE_ACCESS,
+                                                   disposition=FILE_CREATE,
+                                                   options=FILE_NON_DIRECTORY_FILE))
+                for name in names]
+        ids = [struct.unpack_from("<Q", m, 24)[0] for m in msgs]
+        started = time.monotonic()
+        for msg in msgs:
+            client.send([msg])
+        finals = []
+        while len(finals) < 2:
+            for reply in client.recv_frame(timeout=3 * DELAY):
+                if not (reply.status == STATUS_PENDING and reply.flags & FLAG_ASYNC):
+                    finals.append((time.monotonic() - started, reply))
+        seen = [(round(t, 2), r.message_id, hex(r.status)) for t, r in finals]
+        assert all(r.status == STATUS_SUCCESS for _, r in finals), seen
+        order = [r.message_id for _, r in finals]
+        if uring:
+            assert order == ids[::-1], f"the quick create waited for the slow one: {seen}"
+            assert finals[0][0] < DELAY / 2, seen
+        else:
+            assert order == ids, seen
+        assert finals[-1][0] >= DELAY * 0.9, f"the slow create took no time: {seen}"
+        for name in names:
+            status, _ = client.create(name)
+            assert status == STATUS_SUCCESS, f"{name} was not made: {status:#x}"
     finally:
         client.close()

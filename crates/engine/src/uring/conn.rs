@@ -181,9 +181,6 @@ pub(super) struct Conn {
     flights: HashMap<Token, Flight>,
     /// Intents the pool carries out (data only the VFS reaches).
     on_pool: usize,
-    /// A call of this connection is on the pool; these wait their turn.
-    calling: bool,
-    calls: VecDeque<copyless_core::Call>,
     /// Reads and flushes on the pool, which a cancel ends at once (the
     /// pool's result then goes unheard): what each completes with then.
     stoppable: HashMap<Token, Completion>,
@@ -248,8 +245,6 @@ impl Conn {
             sending: Vec::new(),
             flights: HashMap::new(),
             on_pool: 0,
-            calling: false,
-            calls: VecDeque::new(),
             stoppable: HashMap::new(),
             handling: false,
             pending_frame: None,
@@ -402,10 +397,6 @@ impl Conn {
             }
             Back::Called(token, completion, ns) => {
                 self.on_pool -= 1;
-                self.calling = false;
-                if let Some(next) = self.calls.pop_front() {
-                    self.start_call(ctx, next);
-                }
                 self.dones.push_back(Done {
                     token,
                     completion,
@@ -571,13 +562,9 @@ impl Conn {
     }
 
     /// A filesystem call goes to the pool: the one call, while the loop
-    /// goes on serving this connection's other requests and the others'.
-    /// A connection's calls are made one after another, as its requests
-    /// were when the pool handled them whole: the share's VFS keeps what
-    /// it knows of a directory up to date by each of its own changes in
-    /// turn, and concurrent creates in one directory would have it read
-    /// the directory again at nearly every lookup (a 10,000-entry folder
-    /// filled by one client took 10 s instead of 0.5).
+    /// goes on serving this connection's other requests (and their calls)
+    /// and the others', so that a call that waits for a slow disk holds
+    /// up only its own request.
     fn start_call(&mut self, ctx: &mut Ctx, call: copyless_core::Call) {
         if data::call_at_once(&call) {
             let start = clock::now();
@@ -593,11 +580,6 @@ impl Conn {
             });
             return;
         }
-        if self.calling {
-            self.calls.push_back(call);
-            return;
-        }
-        self.calling = true;
         let scope = self.scope.clone();
         let start = clock::now();
         self.on_pool += 1;
