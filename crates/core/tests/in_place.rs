@@ -967,3 +967,38 @@ fn fsctls_the_server_answers_from_memory_are_handled_in_place() {
     let (blocks, statuses) = sent(&mut c, vec![fsctl(FSCTL_CREATE_OR_GET_OBJECT_ID, id)]);
     assert_eq!((blocks, statuses), (true, vec![status::SUCCESS]));
 }
+
+#[test]
+fn a_sealed_frame_is_judged_by_what_it_holds() {
+    use copyless_scripted::{read_request, Dialect};
+    let users = Arc::new(Users::default());
+    users.add("alice", "pw");
+    let (server, _vfs) = memory_server(config(), users);
+    let mut c = Client::login_with(server, Dialect::Smb311, "alice", "pw");
+    let id = c.create("doc", false).unwrap();
+    let sealed = |c: &mut Client, reqs| {
+        let frame = c.frame(reqs);
+        c.seal(&frame).unwrap()
+    };
+    let read = sealed(&mut c, vec![read_request(id, 0, 5, 1)]);
+    assert!(!c.conn.may_block(&read), "a READ leaves as an intent");
+    let dir = c.create("", true).unwrap();
+    let watch = sealed(&mut c, vec![notify_request(dir, FILTER, false, 4096)]);
+    assert!(
+        c.conn.may_block(&watch),
+        "a first CHANGE_NOTIFY sets its watch up"
+    );
+    let mut forged = read.clone();
+    *forged.last_mut().unwrap() ^= 1;
+    assert!(
+        c.conn.may_block(&forged),
+        "one that does not open is not looked into"
+    );
+    let big = sealed(&mut c, vec![write_request(id, 0, &[7; 20_000])]);
+    assert!(c.conn.may_block(&big), "a large WRITE is not opened twice");
+    // Each is handled as it would be anywhere.
+    let replies = c.handle_frame(&big);
+    assert_eq!(replies[0].status(), status::SUCCESS);
+    let replies = c.handle_frame(&read);
+    assert_eq!(wire::read_response_data(&replies[0].msg).unwrap(), [7; 5]);
+}

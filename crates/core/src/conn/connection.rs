@@ -46,6 +46,11 @@ const REPLY_OVERHEAD: usize = 1024;
 /// How often sessions are checked against the user store when idle.
 const SESSION_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 
+/// The largest sealed frame [`Connection::may_block`] opens a copy of to
+/// see what it holds: every request but a large WRITE (or a large
+/// compound) fits.
+const SEALED_LOOK_MAX: usize = 16 * 1024;
+
 /// What the engine does after a message or a completion.
 #[derive(Debug, Default)]
 pub struct Output {
@@ -593,12 +598,40 @@ impl Connection {
     /// only where the kernel answers from memory (an open of what the
     /// kernel's cache finds, the stat of an open file: `opens_in_place`
     /// and handlers/info.rs `looks_in_place`), so that an engine may run
-    /// those on the thread that serves sockets. Sealed frames count as blocking: what
-    /// they hold is not known before they are opened.
+    /// those on the thread that serves sockets. A sealed frame is judged
+    /// by what it holds (see [`Connection::sealed_may_block`]).
     pub fn may_block(&self, msg: &[u8]) -> bool {
-        if smb1::is_smb1(msg) || msg.starts_with(&copyless_proto::header::TRANSFORM_PROTOCOL_ID) {
+        if msg.starts_with(&copyless_proto::header::TRANSFORM_PROTOCOL_ID) {
+            return self.sealed_may_block(msg);
+        }
+        smb1::is_smb1(msg) || self.plain_may_block(msg)
+    }
+
+    /// Whether the sealed frame `msg` may block: what a copy of it holds,
+    /// opened with its session's key, may (a copy, since the frame is
+    /// opened where it lies once handled). Opening a small frame costs
+    /// about a microsecond, far less than handing the connection to
+    /// another thread; a large one (a WRITE's payload) counts as
+    /// blocking without a look, as does a frame of a session this
+    /// connection does not hold (a bound channel's, relayed to its home)
+    /// or one that does not open (which ends the connection).
+    fn sealed_may_block(&self, msg: &[u8]) -> bool {
+        if msg.len() > SEALED_LOOK_MAX || self.relay_home(msg).is_some() {
             return true;
         }
+        let Ok(sealed) = Sealed::parse(msg) else {
+            return true;
+        };
+        let session = self.sessions.get(&sealed.header.session_id);
+        let Some(ciphers) = session.and_then(|s| s.ciphers.as_ref()) else {
+            return true;
+        };
+        let mut plain = msg.to_vec();
+        !ciphers.open_in_place(&mut plain) || self.plain_may_block(&plain[TRANSFORM_HEADER_LEN..])
+    }
+
+    /// [`Connection::may_block`] of the plain SMB2 frame `msg`.
+    fn plain_may_block(&self, msg: &[u8]) -> bool {
         !copyless_proto::compound::messages(msg).all(|m| {
             m.is_ok_and(|m| match m.header.command {
                 cmd::READ
