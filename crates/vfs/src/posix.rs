@@ -957,9 +957,12 @@ impl Vfs for PosixVfs {
             .ok_or(VfsError::NameNotFound)?;
         let (to_dir, to_real) = self.resolve_dir(to_parents)?;
         let (fd_from, fd_to) = (from_dir.fd(), to_dir.fd());
-        let same_dir = file_key(&statx_fd(fd_from).map_err(io_err)?)
-            == file_key(&statx_fd(fd_to).map_err(io_err)?);
-        let _changing = self.changing(&[fd_from, fd_to]);
+        let dirs = [
+            file_key(&statx_fd(fd_from).map_err(io_err)?),
+            file_key(&statx_fd(fd_to).map_err(io_err)?),
+        ];
+        let same_dir = dirs[0] == dirs[1];
+        let _changing = self.cache.changing(&dirs);
 
         let new_name: &str = match self.find_child(fd_to, to_name)? {
             Some(t)

@@ -433,10 +433,11 @@ impl Connection {
             maximal: tree.maximal_access,
             maximal_wanted: contexts.iter().any(|c| c.name == cc::MXAC),
         };
-        let by_call = !looks && opens_by_call(vfs, &cr, &contexts, &path, &stream, read_only);
         let first = match opened {
             Some(r) => First::Made(r),
-            None if by_call => First::Call,
+            None if !looks && opens_by_call(vfs, &cr, &contexts, &path, &stream, read_only) => {
+                First::Call
+            }
             None => First::Make,
         };
         // Whatever the open creates, truncates or stamps there is the
