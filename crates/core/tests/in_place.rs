@@ -409,33 +409,40 @@ fn folder(c: &mut Client, name: &str) -> FileId {
     id.unwrap()
 }
 
+/// [`all_by_call`] of a request that succeeds and is reported to one
+/// waiting watcher on its own connection: its reply, and what the
+/// watcher was told.
+fn told_by_call(
+    c: &mut Client,
+    req: Request,
+    is: fn(&CallOp) -> bool,
+) -> (Reply, Vec<(u32, String)>) {
+    let mut replies = all_by_call(c, req, is);
+    assert_eq!(replies.len(), 2, "the request, and the watcher told");
+    assert_eq!(replies[0].status(), status::SUCCESS);
+    let told = notify_entries(&replies[1]);
+    (replies.swap_remove(0), told)
+}
+
 #[test]
 fn watchers_of_a_folder_hear_of_what_calls_made() {
     let (mut c, _dir) = posix_client();
     let sub = folder(&mut c, "sub");
-    let (blocks, waiting) = sent(&mut c, vec![notify_request(sub, FILTER, false, 4096)]);
+    let watch = |c: &mut Client| sent(c, vec![notify_request(sub, FILTER, false, 4096)]);
+    let (blocks, waiting) = watch(&mut c);
     assert_eq!(waiting, vec![status::PENDING]);
     assert!(blocks, "the watch is set up on disk");
     // Made by a call while the folder is watched, and reported: the
     // watcher sees only its own folder, which needs no look.
-    let replies = all_by_call(&mut c, open_request("sub\\new", CREATE), opens);
-    assert_eq!(replies.len(), 2, "the open, and the watcher told");
-    let new = wire::CreateReply::parse(&replies[0].msg).unwrap().file_id;
+    let (reply, told) = told_by_call(&mut c, open_request("sub\\new", CREATE), opens);
+    let new = wire::CreateReply::parse(&reply.msg).unwrap().file_id;
+    assert_eq!(told, vec![(action::ADDED, "new".into())]);
+    assert_eq!(watch(&mut c), (false, vec![status::PENDING]));
+    let moved = rename_info("sub\\moved", false);
+    let rename = set_info(new, FILE_RENAME_INFORMATION, &moved);
+    let (_, told) = told_by_call(&mut c, rename, renames);
     assert_eq!(
-        notify_entries(&replies[1]),
-        vec![(action::ADDED, "new".into())]
-    );
-    let again = vec![notify_request(sub, FILTER, false, 4096)];
-    assert_eq!(sent(&mut c, again), (false, vec![status::PENDING]));
-    let rename = set_info(
-        new,
-        FILE_RENAME_INFORMATION,
-        &rename_info("sub\\moved", false),
-    );
-    let replies = all_by_call(&mut c, rename, renames);
-    assert_eq!(replies[0].status(), status::SUCCESS);
-    assert_eq!(
-        notify_entries(&replies[1]),
+        told,
         vec![
             (action::RENAMED_OLD_NAME, "new".into()),
             (action::RENAMED_NEW_NAME, "moved".into()),
@@ -443,16 +450,11 @@ fn watchers_of_a_folder_hear_of_what_calls_made() {
             (action::MODIFIED, "moved".into()),
         ]
     );
-    let again = vec![notify_request(sub, FILTER, false, 4096)];
-    assert_eq!(sent(&mut c, again), (false, vec![status::PENDING]));
+    assert_eq!(watch(&mut c), (false, vec![status::PENDING]));
     let mark = set_info(new, FILE_DISPOSITION_INFORMATION, &[1]);
     assert_eq!(sent(&mut c, vec![mark]), (false, vec![status::SUCCESS]));
-    let replies = all_by_call(&mut c, close_request(new), unlinks);
-    assert_eq!(replies[0].status(), status::SUCCESS);
-    assert_eq!(
-        notify_entries(&replies[1]),
-        vec![(action::REMOVED, "moved".into())]
-    );
+    let (_, told) = told_by_call(&mut c, close_request(new), unlinks);
+    assert_eq!(told, vec![(action::REMOVED, "moved".into())]);
 }
 
 #[test]
