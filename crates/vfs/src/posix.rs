@@ -1204,6 +1204,10 @@ impl Vfs for PosixVfs {
                 Err(_) => return false,
             }
         };
+        // Where data lives in memory (tmpfs), so do the attributes.
+        if self.data_in_memory {
+            return true;
+        }
         let fd = probe.as_ref().map_or(self.root.as_fd(), |fd| fd.as_fd());
         statx_fd(fd).is_ok_and(|stx| self.meta.in_memory(&stx))
     }

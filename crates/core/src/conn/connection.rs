@@ -642,7 +642,8 @@ impl Connection {
                 | cmd::NEGOTIATE
                 | cmd::SESSION_SETUP => true,
                 cmd::CLOSE => self.closes_in_place(&m),
-                cmd::CREATE => self.opens_in_place(&m) || self.opens_by_call(&m),
+                // The second asks the filesystem, the first only memory.
+                cmd::CREATE => self.opens_by_call(&m) || self.opens_in_place(&m),
                 // What is not in memory is its call.
                 cmd::QUERY_INFO => true,
                 cmd::SET_INFO => self.sets_in_place(&m),
