@@ -11,7 +11,7 @@ use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
 pub use crate::handlers::change::Change;
-pub use crate::handlers::create::Overwrite;
+pub use crate::handlers::create::{Inheriting, Judging, Made, Overwrite};
 pub use crate::handlers::dir::DirStep;
 pub use crate::handlers::look::{Look, Looked};
 use copyless_proto::status::NtStatus;
@@ -130,6 +130,8 @@ pub enum Completion {
     Flush(VfsResult<()>),
     /// A [`CallOp::Open`]'s result.
     Opened(VfsResult<Opened>),
+    /// A [`CallOp::OpenJudged`]'s or [`CallOp::Inherit`]'s result.
+    Made(Box<Made>),
     /// A [`CallOp::Unlink`]'s result.
     Unlinked(VfsResult<()>),
     /// A [`CallOp::Rename`]'s result: the new real path.
@@ -211,6 +213,13 @@ impl std::fmt::Debug for Call {
 pub enum CallOp {
     /// [`Vfs::open`], completing with [`Completion::Opened`].
     Open(OpenCall),
+    /// An open of what is there, with the decision on the caller's
+    /// rights that reads stored descriptors, completing with
+    /// [`Completion::Made`].
+    OpenJudged(Box<Judging>),
+    /// The making of a name, with what it inherits from its folder's
+    /// stored descriptor, completing with [`Completion::Made`].
+    Inherit(Box<Inheriting>),
     /// [`Vfs::unlink`] of the real path `path`, completing with
     /// [`Completion::Unlinked`].
     Unlink {
@@ -246,6 +255,8 @@ impl CallOp {
     pub fn paths(&self) -> Vec<&str> {
         match self {
             CallOp::Open(o) => vec![&o.path],
+            CallOp::OpenJudged(j) => vec![j.path()],
+            CallOp::Inherit(i) => vec![i.path()],
             CallOp::Unlink { path, .. } => vec![path],
             CallOp::Rename { from, to, .. } => vec![from, to],
             // The open folder is where it is: no path is looked up.
@@ -303,6 +314,8 @@ impl Call {
         let vfs = self.vfs.as_ref();
         let done = match self.op {
             CallOp::Open(o) => Completion::Opened(vfs.open(&o.request())),
+            CallOp::OpenJudged(j) => Completion::Made(Box::new(j.perform(vfs))),
+            CallOp::Inherit(i) => Completion::Made(Box::new(i.perform(vfs))),
             CallOp::Unlink { who, path, is_dir } => {
                 Completion::Unlinked(vfs.unlink(&who, &path, is_dir))
             }

@@ -1004,3 +1004,125 @@ fn a_sealed_frame_is_judged_by_what_it_holds() {
     let replies = c.handle_frame(&read);
     assert_eq!(wire::read_response_data(&replies[0].msg).unwrap(), [7; 5]);
 }
+
+fn judged(op: &CallOp) -> bool {
+    matches!(op, CallOp::OpenJudged(_))
+}
+
+use copyless_fscc::access::FILE_GENERIC_READ;
+use copyless_fscc::descriptor::{INHERIT_ONLY_ACE, OBJECT_INHERIT_ACE};
+
+/// Stores on the open `id` a DACL that allows everyone each (mask, ACE
+/// flags) of `aces`.
+fn store_dacl(c: &mut Client, id: FileId, aces: &[(u32, u8)]) {
+    use copyless_fscc::descriptor::{
+        sids, Ace, Descriptor, ACCESS_ALLOWED_ACE_TYPE, ALL_PARTS, SE_DACL_PRESENT,
+    };
+    let aces = aces
+        .iter()
+        .map(|&(mask, flags)| Ace::new(ACCESS_ALLOWED_ACE_TYPE, flags, mask, sids::EVERYONE));
+    let sd = Descriptor {
+        control: SE_DACL_PRESENT,
+        dacl: Some(aces.collect()),
+        ..Descriptor::default()
+    };
+    let raw = sd.encode(ALL_PARTS);
+    let r = c.call(Request::new(command::SET_INFO, 1, |w| {
+        wire::write_set_info_request(w, 3, 0, 0x4, id, &raw).unwrap()
+    }));
+    assert_eq!(r.status(), status::SUCCESS, "SET_INFO security");
+}
+
+const FILE_ADD_FILE: u32 = 0x2;
+const WRITE_DAC: u32 = 0x0004_0000;
+
+#[test]
+fn an_open_of_what_is_there_is_judged_by_its_call_where_descriptors_are_stored() {
+    let (mut c, dir) = posix_client();
+    let id = c
+        .open(create_request_with(
+            "sub\\doc",
+            ALL | WRITE_DAC,
+            SHARE_ALL,
+            OPEN,
+            0,
+        ))
+        .unwrap();
+    store_dacl(&mut c, id, &[(FILE_GENERIC_READ, 0)]);
+    assert_eq!(c.close(id), status::SUCCESS);
+    // Reading is what the descriptor grants.
+    let reply = by_call(
+        &mut c,
+        create_request_with("sub\\doc", READ, SHARE_ALL, OPEN, 0),
+        judged,
+    );
+    assert_eq!(reply.status(), status::SUCCESS);
+    let opened = wire::CreateReply::parse(&reply.msg).unwrap();
+    assert_eq!(c.close(opened.file_id), status::SUCCESS);
+    // Writing is not, though the mode bits would let alice write: the
+    // call read the descriptor, and the open is refused.
+    let reply = by_call(&mut c, open_request("sub\\doc", OPEN), judged);
+    assert_eq!(reply.status(), status::ACCESS_DENIED);
+    let reply = by_call(&mut c, open_request("sub\\doc", OVERWRITE_IF), judged);
+    assert_eq!(reply.status(), status::ACCESS_DENIED);
+    assert_eq!(std::fs::read(dir.path().join("sub/doc")).unwrap(), b"kept");
+    // What is not there is reported as such.
+    let reply = by_call(&mut c, open_request("sub\\none", OPEN), judged);
+    assert_eq!(reply.status(), status::OBJECT_NAME_NOT_FOUND);
+}
+
+/// Sends a CREATE that finds nothing by its first call and makes its
+/// object by a second, checked as [`by_call`] checks one: the reply.
+fn made_by_calls(c: &mut Client, create: Request) -> Reply {
+    let frame = c.frame(vec![create]);
+    assert!(!c.conn.may_block(&frame));
+    let mut out = c.handle_raw(&frame);
+    let call = out.calls.pop().expect("the open's call");
+    assert!(judged(&call.op), "{:?}", call.op);
+    let (token, done) = call.perform();
+    let mut out = c.complete(token, done);
+    assert!(out.frames.is_empty(), "the reply waits for the making");
+    let call = out.calls.pop().expect("the making's call");
+    assert!(out.calls.is_empty() && out.intents.is_empty());
+    assert!(matches!(call.op, CallOp::Inherit(_)), "{:?}", call.op);
+    let (token, done) = call.perform();
+    let out = c.complete(token, done);
+    let mut replies = c.take(out);
+    assert_eq!(replies.len(), 1);
+    replies.pop().unwrap()
+}
+
+#[test]
+fn a_name_made_where_descriptors_are_stored_inherits_by_a_call() {
+    let (mut c, dir) = posix_client();
+    let sub = c
+        .open(create_request_with(
+            "sub",
+            READ | WRITE_DAC,
+            SHARE_ALL,
+            OPEN,
+            0,
+        ))
+        .unwrap();
+    store_dacl(&mut c, sub, &[(FILE_GENERIC_READ, OBJECT_INHERIT_ACE)]);
+    // The folder's descriptor lets no one add files: refused.
+    let reply = made_by_calls(&mut c, open_request("sub\\new", CREATE));
+    assert_eq!(reply.status(), status::ACCESS_DENIED);
+    assert!(!dir.path().join("sub/new").exists());
+    // Once it does, the new file is made, and what it inherited (reading
+    // only) is stored on it: its next open for writing is refused.
+    let aces = [
+        (FILE_GENERIC_READ | FILE_ADD_FILE, 0),
+        (FILE_GENERIC_READ, OBJECT_INHERIT_ACE | INHERIT_ONLY_ACE),
+    ];
+    store_dacl(&mut c, sub, &aces);
+    let reply = made_by_calls(&mut c, open_request("sub\\new", OPEN_IF));
+    assert_eq!(reply.status(), status::SUCCESS);
+    let made = wire::CreateReply::parse(&reply.msg).unwrap();
+    assert_eq!(made.create_action, 2, "created");
+    assert_eq!(c.close(made.file_id), status::SUCCESS);
+    assert!(dir.path().join("sub/new").exists());
+    let reply = by_call(&mut c, open_request("sub\\new", OPEN), judged);
+    assert_eq!(reply.status(), status::ACCESS_DENIED);
+    assert_eq!(c.close(sub), status::SUCCESS);
+}

@@ -780,8 +780,7 @@ impl Connection {
             .sessions
             .get(&m.header.session_id)
             .and_then(|s| s.trees.get(&m.header.tree_id));
-        let Some((TreeKind::Disk { share, .. }, read_only)) = tree.map(|t| (&t.kind, t.read_only))
-        else {
+        let Some((TreeKind::Disk { .. }, read_only)) = tree.map(|t| (&t.kind, t.read_only)) else {
             return false;
         };
         let Ok(name) = crate::names::path::from_smb_with_stream(cr.name) else {
@@ -789,7 +788,6 @@ impl Connection {
         };
         !self.reports_need_looks()
             && crate::handlers::create::opens_by_call(
-                share.vfs.as_ref(),
                 &cr,
                 &contexts,
                 &name.path,

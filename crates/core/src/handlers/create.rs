@@ -70,14 +70,119 @@ enum First {
     /// The engine is to make it (see [`opens_by_call`]).
     Call,
     /// The engine made it: its result.
-    Made(VfsResult<Opened>),
+    Made(Made),
+}
+
+/// What the engine made of a CREATE's call.
+#[derive(Debug)]
+pub enum Made {
+    /// The open, and on a share with stored descriptors what the caller
+    /// may do with an object that was there ([`Judging`]).
+    Opened(VfsResult<Opened>, Option<Result<rights::Granted, NtStatus>>),
+    /// A new object with what it inherits ([`Inheriting`]); None when
+    /// the name was taken meanwhile.
+    Inherited(Result<Option<Opened>, NtStatus>),
+}
+
+/// The session a call acts for, owned to travel with it.
+struct CallerOf {
+    server: Arc<Server>,
+    anonymous: bool,
+}
+
+impl CallerOf {
+    fn caller<'a>(&'a self, who: &'a copyless_vfs::Identity) -> Caller<'a> {
+        Caller {
+            config: &self.server.config,
+            anonymous: self.anonymous,
+            who,
+        }
+    }
+}
+
+/// The open of what is there on a share with stored descriptors, made by
+/// the engine as a call ([`CallOp::OpenJudged`]) together with what the
+/// decision on the caller's rights reads of the filesystem: the object's
+/// stored descriptor, its folder's, the kernel's answer where the mode
+/// refuses (see `security::OpenedFacts`).
+pub struct Judging {
+    open: OpenCall,
+    caller: CallerOf,
+    desired: u32,
+    disposition: u32,
+    tree: TreeRights,
+}
+
+impl Judging {
+    /// The share path it opens.
+    pub(crate) fn path(&self) -> &str {
+        &self.open.path
+    }
+
+    /// Makes it through `vfs`, blocking.
+    pub(crate) fn perform(self, vfs: &dyn Vfs) -> Made {
+        let opened = vfs.open(&self.open.request());
+        let judged = match &opened {
+            Ok(o) if o.action != CreateAction::Created => {
+                let caller = self.caller.caller(&self.open.who);
+                let tree = &self.tree;
+                Some(judge(vfs, &caller, o, self.desired, self.disposition, tree))
+            }
+            _ => None,
+        };
+        Made::Opened(opened, judged)
+    }
+}
+
+impl std::fmt::Debug for Judging {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Judging").field("open", &self.open).finish()
+    }
+}
+
+/// The making of a name that is not there on a share with stored
+/// descriptors, by the engine as a call ([`CallOp::Inherit`]): its
+/// folder's descriptor allows it, and what the new object inherits is
+/// stored on it (see [`create_inheriting`]).
+pub struct Inheriting {
+    open: OpenCall,
+    caller: CallerOf,
+    creator_sd: Option<Descriptor>,
+}
+
+impl Inheriting {
+    /// The share path it makes.
+    pub(crate) fn path(&self) -> &str {
+        &self.open.path
+    }
+
+    /// Makes it through `vfs`, blocking.
+    pub(crate) fn perform(self, vfs: &dyn Vfs) -> Made {
+        let caller = self.caller.caller(&self.open.who);
+        let req = self.open.request();
+        Made::Inherited(create_inheriting(
+            vfs,
+            &req,
+            &caller,
+            self.creator_sd.as_ref(),
+        ))
+    }
+}
+
+impl std::fmt::Debug for Inheriting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inheriting")
+            .field("open", &self.open)
+            .finish()
+    }
 }
 
 /// What became of the open of a CREATE.
 enum Opening {
     Done(Outcome),
-    /// It waits for the engine to make this call.
-    Call(OpenCall),
+    /// It waits for the engine to make this call: an open, judged or
+    /// not.
+    Call(CallOp),
     /// What is there is opened and registered; its truncation, with
     /// these attributes, is the engine's call.
     Overwrite(Outcome, u32),
@@ -136,8 +241,11 @@ pub(crate) const MEMORY_ONLY_CONTEXTS: [&[u8]; 5] =
 /// is then all that may wait for a disk, and the request goes on from
 /// its result, on the engine's loop, with nothing but memory (the object
 /// just opened is in the kernel's cache). So not when anything else may
-/// reach the disk: a stream, a stored descriptor to inherit or check, a
-/// descriptor or an allocation sent with it. One that may make its
+/// reach the disk: a stream, a descriptor or an allocation sent with it.
+/// Where descriptors are stored, the call also reads what decides the
+/// caller's rights on what is there ([`Judging`]), and a name that is
+/// not there is made by a second call, which stores what the new object
+/// inherits ([`Inheriting`]). One that may make its
 /// object does so only if it may (else its one-walk open is not made);
 /// the name stays marked as the server's own change (local.rs) until the
 /// call is made. The truncation of what is there (OVERWRITE,
@@ -147,7 +255,6 @@ pub(crate) const MEMORY_ONLY_CONTEXTS: [&[u8]; 5] =
 /// request runs again with the open is closed, and the request runs
 /// once more, as an inline open would.
 pub(crate) fn opens_by_call(
-    vfs: &dyn Vfs,
     cr: &CreateRequest<'_>,
     contexts: &[CreateContext<'_>],
     path: &str,
@@ -164,7 +271,6 @@ pub(crate) fn opens_by_call(
         && contexts
             .iter()
             .all(|c| MEMORY_ONLY_CONTEXTS.contains(&c.name))
-        && !vfs.descriptors_stored()
 }
 
 struct Outcome {
@@ -177,6 +283,7 @@ struct Outcome {
 
 /// What the tree allows an open, and whether the client asked to hear
 /// its maximal access (MxAc).
+#[derive(Clone, Copy)]
 struct TreeRights {
     maximal: u32,
     maximal_wanted: bool,
@@ -223,7 +330,7 @@ impl Connection {
         reply: &mut Reply,
         w: &mut Writer,
         _env: &mut dyn Env,
-        opened: Option<VfsResult<Opened>>,
+        made: Option<Made>,
     ) -> Result<NtStatus, NtStatus> {
         let cr = CreateRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
         let contexts = cc::parse_chain(cr.contexts).map_err(|_| status::INVALID_PARAMETER)?;
@@ -433,9 +540,9 @@ impl Connection {
             maximal: tree.maximal_access,
             maximal_wanted: contexts.iter().any(|c| c.name == cc::MXAC),
         };
-        let first = match opened {
-            Some(r) => First::Made(r),
-            None if !looks && opens_by_call(vfs, &cr, &contexts, &path, &stream, read_only) => {
+        let first = match made {
+            Some(m) => First::Made(m),
+            None if !looks && opens_by_call(&cr, &contexts, &path, &stream, read_only) => {
                 First::Call
             }
             None => First::Make,
@@ -501,10 +608,10 @@ impl Connection {
         let (outcome, overwrite) = match outcome {
             Opening::Done(outcome) => (outcome, None),
             Opening::Overwrite(outcome, attrs) => (outcome, Some(attrs)),
-            Opening::Call(call) => {
+            Opening::Call(op) => {
                 reply.wait = Some(Wait::Call {
                     vfs: share.vfs.clone(),
-                    op: CallOp::Open(call),
+                    op,
                     then: Then::Create {
                         msg: req.msg.to_vec(),
                         retrying: self.retrying,
@@ -819,10 +926,31 @@ fn open_or_create(
             attributes: cr.file_attributes,
             allocation_size: 0,
         };
-        let made = match std::mem::replace(&mut first, First::Make) {
-            First::Make => vfs.open(&req),
-            First::Made(r) => r,
-            First::Call => return Ok(Opening::Call(OpenCall::new(&req))),
+        let (made, judged) = match std::mem::replace(&mut first, First::Make) {
+            First::Make => (vfs.open(&req), None),
+            First::Made(Made::Opened(opened, judged)) => (opened, judged),
+            First::Made(Made::Inherited(made)) => match made? {
+                Some(opened) => {
+                    return created(server, index, opened, id, granted, cr, tree, oplock)
+                        .map(Opening::Done);
+                }
+                // Someone created it meanwhile: open it instead.
+                None => {
+                    first = First::Call;
+                    continue;
+                }
+            },
+            // What the caller may do is read from the filesystem too.
+            First::Call if vfs.descriptors_stored() => {
+                return Ok(Opening::Call(CallOp::OpenJudged(Box::new(Judging {
+                    open: OpenCall::new(&req),
+                    caller: caller_of(server, caller),
+                    desired: cr.desired_access,
+                    disposition,
+                    tree: *tree,
+                }))))
+            }
+            First::Call => return Ok(Opening::Call(CallOp::Open(OpenCall::new(&req)))),
         };
         let opened = match made {
             // MAXIMUM_ALLOWED asks for write only if the caller may.
@@ -847,26 +975,17 @@ fn open_or_create(
                 if opened.stat.is_dir && truncating {
                     return Err(status::INVALID_PARAMETER);
                 }
-                let read_only_file =
-                    !opened.stat.is_dir && opened.stat.attributes & attr::READONLY != 0;
-                let ask = rights::Ask {
-                    desired: cr.desired_access,
-                    implied: rights::implied(disposition, false, opened.stat.is_dir),
-                    tree_maximal: tree.maximal,
-                    is_root: opened.path.is_empty(),
-                    is_dir: opened.stat.is_dir,
-                    read_only_file,
-                    maximal_wanted: tree.maximal_wanted,
+                let mut g = match judged {
+                    Some(judged) => judged?,
+                    None => judge(vfs, caller, &opened, cr.desired_access, disposition, tree)?,
                 };
-                let mut facts = security::OpenedFacts::new(vfs, caller, &opened);
-                let mut g = rights::open(&mut facts, &ask)?;
                 if write_refused {
                     // What the kernel refused, whatever the mode said.
                     let data = access::FILE_WRITE_DATA | access::FILE_APPEND_DATA;
                     g.granted &= !data;
                     g.maximal &= !data;
                 }
-                if read_only_file && cr.create_options & FILE_DELETE_ON_CLOSE != 0 {
+                if read_only_file(&opened.stat) && cr.create_options & FILE_DELETE_ON_CLOSE != 0 {
                     return Err(status::CANNOT_DELETE);
                 }
                 if truncating {
@@ -919,6 +1038,13 @@ fn open_or_create(
                     attributes: cr.file_attributes & attr::SETTABLE,
                     ..req
                 };
+                if by_call {
+                    return Ok(Opening::Call(CallOp::Inherit(Box::new(Inheriting {
+                        open: OpenCall::new(&req),
+                        caller: caller_of(server, caller),
+                        creator_sd: creator_sd.cloned(),
+                    }))));
+                }
                 match create_inheriting(vfs, &req, caller, creator_sd)? {
                     Some(opened) => {
                         return created(server, index, opened, id, granted, cr, tree, oplock)
@@ -932,6 +1058,42 @@ fn open_or_create(
         }
     }
     Err(status::SHARING_VIOLATION)
+}
+
+/// What `caller` may do with `opened`, an object that was there, asking
+/// for `desired` with `disposition`: what its stored descriptor (or its
+/// mode) and its folder's grant (see [`rights::open`]).
+fn judge(
+    vfs: &dyn Vfs,
+    caller: &Caller<'_>,
+    opened: &Opened,
+    desired: u32,
+    disposition: u32,
+    tree: &TreeRights,
+) -> Result<rights::Granted, NtStatus> {
+    let ask = rights::Ask {
+        desired,
+        implied: rights::implied(disposition, false, opened.stat.is_dir),
+        tree_maximal: tree.maximal,
+        is_root: opened.path.is_empty(),
+        is_dir: opened.stat.is_dir,
+        read_only_file: read_only_file(&opened.stat),
+        maximal_wanted: tree.maximal_wanted,
+    };
+    let mut facts = security::OpenedFacts::new(vfs, caller, opened);
+    rights::open(&mut facts, &ask)
+}
+
+fn caller_of(server: &Arc<Server>, caller: &Caller<'_>) -> CallerOf {
+    CallerOf {
+        server: server.clone(),
+        anonymous: caller.anonymous,
+    }
+}
+
+/// A file with FILE_ATTRIBUTE_READONLY, whose data is not written.
+fn read_only_file(st: &FileStat) -> bool {
+    !st.is_dir && st.attributes & attr::READONLY != 0
 }
 
 /// Why a name that is not there may not be made by this request, if it
@@ -1098,7 +1260,6 @@ fn open_or_create_stream(
                     Err(e) => return Err(vfs_status(&e)),
                 };
             let implied = rights::implied(cr.create_disposition, new_stream, base.stat.is_dir);
-            let read_only_file = !base.stat.is_dir && base.stat.attributes & attr::READONLY != 0;
             // A stream holds data: its writes are the kernel's to allow
             // even on a folder, whose xattrs hold its streams.
             let ask = rights::Ask {
@@ -1107,7 +1268,7 @@ fn open_or_create_stream(
                 tree_maximal: tree.maximal,
                 is_root: base.path.is_empty(),
                 is_dir: false,
-                read_only_file,
+                read_only_file: read_only_file(&base.stat),
                 maximal_wanted: tree.maximal_wanted,
             };
             let g = rights::open(&mut security::OpenedFacts::new(vfs, caller, &base), &ask)?;

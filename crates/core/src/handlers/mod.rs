@@ -117,6 +117,13 @@ impl Connection {
         w: &mut Writer,
         env: &mut dyn Env,
     ) -> Result<NtStatus, NtStatus> {
+        // A plain open's result is taken as a judged one's, not judged.
+        let done = match done {
+            Completion::Opened(opened) => {
+                Completion::Made(Box::new(create::Made::Opened(opened, None)))
+            }
+            done => done,
+        };
         match (then, done) {
             (Then::Close(r), Completion::Unlinked(result)) => Ok(self.removed(r, result, w)),
             (Then::Rename(r), Completion::Renamed(result)) => self.renamed(*r, result, w),
@@ -136,11 +143,11 @@ impl Connection {
                 self.set_info(&req, compound, reply, w, Some(made))
             }
             (Then::List(q), Completion::Listed(step)) => self.listed(*q, *step, begun, chain, w),
-            (Then::Create { msg, retrying }, Completion::Opened(opened)) => {
+            (Then::Create { msg, retrying }, Completion::Made(made)) => {
                 let req = Req::kept(&msg, begun, chain);
                 let (compound, reply) = (&mut chain.compound, &mut begun.reply);
                 self.retrying = retrying;
-                let result = self.create(&req, compound, reply, w, env, Some(opened));
+                let result = self.create(&req, compound, reply, w, env, Some(*made));
                 self.retrying = false;
                 result
             }
