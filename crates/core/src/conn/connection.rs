@@ -851,17 +851,20 @@ impl Connection {
     }
 
     /// Whether [`Connection::handle_timeout`] may reach the filesystem
-    /// now: a held request to run again, an open kept for a durable
-    /// handle to close, the opens of a user removed from the store to
-    /// close, a relayed request to run. An engine that serves sockets on
-    /// one thread runs the timeout elsewhere then, as it does frames
+    /// at `now` (FILETIME, the engine's clock): a held request to run
+    /// again, an open kept for a durable handle whose time is up (within
+    /// a second, the most a tick could start after this is asked) to
+    /// close, the opens of a user removed from the store to close, a
+    /// relayed request to run. An engine that serves sockets on one
+    /// thread runs the timeout elsewhere then, as it does frames
     /// [`Connection::may_block`] names; otherwise the tick only sends
     /// interim responses and checks sessions.
-    pub fn timeout_may_block(&self) -> bool {
+    pub fn timeout_may_block(&self, now: u64) -> bool {
+        const TICK_STARTS_WITHIN: u64 = 10_000_000;
         !self.waiting.is_empty()
             || !self.retries.is_empty()
             || !self.relays.is_empty()
-            || !self.server.durable.is_empty()
+            || self.server.durable.expires_by(now + TICK_STARTS_WITHIN)
             || self.server.credentials.generation() != self.credentials_generation
     }
 

@@ -353,7 +353,7 @@ impl Conn {
         let may_block = match &work {
             Work::Frame(frame) => conn.may_block(frame),
             Work::Letter(letter) => letter.may_block(),
-            Work::Timeout => conn.timeout_may_block(),
+            Work::Timeout => conn.timeout_may_block(crate::env::filetime_now()),
         };
         if !may_block {
             let (out, frame, disk) = run_core(&mut conn, work, scope.as_ref());
