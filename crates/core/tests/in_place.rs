@@ -199,17 +199,45 @@ fn a_close_with_a_change_to_report_goes_elsewhere() {
     assert!(blocks, "a watch ends");
 }
 
+/// A CLOSE of what the request before it in the compound opened.
+fn related_close() -> Request {
+    related(close_request(CHAINED))
+}
+
+/// The file id of a request related to the one before it.
+const CHAINED: FileId = FileId {
+    persistent: u64::MAX,
+    volatile: u64::MAX,
+};
+
+fn related(mut req: Request) -> Request {
+    req.related = true;
+    req
+}
+
 #[test]
-fn a_compound_that_opens_goes_elsewhere() {
-    let (mut c, _) = client();
-    let mut close = close_request(FileId {
-        persistent: u64::MAX,
-        volatile: u64::MAX,
-    });
-    close.related = true;
-    let (blocks, statuses) = sent(&mut c, vec![create_request("doc", false), close]);
-    assert!(blocks);
+fn a_compound_that_opens_and_closes_is_handled_in_place_unless_its_close_may_reach_the_disk() {
+    let (mut c, vfs) = client();
+    let (blocks, statuses) = sent(&mut c, vec![create_request("doc", false), related_close()]);
+    assert!(!blocks, "the open is a call, the close gives it back");
     assert_eq!(statuses, vec![status::SUCCESS, status::SUCCESS]);
+    let query = related(query(CHAINED, FILE_BASIC_INFORMATION));
+    let chain = vec![open_request("doc", OPEN), query, related_close()];
+    let (blocks, statuses) = sent(&mut c, chain);
+    assert!(!blocks, "Explorer's open, query, close");
+    assert_eq!(statuses, vec![status::SUCCESS; 3]);
+    // Made to be deleted: the removal is a call too.
+    let (blocks, statuses) = sent(&mut c, vec![doomed("gone"), related_close()]);
+    assert_eq!((blocks, statuses), (false, vec![status::SUCCESS; 2]));
+    assert!(!exists(&vfs, "gone"));
+    // What the close would do in place may wait: attributes asked back
+    // of an open not there yet to be looked at, a stream's.
+    let asks = related(postquery_close(CHAINED));
+    let (blocks, _) = sent(&mut c, vec![open_request("doc", OPEN), asks]);
+    assert!(blocks, "attributes asked back");
+    let stream = create_request_with("doc:s", ALL, SHARE_ALL, OPEN_IF, 0);
+    let (blocks, _) = sent(&mut c, vec![stream, related_close()]);
+    assert!(blocks, "a stream");
 }
 
 #[test]

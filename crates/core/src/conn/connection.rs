@@ -632,7 +632,8 @@ impl Connection {
 
     /// [`Connection::may_block`] of the plain SMB2 frame `msg`.
     fn plain_may_block(&self, msg: &[u8]) -> bool {
-        !copyless_proto::compound::messages(msg).all(|m| {
+        let chain = copyless_proto::compound::messages(msg);
+        !chain.enumerate().all(|(i, m)| {
             m.is_ok_and(|m| match m.header.command {
                 cmd::READ
                 | cmd::WRITE
@@ -641,6 +642,7 @@ impl Connection {
                 | cmd::CANCEL
                 | cmd::NEGOTIATE
                 | cmd::SESSION_SETUP => true,
+                cmd::CLOSE if m.header.is_related() => self.closes_made_in_place(msg, i, &m),
                 cmd::CLOSE => self.closes_in_place(&m),
                 // The second asks the filesystem, the first only memory.
                 cmd::CREATE => self.opens_by_call(&m) || self.opens_in_place(&m),
@@ -670,10 +672,11 @@ impl Connection {
     /// delete, the attributes of what another filesystem holds, a watch
     /// to end, a change to report to this connection's watchers of a
     /// tree (see [`Connection::reports_need_looks`]), held requests of
-    /// this connection that the close may let run again. An open named
-    /// by a related request, or not found, is not looked at further.
+    /// this connection that the close may let run again. An open not
+    /// found is not looked at further; one named by a related request is
+    /// judged by [`Connection::closes_made_in_place`].
     fn closes_in_place(&self, m: &copyless_proto::compound::Message<'_>) -> bool {
-        if m.header.is_related() || !self.waiting.is_empty() || !self.retries.is_empty() {
+        if !self.waiting.is_empty() || !self.retries.is_empty() {
             return false;
         }
         let Ok(c) = messages::CloseRequest::parse(m.bytes) else {
@@ -693,6 +696,44 @@ impl Connection {
         !(f.watch.is_some()
             || ((f.written || deletes) && self.reports_need_looks())
             || (deletes && f.handle.stream.is_some()))
+    }
+
+    /// Whether the CLOSE `m`, request `index` of the compound `frame`
+    /// and related to those before it, closes what the compound's first
+    /// request, a CREATE, opened (Explorer's and Finder's CREATE, QUERY,
+    /// CLOSE) as [`Connection::closes_in_place`] would: that open is not
+    /// there yet to be looked at, so this holds only where none of what
+    /// sends a close elsewhere can be: the chain is the CREATE's alone,
+    /// which names no stream; nothing is held; no attributes are asked
+    /// back; no change of this connection's is reported to watchers of a
+    /// tree (it may delete). A watch is set up only by a CHANGE_NOTIFY,
+    /// which goes elsewhere itself.
+    fn closes_made_in_place(
+        &self,
+        frame: &[u8],
+        index: usize,
+        m: &copyless_proto::compound::Message<'_>,
+    ) -> bool {
+        if !self.waiting.is_empty() || !self.retries.is_empty() || self.reports_need_looks() {
+            return false;
+        }
+        let Ok(c) = messages::CloseRequest::parse(m.bytes) else {
+            return false;
+        };
+        if c.flags & messages::CLOSE_FLAG_POSTQUERY_ATTRIB != 0 {
+            return false;
+        }
+        let mut chain = copyless_proto::compound::messages(frame).take(index);
+        let Some(Ok(first)) = chain.next() else {
+            return false;
+        };
+        let opens_no_stream = first.header.command == cmd::CREATE
+            && !first.header.is_related()
+            && messages::CreateRequest::parse(first.bytes).is_ok_and(|cr| {
+                crate::names::path::from_smb_with_stream(cr.name)
+                    .is_ok_and(|name| name.stream.is_none())
+            });
+        opens_no_stream && chain.all(|m| m.is_ok_and(|m| m.header.is_related()))
     }
 
     /// Whether no request of this connection is held or waits to run
