@@ -1154,3 +1154,51 @@ fn a_name_made_where_descriptors_are_stored_inherits_by_a_call() {
     assert_eq!(reply.status(), status::ACCESS_DENIED);
     assert_eq!(c.close(sub), status::SUCCESS);
 }
+
+/// A CREATE of `name` asking for `allocation` bytes to be kept for it
+/// (the AlSi context Windows' copy engine sends).
+fn allocating(name: &str, disposition: u32, allocation: u64) -> Request {
+    use copyless_proto::create_context as cc;
+    let contexts = cc::build_chain(&[(cc::ALSI, allocation.to_le_bytes().to_vec())]);
+    copyless_scripted::create_request_from(&wire::CreateParams {
+        oplock_level: 0,
+        desired_access: ALL,
+        file_attributes: 0,
+        share_access: SHARE_ALL,
+        disposition,
+        options: NON_DIRECTORY,
+        name,
+        contexts: &contexts,
+    })
+}
+
+#[test]
+fn an_open_with_an_allocation_makes_it_in_its_call() {
+    use std::os::unix::fs::MetadataExt;
+    let (mut c, dir) = posix_client();
+    let blocks_of = |p: &str| std::fs::metadata(dir.path().join(p)).unwrap().blocks() * 512;
+    let reply = opened_by_call(&mut c, allocating("sub\\copy", CREATE, 1 << 20));
+    assert_eq!(reply.status(), status::SUCCESS);
+    let made = wire::CreateReply::parse(&reply.msg).unwrap();
+    assert_eq!(made.create_action, 2, "created");
+    assert!(made.times.allocation_size >= 1 << 20, "{:?}", made.times);
+    assert_eq!(made.times.end_of_file, 0);
+    assert!(blocks_of("sub/copy") >= 1 << 20);
+    assert_eq!(c.close(made.file_id), status::SUCCESS);
+    // What is emptied is given it too; what is only opened is not.
+    let reply = opened_by_call(&mut c, allocating("sub\\doc", OVERWRITE_IF, 2 << 20));
+    let emptied = wire::CreateReply::parse(&reply.msg).unwrap();
+    assert_eq!(emptied.create_action, 3, "overwritten");
+    assert!(
+        emptied.times.allocation_size >= 2 << 20,
+        "{:?}",
+        emptied.times
+    );
+    assert_eq!(c.close(emptied.file_id), status::SUCCESS);
+    let before = blocks_of("sub/copy");
+    let reply = opened_by_call(&mut c, allocating("sub\\copy", OPEN_IF, 8 << 20));
+    let opened = wire::CreateReply::parse(&reply.msg).unwrap();
+    assert_eq!(opened.create_action, 1, "opened");
+    assert_eq!(c.close(opened.file_id), status::SUCCESS);
+    assert_eq!(blocks_of("sub/copy"), before);
+}

@@ -184,8 +184,8 @@ enum Opening {
     /// not.
     Call(CallOp),
     /// What is there is opened and registered; its truncation, with
-    /// these attributes, is the engine's call.
-    Overwrite(Outcome, u32),
+    /// these attributes and this allocation, is the engine's call.
+    Overwrite(Outcome, u32, u64),
 }
 
 /// The truncation of what an OVERWRITE_IF or SUPERSEDE opened, made by
@@ -195,22 +195,28 @@ enum Opening {
 pub struct Overwrite {
     opened: Opened,
     attrs: u32,
+    allocation: u64,
 }
 
 impl Overwrite {
     /// Makes it through `vfs`, blocking: the object opened, with its new
     /// stat.
     pub(crate) fn perform(self, vfs: &dyn Vfs) -> (Opened, VfsResult<FileStat>) {
-        let r = overwrite(vfs, &self.opened.handle, self.attrs);
+        let r = overwrite(vfs, &self.opened.handle, self.attrs, self.allocation);
         (self.opened, r)
     }
 }
 
-/// Empties the file open as `h` and gives it `attrs`: its new stat.
-fn overwrite(vfs: &dyn Vfs, h: &FileHandle, attrs: u32) -> VfsResult<FileStat> {
-    vfs.set_len(h, 0)
-        .and_then(|_| vfs.set_attributes(h, attrs))
-        .and_then(|_| vfs.stat(h))
+/// Empties the file open as `h` and gives it `attrs` and the
+/// `allocation` asked for (AlSi; a hint, as at a file's making): its new
+/// stat.
+fn overwrite(vfs: &dyn Vfs, h: &FileHandle, attrs: u32, allocation: u64) -> VfsResult<FileStat> {
+    vfs.set_len(h, 0)?;
+    vfs.set_attributes(h, attrs)?;
+    if allocation > 0 {
+        let _ = vfs.set_allocation(h, allocation);
+    }
+    vfs.stat(h)
 }
 
 /// A CREATE whose open is made and registered, and what the rest of the
@@ -223,7 +229,6 @@ pub(crate) struct Finishing {
     oplock: OplockRequest,
     durable_asked: durable::Asked,
     app_instance: Option<[u8; 16]>,
-    allocation: Option<u64>,
     stream: Option<String>,
     action: u32,
     granted: u32,
@@ -241,7 +246,8 @@ pub(crate) const MEMORY_ONLY_CONTEXTS: [&[u8]; 5] =
 /// is then all that may wait for a disk, and the request goes on from
 /// its result, on the engine's loop, with nothing but memory (the object
 /// just opened is in the kernel's cache). So not when anything else may
-/// reach the disk: a stream, a descriptor or an allocation sent with it.
+/// reach the disk: a stream, a descriptor sent with it. An allocation
+/// asked for (AlSi) is made by the call that makes or empties the file.
 /// Where descriptors are stored, the call also reads what decides the
 /// caller's rights on what is there ([`Judging`]), and a name that is
 /// not there is made by a second call, which stores what the new object
@@ -270,7 +276,7 @@ pub(crate) fn opens_by_call(
         && stream.is_none()
         && contexts
             .iter()
-            .all(|c| MEMORY_ONLY_CONTEXTS.contains(&c.name))
+            .all(|c| MEMORY_ONLY_CONTEXTS.contains(&c.name) || c.name == cc::ALSI)
 }
 
 struct Outcome {
@@ -558,6 +564,7 @@ impl Connection {
                 &path,
                 &cr,
                 creator_sd.as_ref(),
+                allocation.unwrap_or(0),
                 kind,
                 &rights,
                 &caller,
@@ -607,7 +614,7 @@ impl Connection {
         };
         let (outcome, overwrite) = match outcome {
             Opening::Done(outcome) => (outcome, None),
-            Opening::Overwrite(outcome, attrs) => (outcome, Some(attrs)),
+            Opening::Overwrite(outcome, attrs, allocation) => (outcome, Some((attrs, allocation))),
             Opening::Call(op) => {
                 reply.wait = Some(Wait::Call {
                     vfs: share.vfs.clone(),
@@ -636,17 +643,21 @@ impl Connection {
             oplock,
             durable_asked,
             app_instance,
-            allocation,
             stream,
             action,
             granted,
             maximal,
             key: file_key(index, &opened),
         };
-        if let Some(attrs) = overwrite {
+        if let Some((attrs, allocation)) = overwrite {
+            let overwrite = Overwrite {
+                opened,
+                attrs,
+                allocation,
+            };
             reply.wait = Some(Wait::Call {
                 vfs: share.vfs.clone(),
-                op: CallOp::Overwrite(Box::new(Overwrite { opened, attrs })),
+                op: CallOp::Overwrite(Box::new(overwrite)),
                 then: Then::Overwrite {
                     msg: req.msg.to_vec(),
                     finishing: Box::new(finishing),
@@ -669,7 +680,7 @@ impl Connection {
         w: &mut Writer,
         cr: &CreateRequest<'_>,
         contexts: &[CreateContext<'_>],
-        mut opened: Opened,
+        opened: Opened,
         finishing: Finishing,
     ) -> Result<NtStatus, NtStatus> {
         let Finishing {
@@ -680,7 +691,6 @@ impl Connection {
             oplock,
             durable_asked,
             app_instance,
-            allocation,
             stream,
             action,
             granted,
@@ -695,17 +705,6 @@ impl Connection {
             server.files().unregister(&key, id, false);
             return Err(status::USER_SESSION_DELETED);
         };
-        // A new or emptied file gets the allocation asked for (AlSi).
-        if let Some(size) = allocation.filter(|s| *s > 0 && !opened.stat.is_dir) {
-            if action != ACTION_OPENED {
-                let vfs = share.vfs.as_ref();
-                if vfs.set_allocation(&opened.handle, size).is_ok() {
-                    if let Ok(st) = vfs.stat(&opened.handle) {
-                        opened.stat = st;
-                    }
-                }
-            }
-        }
         let created = (action == ACTION_CREATED).then(|| (opened.path.clone(), opened.stat.is_dir));
         let file_id = FileId {
             persistent: id,
@@ -882,6 +881,7 @@ fn open_or_create(
     path: &str,
     cr: &CreateRequest<'_>,
     creator_sd: Option<&Descriptor>,
+    allocation: u64,
     kind: Kind,
     tree: &TreeRights,
     caller: &Caller<'_>,
@@ -924,7 +924,8 @@ fn open_or_create(
             read: wants_read,
             write,
             attributes: cr.file_attributes,
-            allocation_size: 0,
+            // What is made is made with it; what is there ignores it.
+            allocation_size: allocation,
         };
         let (made, judged) = match std::mem::replace(&mut first, First::Make) {
             First::Make => (vfs.open(&req), None),
@@ -1016,9 +1017,9 @@ fn open_or_create(
                     // On the engine's loop, the truncation is a call too,
                     // unless the data is memory.
                     if by_call && !vfs.data_in_memory() {
-                        return Ok(Opening::Overwrite(outcome, attrs));
+                        return Ok(Opening::Overwrite(outcome, attrs, allocation));
                     }
-                    match overwrite(vfs, &outcome.opened.handle, attrs) {
+                    match overwrite(vfs, &outcome.opened.handle, attrs, allocation) {
                         Ok(st) => outcome.opened.stat = st,
                         Err(e) => {
                             unregister(server, index, &outcome.opened, id);
