@@ -128,9 +128,8 @@ pub enum Completion {
     ReadAside(Vec<u8>, VfsResult<usize>),
     Write(VfsResult<()>),
     Flush(VfsResult<()>),
-    /// A [`CallOp::Open`]'s result.
-    Opened(VfsResult<Opened>),
-    /// A [`CallOp::OpenJudged`]'s or [`CallOp::Inherit`]'s result.
+    /// A [`CallOp::Open`]'s, [`CallOp::OpenJudged`]'s or
+    /// [`CallOp::Inherit`]'s result.
     Made(Box<Made>),
     /// A [`CallOp::Unlink`]'s result.
     Unlinked(VfsResult<()>),
@@ -211,7 +210,7 @@ impl std::fmt::Debug for Call {
 
 #[derive(Debug)]
 pub enum CallOp {
-    /// [`Vfs::open`], completing with [`Completion::Opened`].
+    /// [`Vfs::open`], completing with [`Completion::Made`].
     Open(OpenCall),
     /// An open of what is there, with the decision on the caller's
     /// rights that reads stored descriptors, completing with
@@ -313,7 +312,11 @@ impl Call {
     pub fn perform(self) -> (Token, Completion) {
         let vfs = self.vfs.as_ref();
         let done = match self.op {
-            CallOp::Open(o) => Completion::Opened(vfs.open(&o.request())),
+            CallOp::Open(o) => Completion::Made(Box::new(Made::Opened {
+                opened: vfs.open(&o.request()),
+                judged: None,
+                write: o.write,
+            })),
             CallOp::OpenJudged(j) => Completion::Made(Box::new(j.perform(vfs))),
             CallOp::Inherit(i) => Completion::Made(Box::new(i.perform(vfs))),
             CallOp::Unlink { who, path, is_dir } => {

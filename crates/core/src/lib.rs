@@ -45,7 +45,9 @@ pub use conn::encryption::SessionCiphers;
 pub use conn::post::{ConnectionId, Letter, Message};
 pub use env::Env;
 pub use event::Event;
-pub use intent::{Call, CallOp, Completion, DataFile, Intent, Op, OpenCall, Token, WriteData};
+pub use intent::{
+    Call, CallOp, Completion, DataFile, Intent, Made, Op, OpenCall, Token, WriteData,
+};
 #[cfg(any(test, feature = "reference"))]
 pub use names::wildcard_reference;
 pub use names::{path, wildcard};

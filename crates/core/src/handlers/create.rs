@@ -77,8 +77,13 @@ enum First {
 #[derive(Debug)]
 pub enum Made {
     /// The open, and on a share with stored descriptors what the caller
-    /// may do with an object that was there ([`Judging`]).
-    Opened(VfsResult<Opened>, Option<Result<rights::Granted, NtStatus>>),
+    /// may do with an object that was there ([`Judging`]); `write` when
+    /// it was asked to open for writing.
+    Opened {
+        opened: VfsResult<Opened>,
+        judged: Option<Result<rights::Granted, NtStatus>>,
+        write: bool,
+    },
     /// A new object with what it inherits ([`Inheriting`]); None when
     /// the name was taken meanwhile.
     Inherited(Result<Option<Opened>, NtStatus>),
@@ -130,7 +135,11 @@ impl Judging {
             }
             _ => None,
         };
-        Made::Opened(opened, judged)
+        Made::Opened {
+            opened,
+            judged,
+            write: self.open.write,
+        }
     }
 }
 
@@ -929,7 +938,20 @@ fn open_or_create(
         };
         let (made, judged) = match std::mem::replace(&mut first, First::Make) {
             First::Make => (vfs.open(&req), None),
-            First::Made(Made::Opened(opened, judged)) => (opened, judged),
+            First::Made(Made::Opened {
+                opened,
+                judged,
+                write: asked,
+            }) => {
+                // Only a write the kernel refused is not asked again
+                // (below): this run goes on from there.
+                if write && !asked {
+                    write = false;
+                    write_refused = true;
+                    one_walk = false;
+                }
+                (opened, judged)
+            }
             First::Made(Made::Inherited(made)) => match made? {
                 Some(opened) => {
                     return created(server, index, opened, id, granted, cr, tree, oplock)
@@ -959,6 +981,9 @@ fn open_or_create(
                 write = false;
                 write_refused = true;
                 one_walk = false;
+                if by_call {
+                    first = First::Call;
+                }
                 continue;
             }
             r => r,

@@ -117,13 +117,6 @@ impl Connection {
         w: &mut Writer,
         env: &mut dyn Env,
     ) -> Result<NtStatus, NtStatus> {
-        // A plain open's result is taken as a judged one's, not judged.
-        let done = match done {
-            Completion::Opened(opened) => {
-                Completion::Made(Box::new(create::Made::Opened(opened, None)))
-            }
-            done => done,
-        };
         match (then, done) {
             (Then::Close(r), Completion::Unlinked(result)) => Ok(self.removed(r, result, w)),
             (Then::Rename(r), Completion::Renamed(result)) => self.renamed(*r, result, w),

@@ -162,7 +162,13 @@ mod tests {
         assert!(call_at_once(&open("sub/new")));
         assert!(!call_at_once(&open("gone/new")), "a folder not there");
         let (_, done) = open("sub/new").perform();
-        assert!(matches!(done, Completion::Opened(Ok(_))));
+        let Completion::Made(made) = done else {
+            panic!("an open's completion: {done:?}");
+        };
+        assert!(matches!(
+            *made,
+            copyless_core::Made::Opened { opened: Ok(_), .. }
+        ));
         assert!(dir.path().join("sub/new").exists());
     }
 
