@@ -13,6 +13,7 @@ use std::sync::Arc;
 pub use crate::handlers::change::Change;
 pub use crate::handlers::create::{Inheriting, Judging, Made, Overwrite};
 pub use crate::handlers::dir::DirStep;
+pub use crate::handlers::info::RenameJudging;
 pub use crate::handlers::look::{Look, Looked};
 use copyless_proto::status::NtStatus;
 use copyless_vfs::{
@@ -133,8 +134,9 @@ pub enum Completion {
     Made(Box<Made>),
     /// A [`CallOp::Unlink`]'s result.
     Unlinked(VfsResult<()>),
-    /// A [`CallOp::Rename`]'s result: the new real path.
-    Renamed(VfsResult<String>),
+    /// A [`CallOp::Rename`]'s or [`CallOp::RenameJudged`]'s result: the
+    /// open's real path and its new one.
+    Renamed(Result<(String, String), NtStatus>),
     /// A [`CallOp::List`]'s step, made.
     Listed(Box<DirStep>),
     /// A [`CallOp::Look`]'s result.
@@ -234,6 +236,9 @@ pub enum CallOp {
         to: String,
         replace: bool,
     },
+    /// A rename with the checks stored descriptors ask for, completing
+    /// with [`Completion::Renamed`].
+    RenameJudged(Box<RenameJudging>),
     /// A QUERY_DIRECTORY's filesystem work on an open folder, completing
     /// with [`Completion::Listed`].
     List(Box<DirStep>),
@@ -258,6 +263,7 @@ impl CallOp {
             CallOp::Inherit(i) => vec![i.path()],
             CallOp::Unlink { path, .. } => vec![path],
             CallOp::Rename { from, to, .. } => vec![from, to],
+            CallOp::RenameJudged(r) => r.paths(),
             // The open folder is where it is: no path is looked up.
             CallOp::List(_) | CallOp::Look(_) | CallOp::Change(_) | CallOp::Overwrite(_) => {
                 Vec::new()
@@ -327,7 +333,12 @@ impl Call {
                 from,
                 to,
                 replace,
-            } => Completion::Renamed(vfs.rename(&who, &from, &to, replace)),
+            } => Completion::Renamed(
+                vfs.rename(&who, &from, &to, replace)
+                    .map(|to| (from, to))
+                    .map_err(|e| crate::handlers::vfs_status(&e)),
+            ),
+            CallOp::RenameJudged(r) => Completion::Renamed(r.perform(vfs)),
             CallOp::List(step) => Completion::Listed(Box::new(step.perform(vfs))),
             CallOp::Look(look) => Completion::Looked(look.perform(vfs).map(Box::new)),
             CallOp::Change(change) => Completion::Changed(change.perform(vfs)),

@@ -76,6 +76,35 @@ impl Caller<'_> {
     }
 }
 
+/// The session a call acts for, owned to travel with it to the engine
+/// (a [`Caller`] borrows the server's configuration).
+pub struct OwnedCaller {
+    server: std::sync::Arc<crate::server::Server>,
+    anonymous: bool,
+}
+
+impl OwnedCaller {
+    pub fn new(server: &std::sync::Arc<crate::server::Server>, caller: &Caller<'_>) -> Self {
+        OwnedCaller {
+            server: server.clone(),
+            anonymous: caller.anonymous,
+        }
+    }
+
+    /// The caller, acting as `who`.
+    pub fn caller<'a>(&'a self, who: &'a Identity) -> Caller<'a> {
+        Caller {
+            config: &self.server.config,
+            anonymous: self.anonymous,
+            who,
+        }
+    }
+
+    pub fn server(&self) -> &crate::server::Server {
+        &self.server
+    }
+}
+
 /// A user's RID under the machine SID, from its uid as Samba's algorithmic
 /// mapping makes it: stable without a table, and never a well-known RID.
 pub fn user_rid(uid: u32) -> u32 {

@@ -1202,3 +1202,55 @@ fn an_open_with_an_allocation_makes_it_in_its_call() {
     assert_eq!(c.close(opened.file_id), status::SUCCESS);
     assert_eq!(blocks_of("sub/copy"), before);
 }
+
+fn renames_judged(op: &CallOp) -> bool {
+    matches!(op, CallOp::RenameJudged(_))
+}
+
+#[test]
+fn a_rename_where_descriptors_are_stored_is_judged_by_its_call() {
+    let (mut c, dir) = posix_client();
+    let sub = c
+        .open(create_request_with(
+            "sub",
+            READ | WRITE_DAC,
+            SHARE_ALL,
+            OPEN,
+            0,
+        ))
+        .unwrap();
+    // The folder lets everyone read and delete what is in it, not add.
+    const DELETE_CHILD: u32 = 0x40;
+    store_dacl(&mut c, sub, &[(FILE_GENERIC_READ | DELETE_CHILD, 0)]);
+    let (_, id) = opened(&mut c, open_request("doc", CREATE));
+    let id = id.unwrap();
+    let into_sub = set_info(
+        id,
+        FILE_RENAME_INFORMATION,
+        &rename_info("sub\\doc2", false),
+    );
+    let reply = by_call(&mut c, into_sub, renames_judged);
+    assert_eq!(
+        reply.status(),
+        status::ACCESS_DENIED,
+        "the folder adds nothing"
+    );
+    assert!(dir.path().join("doc").exists() && !dir.path().join("sub/doc2").exists());
+    // Where the share's root lets alice add files, it is moved, and the
+    // table follows.
+    let (_, doc) = opened(&mut c, open_request("sub\\doc", OPEN));
+    let doc = doc.unwrap();
+    let out = set_info(doc, FILE_RENAME_INFORMATION, &rename_info("moved", false));
+    let reply = by_call(&mut c, out, renames_judged);
+    assert_eq!(reply.status(), status::SUCCESS);
+    assert!(dir.path().join("moved").exists() && !dir.path().join("sub/doc").exists());
+    let (_, again) = opened(&mut c, create_request_with("moved", ALL, 0, OPEN, 0));
+    assert_eq!(
+        again,
+        Err(status::SHARING_VIOLATION),
+        "the open is there by its new name"
+    );
+    assert_eq!(c.close(doc), status::SUCCESS);
+    assert_eq!(c.close(id), status::SUCCESS);
+    assert_eq!(c.close(sub), status::SUCCESS);
+}

@@ -29,7 +29,7 @@ use crate::leases;
 use crate::open::{FileOpen, Open, OpenKind};
 use crate::quota::OpenSlot;
 use crate::rights;
-use crate::security::{self, Caller};
+use crate::security::{self, Caller, OwnedCaller};
 use crate::server::{Server, Share};
 
 pub const FILE_DIRECTORY_FILE: u32 = 0x0000_0001;
@@ -89,22 +89,6 @@ pub enum Made {
     Inherited(Result<Option<Opened>, NtStatus>),
 }
 
-/// The session a call acts for, owned to travel with it.
-struct CallerOf {
-    server: Arc<Server>,
-    anonymous: bool,
-}
-
-impl CallerOf {
-    fn caller<'a>(&'a self, who: &'a copyless_vfs::Identity) -> Caller<'a> {
-        Caller {
-            config: &self.server.config,
-            anonymous: self.anonymous,
-            who,
-        }
-    }
-}
-
 /// The open of what is there on a share with stored descriptors, made by
 /// the engine as a call ([`CallOp::OpenJudged`]) together with what the
 /// decision on the caller's rights reads of the filesystem: the object's
@@ -112,7 +96,7 @@ impl CallerOf {
 /// refuses (see `security::OpenedFacts`).
 pub struct Judging {
     open: OpenCall,
-    caller: CallerOf,
+    caller: OwnedCaller,
     desired: u32,
     disposition: u32,
     tree: TreeRights,
@@ -155,7 +139,7 @@ impl std::fmt::Debug for Judging {
 /// stored on it (see [`create_inheriting`]).
 pub struct Inheriting {
     open: OpenCall,
-    caller: CallerOf,
+    caller: OwnedCaller,
     creator_sd: Option<Descriptor>,
 }
 
@@ -967,7 +951,7 @@ fn open_or_create(
             First::Call if vfs.descriptors_stored() => {
                 return Ok(Opening::Call(CallOp::OpenJudged(Box::new(Judging {
                     open: OpenCall::new(&req),
-                    caller: caller_of(server, caller),
+                    caller: OwnedCaller::new(server, caller),
                     desired: cr.desired_access,
                     disposition,
                     tree: *tree,
@@ -1067,7 +1051,7 @@ fn open_or_create(
                 if by_call {
                     return Ok(Opening::Call(CallOp::Inherit(Box::new(Inheriting {
                         open: OpenCall::new(&req),
-                        caller: caller_of(server, caller),
+                        caller: OwnedCaller::new(server, caller),
                         creator_sd: creator_sd.cloned(),
                     }))));
                 }
@@ -1108,13 +1092,6 @@ fn judge(
     };
     let mut facts = security::OpenedFacts::new(vfs, caller, opened);
     rights::open(&mut facts, &ask)
-}
-
-fn caller_of(server: &Arc<Server>, caller: &Caller<'_>) -> CallerOf {
-    CallerOf {
-        server: server.clone(),
-        anonymous: caller.anonymous,
-    }
 }
 
 /// A file with FILE_ATTRIBUTE_READONLY, whose data is not written.

@@ -9,7 +9,7 @@ use copyless_proto::messages::{self, QueryInfoRequest, SetInfoRequest};
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::Writer;
 use copyless_vfs::{
-    attr, Disposition, FileHandle, Kind, OpenRequest, SetTimes, VfsError, VfsResult,
+    attr, Disposition, FileHandle, Identity, Kind, OpenRequest, SetTimes, Vfs, VfsError,
 };
 
 use crate::access;
@@ -25,7 +25,7 @@ use crate::leases::LeaseId;
 use crate::names::path;
 use crate::open::{current_path, FileOpen, OpenKind};
 use crate::rights;
-use crate::security::{self, Caller};
+use crate::security::{self, Caller, OwnedCaller};
 use crate::server::Server;
 use copyless_fscc::descriptor::{Descriptor, ALL_PARTS};
 
@@ -336,19 +336,45 @@ impl Connection {
                 }
                 let replace = r.replace_if_exists;
                 if !looks && renames_by_call(f, &target, replace) {
-                    let from = may_rename(&server, f, &caller, my_id, &target, replace)?;
+                    let (op, from) = if f.vfs.descriptors_stored() {
+                        // What stored descriptors allow is read by the call.
+                        let (from, _) = file_state(&server, f);
+                        let judging = RenameJudging {
+                            caller: OwnedCaller::new(&server, &caller),
+                            who: f.handle.who().clone(),
+                            key: f.key,
+                            is_dir: f.is_dir,
+                            my_id,
+                            from: from.clone(),
+                            to: target.clone(),
+                            replace,
+                        };
+                        (CallOp::RenameJudged(Box::new(judging)), from)
+                    } else {
+                        let from = may_rename(
+                            &server,
+                            &f.key,
+                            f.is_dir,
+                            f.vfs.as_ref(),
+                            &caller,
+                            my_id,
+                            &target,
+                            replace,
+                        )?;
+                        let op = CallOp::Rename {
+                            who: f.handle.who().clone(),
+                            from: from.clone(),
+                            to: target.clone(),
+                            replace,
+                        };
+                        (op, from)
+                    };
                     let mark = server.own_changes().begin(share, &[&from, &target]);
                     reply.wait = Some(Wait::Call {
                         vfs: f.vfs.clone(),
-                        op: CallOp::Rename {
-                            who: f.handle.who().clone(),
-                            from: from.clone(),
-                            to: target,
-                            replace,
-                        },
+                        op,
                         then: Then::Rename(Box::new(Renaming {
                             key: f.key,
-                            from,
                             is_dir: f.is_dir,
                             parent_lease,
                         })),
@@ -500,7 +526,10 @@ fn rename(
     target: &str,
     replace: bool,
 ) -> Result<(String, String), NtStatus> {
-    let from = may_rename(server, f, caller, my_id, target, replace)?;
+    let vfs = f.vfs.as_ref();
+    let from = may_rename(
+        server, &f.key, f.is_dir, vfs, caller, my_id, target, replace,
+    )?;
     // Both names are the server's own change (local.rs).
     let own = server.own_changes().begin(f.key.0, &[&from, target]);
     let new_path = f
@@ -524,35 +553,80 @@ pub(crate) fn rename_target(name: &str) -> Result<String, NtStatus> {
 
 /// Whether a rename of an open file (not a stream) to `target` leaves
 /// the VFS's rename as a call and goes on from its result with nothing
-/// but memory (see [`may_rename`]): not when stored descriptors are to
-/// be checked, nor when it may replace what is there and the kernel's
-/// cache does not find that (its real name is looked up first: an
-/// application's save that renames its new copy over the old one finds
-/// it there). Both names stay marked as the server's own change
-/// (local.rs) until the call is made.
+/// but memory (see [`may_rename`]): not when it may replace what is
+/// there and the kernel's cache does not find that (its real name is
+/// looked up first: an application's save that renames its new copy
+/// over the old one finds it there). Where descriptors are stored, the
+/// call also checks what they allow ([`RenameJudging`]). Both names stay
+/// marked as the server's own change (local.rs) until the call is made.
 pub(crate) fn renames_by_call(f: &FileOpen, target: &str, replace: bool) -> bool {
-    f.handle.stream.is_none()
-        && !f.vfs.descriptors_stored()
-        && (!replace || f.vfs.found_without_waiting(target))
+    f.handle.stream.is_none() && (!replace || f.vfs.found_without_waiting(target))
+}
+
+/// A rename on a share with stored descriptors, made by the engine as a
+/// call ([`CallOp::RenameJudged`]) with the checks before it (see
+/// [`may_rename`]): the table's rules, what it would replace, what the
+/// descriptors of the target's folder and of what it replaces allow.
+pub struct RenameJudging {
+    caller: OwnedCaller,
+    who: Identity,
+    key: FileKey,
+    is_dir: bool,
+    my_id: u64,
+    /// The open's path when the call was asked for.
+    from: String,
+    to: String,
+    replace: bool,
+}
+
+impl RenameJudging {
+    /// The share paths it acts on.
+    pub(crate) fn paths(&self) -> Vec<&str> {
+        vec![&self.from, &self.to]
+    }
+
+    /// Makes it through `vfs`, blocking: the open's path and its new one.
+    pub(crate) fn perform(self, vfs: &dyn Vfs) -> Result<(String, String), NtStatus> {
+        let caller = self.caller.caller(&self.who);
+        let server = self.caller.server();
+        let (key, dir, id) = (&self.key, self.is_dir, self.my_id);
+        let from = may_rename(server, key, dir, vfs, &caller, id, &self.to, self.replace)?;
+        let to = vfs
+            .rename(&self.who, &from, &self.to, self.replace)
+            .map_err(|e| vfs_status(&e))?;
+        Ok((from, to))
+    }
+}
+
+impl std::fmt::Debug for RenameJudging {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RenameJudging")
+            .field("from", &self.from)
+            .field("to", &self.to)
+            .finish()
+    }
 }
 
 /// What a rename checks before the VFS moves anything: the table's rules,
 /// what it would replace, the rights stored descriptors give. Returns the
 /// open's current path. Reaches the filesystem only to look up what it
 /// replaces (`replace`) and where descriptors are stored.
+#[allow(clippy::too_many_arguments)]
 fn may_rename(
     server: &Server,
-    f: &FileOpen,
+    key: &FileKey,
+    is_dir: bool,
+    vfs: &dyn Vfs,
     caller: &Caller<'_>,
     my_id: u64,
     target: &str,
     replace: bool,
 ) -> Result<String, NtStatus> {
-    let share = f.key.0;
+    let share = key.0;
     let from = {
         let table = server.files();
-        let state = table.get(&f.key).ok_or(status::FILE_CLOSED)?;
-        if table.others_deny_delete(&f.key, my_id) {
+        let state = table.get(key).ok_or(status::FILE_CLOSED)?;
+        if table.others_deny_delete(key, my_id) {
             return Err(status::SHARING_VIOLATION);
         }
         // An open of the parent directory with DELETE access pins its
@@ -563,12 +637,11 @@ fn may_rename(
         }
         // Nor does it rename a directory with anything open beneath it
         // (smb2.rename.rename_dir_openfile).
-        if f.is_dir && table.is_open_beneath(share, state.path()) {
+        if is_dir && table.is_open_beneath(share, state.path()) {
             return Err(status::ACCESS_DENIED);
         }
         state.path().to_owned()
     };
-    let vfs = f.vfs.as_ref();
     let replaced = replace
         .then(|| vfs.resolve(caller.who, target).ok())
         .flatten()
@@ -589,7 +662,7 @@ fn may_rename(
         Some(folder) => security::folder_rights(vfs, caller, &folder)?,
         None => None,
     };
-    rights::rename(new_parent, f.is_dir, replaced.is_some(), || {
+    rights::rename(new_parent, is_dir, replaced.is_some(), || {
         security::stored_rights_at(vfs, caller, replaced.as_deref().unwrap_or_default())
     })?;
     Ok(from)
@@ -614,7 +687,6 @@ fn rename_changes(from: String, to: String, name_class: u32) -> [(String, u32, u
 /// A SET_INFO rename that waits for the VFS to move the file.
 pub(crate) struct Renaming {
     key: FileKey,
-    from: String,
     is_dir: bool,
     parent_lease: Option<LeaseId>,
 }
@@ -624,18 +696,18 @@ impl Connection {
     pub(crate) fn renamed(
         &mut self,
         r: Renaming,
-        result: VfsResult<String>,
+        result: Result<(String, String), NtStatus>,
         w: &mut Writer,
     ) -> Result<NtStatus, NtStatus> {
-        let to = result.map_err(|e| vfs_status(&e))?;
-        self.server.files().moved(&r.key, &r.from, &to);
+        let (from, to) = result?;
+        self.server.files().moved(&r.key, &from, &to);
         let share = r.key.0;
         let name_class = if r.is_dir {
             filter::DIR_NAME
         } else {
             filter::FILE_NAME
         };
-        for (path, action, class) in rename_changes(r.from, to.clone(), name_class) {
+        for (path, action, class) in rename_changes(from, to.clone(), name_class) {
             self.report_change(share, &path, action, class);
             self.break_parent_leases(share, &path, r.parent_lease);
         }
