@@ -1064,18 +1064,22 @@ fn store_dacl(c: &mut Client, id: FileId, aces: &[(u32, u8)]) {
 const FILE_ADD_FILE: u32 = 0x2;
 const WRITE_DAC: u32 = 0x0004_0000;
 
+/// Opens `name` with `access` and the right to store a DACL on it.
+fn open_to_protect(c: &mut Client, name: &str, access: u32) -> FileId {
+    c.open(create_request_with(
+        name,
+        access | WRITE_DAC,
+        SHARE_ALL,
+        OPEN,
+        0,
+    ))
+    .unwrap()
+}
+
 #[test]
 fn an_open_of_what_is_there_is_judged_by_its_call_where_descriptors_are_stored() {
     let (mut c, dir) = posix_client();
-    let id = c
-        .open(create_request_with(
-            "sub\\doc",
-            ALL | WRITE_DAC,
-            SHARE_ALL,
-            OPEN,
-            0,
-        ))
-        .unwrap();
+    let id = open_to_protect(&mut c, "sub\\doc", ALL);
     store_dacl(&mut c, id, &[(FILE_GENERIC_READ, 0)]);
     assert_eq!(c.close(id), status::SUCCESS);
     // Reading is what the descriptor grants.
@@ -1123,15 +1127,7 @@ fn made_by_calls(c: &mut Client, create: Request) -> Reply {
 #[test]
 fn a_name_made_where_descriptors_are_stored_inherits_by_a_call() {
     let (mut c, dir) = posix_client();
-    let sub = c
-        .open(create_request_with(
-            "sub",
-            READ | WRITE_DAC,
-            SHARE_ALL,
-            OPEN,
-            0,
-        ))
-        .unwrap();
+    let sub = open_to_protect(&mut c, "sub", READ);
     store_dacl(&mut c, sub, &[(FILE_GENERIC_READ, OBJECT_INHERIT_ACE)]);
     // The folder's descriptor lets no one add files: refused.
     let reply = made_by_calls(&mut c, open_request("sub\\new", CREATE));
@@ -1210,15 +1206,7 @@ fn renames_judged(op: &CallOp) -> bool {
 #[test]
 fn a_rename_where_descriptors_are_stored_is_judged_by_its_call() {
     let (mut c, dir) = posix_client();
-    let sub = c
-        .open(create_request_with(
-            "sub",
-            READ | WRITE_DAC,
-            SHARE_ALL,
-            OPEN,
-            0,
-        ))
-        .unwrap();
+    let sub = open_to_protect(&mut c, "sub", READ);
     // The folder lets everyone read and delete what is in it, not add.
     const DELETE_CHILD: u32 = 0x40;
     store_dacl(&mut c, sub, &[(FILE_GENERIC_READ | DELETE_CHILD, 0)]);
