@@ -11,7 +11,9 @@ use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
 pub use crate::handlers::change::Change;
-pub use crate::handlers::create::{Inheriting, Judging, Made, Overwrite};
+pub use crate::handlers::create::{
+    Inheriting, Judging, Made, Overwrite, StreamMade, StreamOpening,
+};
 pub use crate::handlers::dir::DirStep;
 pub use crate::handlers::info::RenameJudging;
 pub use crate::handlers::look::{Look, Looked};
@@ -221,6 +223,9 @@ pub enum CallOp {
     /// The making of a name, with what it inherits from its folder's
     /// stored descriptor, completing with [`Completion::Made`].
     Inherit(Box<Inheriting>),
+    /// The open of a named stream, its file made if need be, completing
+    /// with [`Completion::Made`].
+    OpenStream(Box<StreamOpening>),
     /// [`Vfs::unlink`] of the real path `path`, completing with
     /// [`Completion::Unlinked`].
     Unlink {
@@ -261,6 +266,7 @@ impl CallOp {
             CallOp::Open(o) => vec![&o.path],
             CallOp::OpenJudged(j) => vec![j.path()],
             CallOp::Inherit(i) => vec![i.path()],
+            CallOp::OpenStream(o) => vec![o.path()],
             CallOp::Unlink { path, .. } => vec![path],
             CallOp::Rename { from, to, .. } => vec![from, to],
             CallOp::RenameJudged(r) => r.paths(),
@@ -325,6 +331,7 @@ impl Call {
             })),
             CallOp::OpenJudged(j) => Completion::Made(Box::new(j.perform(vfs))),
             CallOp::Inherit(i) => Completion::Made(Box::new(i.perform(vfs))),
+            CallOp::OpenStream(o) => Completion::Made(Box::new(o.perform(vfs))),
             CallOp::Unlink { who, path, is_dir } => {
                 Completion::Unlinked(vfs.unlink(&who, &path, is_dir))
             }

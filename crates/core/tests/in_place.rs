@@ -6,7 +6,8 @@
 //! watch has gathered). A CLOSE that removes its file, an open that may
 //! create or truncate, a rename (one that replaces, where the kernel
 //! finds what it replaces in its cache), a new size or new times, a
-//! listing and a query of what is not in the open file's stat hand their
+//! listing, a query of what is not in the open file's stat and the open
+//! of a named stream (with its file, made if need be) hand their
 //! filesystem work on as a call, also while folders are watched (what a
 //! call changes stays the server's own change until it is made). What
 //! reaches the filesystem while it is handled must go elsewhere: a
@@ -583,9 +584,54 @@ fn an_open_that_may_truncate_or_miss_leaves_its_open_as_a_call() {
         b"",
         "overwritten"
     );
-    // A stream is opened elsewhere.
-    let (blocks, id) = opened(&mut c, open_request("sub\\doc:stream", OPEN));
-    assert!(blocks, "a stream: {id:x?}");
+}
+
+fn opens_stream(op: &CallOp) -> bool {
+    matches!(op, CallOp::OpenStream(_))
+}
+
+#[test]
+fn a_named_stream_is_opened_or_made_with_its_file_by_one_call() {
+    let (mut c, dir) = posix_client();
+    let fs = |p: &str| dir.path().join(p);
+    let reply = by_call(&mut c, open_request("sub\\doc:side", OPEN), opens_stream);
+    assert_eq!(reply.status(), status::OBJECT_NAME_NOT_FOUND);
+    let reply = by_call(&mut c, open_request("sub\\doc:side", OPEN_IF), opens_stream);
+    assert_eq!(reply.status(), status::SUCCESS);
+    let made = wire::CreateReply::parse(&reply.msg).unwrap();
+    assert_eq!(made.create_action, 2, "created");
+    let w = c.call(write_request(made.file_id, 0, b"aside"));
+    assert_eq!(w.status(), status::SUCCESS);
+    // The open is registered: share modes are the stream's own.
+    let (_, other) = opened(
+        &mut c,
+        create_request_with("sub\\doc:side", ALL, 0, OPEN, 0),
+    );
+    assert_eq!(other, Err(status::SHARING_VIOLATION));
+    assert_eq!(c.close(made.file_id), status::SUCCESS);
+    assert_eq!(
+        std::fs::read(fs("sub/doc")).unwrap(),
+        b"kept",
+        "the file's data"
+    );
+    let reply = by_call(&mut c, open_request("sub\\doc:side", OPEN), opens_stream);
+    let id = wire::CreateReply::parse(&reply.msg).unwrap().file_id;
+    let r = c.call(copyless_scripted::read_request(id, 0, 64, 1));
+    assert_eq!(r.status(), status::SUCCESS);
+    assert!(r.msg.ends_with(b"aside"), "the stream's data");
+    assert_eq!(c.close(id), status::SUCCESS);
+    // A stream of a file that is not there makes the file too.
+    let reply = by_call(&mut c, open_request("sub\\new:side", CREATE), opens_stream);
+    assert_eq!(reply.status(), status::SUCCESS);
+    let id = wire::CreateReply::parse(&reply.msg).unwrap().file_id;
+    assert_eq!(c.close(id), status::SUCCESS);
+    assert!(fs("sub/new").is_file());
+    let reply = by_call(&mut c, open_request("sub\\new:side", CREATE), opens_stream);
+    assert_eq!(reply.status(), status::OBJECT_NAME_COLLISION);
+    // One that empties what is there does so on the loop: elsewhere.
+    let (blocks, id) = opened(&mut c, open_request("sub\\doc:side", OVERWRITE_IF));
+    assert!(blocks, "an overwritten stream: {id:x?}");
+    assert_eq!(c.close(id.unwrap()), status::SUCCESS);
 }
 
 #[test]

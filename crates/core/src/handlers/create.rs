@@ -87,6 +87,8 @@ pub enum Made {
     /// A new object with what it inherits ([`Inheriting`]); None when
     /// the name was taken meanwhile.
     Inherited(Result<Option<Opened>, NtStatus>),
+    /// A named stream opened or made ([`StreamOpening`]).
+    Stream(Result<StreamMade, NtStatus>),
 }
 
 /// The open of what is there on a share with stored descriptors, made by
@@ -170,6 +172,61 @@ impl std::fmt::Debug for Inheriting {
     }
 }
 
+/// The open of a named stream, made by the engine as a call
+/// ([`CallOp::OpenStream`]): its file opened (or made, with what it
+/// inherits, where the disposition allows), the caller's rights on the
+/// file decided, the stream opened (or made) and looked at.
+pub struct StreamOpening {
+    base: OpenCall,
+    name: String,
+    disposition: u32,
+    desired: u32,
+    caller: OwnedCaller,
+    creator_sd: Option<Descriptor>,
+    tree: TreeRights,
+    read_only: bool,
+}
+
+impl StreamOpening {
+    /// The share path of the stream's file.
+    pub(crate) fn path(&self) -> &str {
+        &self.base.path
+    }
+
+    /// Makes it through `vfs`, blocking.
+    pub(crate) fn perform(self, vfs: &dyn Vfs) -> Made {
+        let caller = self.caller.caller(&self.base.who);
+        Made::Stream(make_stream(
+            vfs,
+            &self.base.request(),
+            &self.name,
+            self.disposition,
+            self.desired,
+            self.creator_sd.as_ref(),
+            &self.tree,
+            &caller,
+            self.read_only,
+        ))
+    }
+}
+
+impl std::fmt::Debug for StreamOpening {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamOpening")
+            .field("base", &self.base)
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+/// A named stream opened or made, before it is registered.
+#[derive(Debug)]
+pub struct StreamMade {
+    opened: Opened,
+    granted: u32,
+    maximal: u32,
+}
+
 /// What became of the open of a CREATE.
 enum Opening {
     Done(Outcome),
@@ -239,7 +296,9 @@ pub(crate) const MEMORY_ONLY_CONTEXTS: [&[u8]; 5] =
 /// is then all that may wait for a disk, and the request goes on from
 /// its result, on the engine's loop, with nothing but memory (the object
 /// just opened is in the kernel's cache). So not when anything else may
-/// reach the disk: a stream, a descriptor sent with it. An allocation
+/// reach the disk: a descriptor sent with it, the emptying of a stream
+/// (a named stream is otherwise opened, or made with its file, by one
+/// call: [`StreamOpening`]). An allocation
 /// asked for (AlSi) is made by the call that makes or empties the file.
 /// Where descriptors are stored, the call also reads what decides the
 /// caller's rights on what is there ([`Judging`]), and a name that is
@@ -265,11 +324,21 @@ pub(crate) fn opens_by_call(
         CREATE | OPEN_IF | SUPERSEDE | OVERWRITE_IF => may_create(cr, path, read_only).is_ok(),
         _ => false,
     };
-    disposition_allows
-        && stream.is_none()
-        && contexts
-            .iter()
-            .all(|c| MEMORY_ONLY_CONTEXTS.contains(&c.name) || c.name == cc::ALSI)
+    let memory_only = |c: &CreateContext<'_>| MEMORY_ONLY_CONTEXTS.contains(&c.name);
+    match stream {
+        None => {
+            disposition_allows
+                && contexts
+                    .iter()
+                    .all(|c| memory_only(c) || c.name == cc::ALSI)
+        }
+        // What a stream's open empties is emptied on the loop.
+        Some(_) => {
+            disposition_allows
+                && matches!(cr.create_disposition, OPEN | OPEN_IF | CREATE)
+                && contexts.iter().all(memory_only)
+        }
+    }
 }
 
 struct Outcome {
@@ -579,8 +648,8 @@ impl Connection {
                 read_only,
                 id,
                 &mut oplock,
-            )
-            .map(Opening::Done),
+                first,
+            ),
         };
         let outcome = match (outcome, oplock.waited_on) {
             // Oplocks of other opens are being broken: the request runs
@@ -958,6 +1027,8 @@ fn open_or_create(
                 }))))
             }
             First::Call => return Ok(Opening::Call(CallOp::Open(OpenCall::new(&req)))),
+            // A stream's result: an engine bug.
+            First::Made(Made::Stream(_)) => return Err(status::INTERNAL_ERROR),
         };
         let opened = match made {
             // MAXIMUM_ALLOWED asks for write only if the caller may.
@@ -1223,8 +1294,10 @@ fn file_key(index: usize, opened: &Opened) -> FileKey {
 }
 
 /// Opens or creates the alternate data stream `name` of `path`, creating
-/// the file too when the disposition allows, as NTFS does. Rights come
-/// from the file's descriptor; share modes are the stream's own.
+/// the file too when the disposition allows, as NTFS does (see
+/// [`make_stream`]), or has the engine do so as a call (`first`); then
+/// registers the open, and empties what is there if the disposition says
+/// so. Share modes are the stream's own.
 #[allow(clippy::too_many_arguments)]
 fn open_or_create_stream(
     server: &Arc<Server>,
@@ -1239,89 +1312,50 @@ fn open_or_create_stream(
     read_only: bool,
     id: u64,
     oplock: &mut OplockRequest,
-) -> Result<Outcome, NtStatus> {
-    let disposition = match cr.create_disposition {
-        SUPERSEDE => Disposition::Supersede,
-        OPEN => Disposition::Open,
-        CREATE => Disposition::Create,
-        OVERWRITE => Disposition::Overwrite,
-        OVERWRITE_IF => Disposition::OverwriteIf,
-        _ => Disposition::OpenIf,
-    };
-    let may_create = !matches!(disposition, Disposition::Open | Disposition::Overwrite);
-    let base_req = OpenRequest {
+    first: First,
+) -> Result<Opening, NtStatus> {
+    let base = OpenRequest {
         attributes: cr.file_attributes,
         ..OpenRequest::look(caller.who, path, Kind::Any)
     };
-    let (base, base_created, granted, maximal) = match vfs.open(&base_req) {
-        Ok(base) => {
-            // Opening a stream that is not there yet writes to its file.
-            let new_stream = may_create
-                && match vfs.open_stream(&base.handle, name, Disposition::Open) {
-                    Ok(_) => false,
-                    Err(VfsError::NameNotFound) => true,
-                    Err(e) => return Err(vfs_status(&e)),
-                };
-            let implied = rights::implied(cr.create_disposition, new_stream, base.stat.is_dir);
-            // A stream holds data: its writes are the kernel's to allow
-            // even on a folder, whose xattrs hold its streams.
-            let ask = rights::Ask {
+    let made = match first {
+        First::Make => make_stream(
+            vfs,
+            &base,
+            name,
+            cr.create_disposition,
+            cr.desired_access,
+            creator_sd,
+            tree,
+            caller,
+            read_only,
+        ),
+        First::Call => {
+            return Ok(Opening::Call(CallOp::OpenStream(Box::new(StreamOpening {
+                base: OpenCall::new(&base),
+                name: name.to_owned(),
+                disposition: cr.create_disposition,
                 desired: cr.desired_access,
-                implied,
-                tree_maximal: tree.maximal,
-                is_root: base.path.is_empty(),
-                is_dir: false,
-                read_only_file: read_only_file(&base.stat),
-                maximal_wanted: tree.maximal_wanted,
-            };
-            let g = rights::open(&mut security::OpenedFacts::new(vfs, caller, &base), &ask)?;
-            (base, false, g.granted, g.maximal)
+                caller: OwnedCaller::new(server, caller),
+                creator_sd: creator_sd.cloned(),
+                tree: *tree,
+                read_only,
+            }))))
         }
-        Err(VfsError::NameNotFound) if may_create => {
-            if read_only {
-                return Err(status::ACCESS_DENIED);
-            }
-            let req = OpenRequest {
-                disposition: Disposition::Create,
-                attributes: cr.file_attributes & attr::SETTABLE,
-                ..base_req
-            };
-            let base = create_inheriting(vfs, &req, caller, creator_sd)?
-                .ok_or(status::OBJECT_NAME_COLLISION)?;
-            let granted = map_generic(cr.desired_access, tree.maximal);
-            (base, true, granted, tree.maximal)
-        }
-        Err(e) => return Err(vfs_status(&e)),
+        First::Made(Made::Stream(made)) => made,
+        // Another call's result: an engine bug.
+        First::Made(_) => return Err(status::INTERNAL_ERROR),
     };
-    // What is there is emptied only once the open is registered: an
-    // open that share modes refuse leaves the stream as it was.
-    let (open_as, empties) = match disposition {
-        Disposition::Supersede | Disposition::OverwriteIf => (Disposition::OpenIf, true),
-        Disposition::Overwrite => (Disposition::Open, true),
-        d => (d, false),
-    };
-    let opened = vfs
-        .open_stream(&base.handle, name, open_as)
-        .and_then(|(handle, action)| {
-            let stat = vfs.stat(&handle)?;
-            Ok(Opened {
-                handle,
-                action,
-                stat,
-                path: base.path.clone(),
-            })
-        });
-    let mut opened = match opened {
-        Ok(o) => o,
-        Err(e) => {
-            if base_created {
-                let _ = vfs.unlink(caller.who, &base.path, false);
-            }
-            return Err(vfs_status(&e));
-        }
-    };
+    let StreamMade {
+        mut opened,
+        granted,
+        maximal,
+    } = made?;
     oplock.created = matches!(opened.action, CreateAction::Created);
     register(server, index, &opened, id, granted, cr.share_access, oplock)?;
+    // What is there is emptied only once the open is registered: an
+    // open that share modes refuse leaves the stream as it was.
+    let empties = matches!(cr.create_disposition, SUPERSEDE | OVERWRITE | OVERWRITE_IF);
     if empties && opened.action == CreateAction::Opened {
         let emptied = vfs
             .set_len(&opened.handle, 0)
@@ -1333,8 +1367,8 @@ fn open_or_create_stream(
                 return Err(vfs_status(&e));
             }
         }
-        opened.action = match disposition {
-            Disposition::Supersede => CreateAction::Superseded,
+        opened.action = match cr.create_disposition {
+            SUPERSEDE => CreateAction::Superseded,
             _ => CreateAction::Overwritten,
         };
     }
@@ -1344,10 +1378,99 @@ fn open_or_create_stream(
         CreateAction::Created => ACTION_CREATED,
         CreateAction::Overwritten => ACTION_OVERWRITTEN,
     };
-    Ok(Outcome {
+    Ok(Opening::Done(Outcome {
         opened,
         action,
         granted,
         maximal,
-    })
+    }))
+}
+
+/// Opens the alternate data stream `name` of the file `base` names, or
+/// makes it (and the file, with what it inherits) where `disposition`
+/// allows, as NTFS does; rights come from the file's descriptor. What is
+/// there is opened as it is, to be emptied once registered. A file made
+/// for a stream that cannot then be opened is removed again.
+#[allow(clippy::too_many_arguments)]
+fn make_stream(
+    vfs: &dyn Vfs,
+    base: &OpenRequest<'_>,
+    name: &str,
+    disposition: u32,
+    desired: u32,
+    creator_sd: Option<&Descriptor>,
+    tree: &TreeRights,
+    caller: &Caller<'_>,
+    read_only: bool,
+) -> Result<StreamMade, NtStatus> {
+    let may_create = !matches!(disposition, OPEN | OVERWRITE);
+    let (file, base_created, granted, maximal) = match vfs.open(base) {
+        Ok(file) => {
+            // Opening a stream that is not there yet writes to its file.
+            let new_stream = may_create
+                && match vfs.open_stream(&file.handle, name, Disposition::Open) {
+                    Ok(_) => false,
+                    Err(VfsError::NameNotFound) => true,
+                    Err(e) => return Err(vfs_status(&e)),
+                };
+            let implied = rights::implied(disposition, new_stream, file.stat.is_dir);
+            // A stream holds data: its writes are the kernel's to allow
+            // even on a folder, whose xattrs hold its streams.
+            let ask = rights::Ask {
+                desired,
+                implied,
+                tree_maximal: tree.maximal,
+                is_root: file.path.is_empty(),
+                is_dir: false,
+                read_only_file: read_only_file(&file.stat),
+                maximal_wanted: tree.maximal_wanted,
+            };
+            let g = rights::open(&mut security::OpenedFacts::new(vfs, caller, &file), &ask)?;
+            (file, false, g.granted, g.maximal)
+        }
+        Err(VfsError::NameNotFound) if may_create => {
+            if read_only {
+                return Err(status::ACCESS_DENIED);
+            }
+            let req = OpenRequest {
+                disposition: Disposition::Create,
+                attributes: base.attributes & attr::SETTABLE,
+                ..base.clone()
+            };
+            let file = create_inheriting(vfs, &req, caller, creator_sd)?
+                .ok_or(status::OBJECT_NAME_COLLISION)?;
+            let granted = map_generic(desired, tree.maximal);
+            (file, true, granted, tree.maximal)
+        }
+        Err(e) => return Err(vfs_status(&e)),
+    };
+    let open_as = match disposition {
+        SUPERSEDE | OVERWRITE_IF | OPEN_IF => Disposition::OpenIf,
+        OVERWRITE | OPEN => Disposition::Open,
+        _ => Disposition::Create,
+    };
+    let opened = vfs
+        .open_stream(&file.handle, name, open_as)
+        .and_then(|(handle, action)| {
+            let stat = vfs.stat(&handle)?;
+            Ok(Opened {
+                handle,
+                action,
+                stat,
+                path: file.path.clone(),
+            })
+        });
+    match opened {
+        Ok(opened) => Ok(StreamMade {
+            opened,
+            granted,
+            maximal,
+        }),
+        Err(e) => {
+            if base_created {
+                let _ = vfs.unlink(caller.who, &file.path, false);
+            }
+            Err(vfs_status(&e))
+        }
+    }
 }
