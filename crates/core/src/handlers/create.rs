@@ -234,8 +234,9 @@ enum Opening {
     /// not.
     Call(CallOp),
     /// What is there is opened and registered; its truncation, with
-    /// these attributes and this allocation, is the engine's call.
-    Overwrite(Outcome, u32, u64),
+    /// these attributes (a file's; a stream has none of its own) and
+    /// this allocation, is the engine's call.
+    Overwrite(Outcome, Option<u32>, u64),
 }
 
 /// The truncation of what an OVERWRITE_IF or SUPERSEDE opened, made by
@@ -244,7 +245,7 @@ enum Opening {
 #[derive(Debug)]
 pub struct Overwrite {
     opened: Opened,
-    attrs: u32,
+    attrs: Option<u32>,
     allocation: u64,
 }
 
@@ -257,12 +258,19 @@ impl Overwrite {
     }
 }
 
-/// Empties the file open as `h` and gives it `attrs` and the
+/// Empties the file or stream open as `h` and gives it `attrs` and the
 /// `allocation` asked for (AlSi; a hint, as at a file's making): its new
 /// stat.
-fn overwrite(vfs: &dyn Vfs, h: &FileHandle, attrs: u32, allocation: u64) -> VfsResult<FileStat> {
+fn overwrite(
+    vfs: &dyn Vfs,
+    h: &FileHandle,
+    attrs: Option<u32>,
+    allocation: u64,
+) -> VfsResult<FileStat> {
     vfs.set_len(h, 0)?;
-    vfs.set_attributes(h, attrs)?;
+    if let Some(attrs) = attrs {
+        vfs.set_attributes(h, attrs)?;
+    }
     if allocation > 0 {
         let _ = vfs.set_allocation(h, allocation);
     }
@@ -296,9 +304,8 @@ pub(crate) const MEMORY_ONLY_CONTEXTS: [&[u8]; 5] =
 /// is then all that may wait for a disk, and the request goes on from
 /// its result, on the engine's loop, with nothing but memory (the object
 /// just opened is in the kernel's cache). So not when anything else may
-/// reach the disk: a descriptor sent with it, the emptying of a stream
-/// (a named stream is otherwise opened, or made with its file, by one
-/// call: [`StreamOpening`]). An allocation
+/// reach the disk: a descriptor sent with it. A named stream is opened,
+/// or made with its file, by one call ([`StreamOpening`]). An allocation
 /// asked for (AlSi) is made by the call that makes or empties the file.
 /// Where descriptors are stored, the call also reads what decides the
 /// caller's rights on what is there ([`Judging`]), and a name that is
@@ -307,7 +314,7 @@ pub(crate) const MEMORY_ONLY_CONTEXTS: [&[u8]; 5] =
 /// object does so only if it may (else its one-walk open is not made);
 /// the name stays marked as the server's own change (local.rs) until the
 /// call is made. The truncation of what is there (OVERWRITE,
-/// OVERWRITE_IF, SUPERSEDE) is a second call, once the open is
+/// OVERWRITE_IF, SUPERSEDE; a file or a stream) is a second call, once the open is
 /// registered, unless the filesystem keeps its data in memory, where it
 /// waits for nothing. A parked durable open found in the way when the
 /// request runs again with the open is closed, and the request runs
@@ -324,21 +331,12 @@ pub(crate) fn opens_by_call(
         CREATE | OPEN_IF | SUPERSEDE | OVERWRITE_IF => may_create(cr, path, read_only).is_ok(),
         _ => false,
     };
-    let memory_only = |c: &CreateContext<'_>| MEMORY_ONLY_CONTEXTS.contains(&c.name);
-    match stream {
-        None => {
-            disposition_allows
-                && contexts
-                    .iter()
-                    .all(|c| memory_only(c) || c.name == cc::ALSI)
-        }
-        // What a stream's open empties is emptied on the loop.
-        Some(_) => {
-            disposition_allows
-                && matches!(cr.create_disposition, OPEN | OPEN_IF | CREATE)
-                && contexts.iter().all(memory_only)
-        }
-    }
+    // A stream's open makes no allocation.
+    let allocates = stream.is_none();
+    disposition_allows
+        && contexts
+            .iter()
+            .all(|c| MEMORY_ONLY_CONTEXTS.contains(&c.name) || (allocates && c.name == cc::ALSI))
 }
 
 struct Outcome {
@@ -1097,9 +1095,9 @@ fn open_or_create(
                     // On the engine's loop, the truncation is a call too,
                     // unless the data is memory.
                     if by_call && !vfs.data_in_memory() {
-                        return Ok(Opening::Overwrite(outcome, attrs, allocation));
+                        return Ok(Opening::Overwrite(outcome, Some(attrs), allocation));
                     }
-                    match overwrite(vfs, &outcome.opened.handle, attrs, allocation) {
+                    match overwrite(vfs, &outcome.opened.handle, Some(attrs), allocation) {
                         Ok(st) => outcome.opened.stat = st,
                         Err(e) => {
                             unregister(server, index, &outcome.opened, id);
@@ -1318,6 +1316,7 @@ fn open_or_create_stream(
         attributes: cr.file_attributes,
         ..OpenRequest::look(caller.who, path, Kind::Any)
     };
+    let by_call = matches!(first, First::Call | First::Made(_));
     let made = match first {
         First::Make => make_stream(
             vfs,
@@ -1347,7 +1346,7 @@ fn open_or_create_stream(
         First::Made(_) => return Err(status::INTERNAL_ERROR),
     };
     let StreamMade {
-        mut opened,
+        opened,
         granted,
         maximal,
     } = made?;
@@ -1355,35 +1354,35 @@ fn open_or_create_stream(
     register(server, index, &opened, id, granted, cr.share_access, oplock)?;
     // What is there is emptied only once the open is registered: an
     // open that share modes refuse leaves the stream as it was.
-    let empties = matches!(cr.create_disposition, SUPERSEDE | OVERWRITE | OVERWRITE_IF);
-    if empties && opened.action == CreateAction::Opened {
-        let emptied = vfs
-            .set_len(&opened.handle, 0)
-            .and_then(|()| vfs.stat(&opened.handle));
-        match emptied {
-            Ok(st) => opened.stat = st,
-            Err(e) => {
-                unregister(server, index, &opened, id);
-                return Err(vfs_status(&e));
-            }
-        }
-        opened.action = match cr.create_disposition {
-            SUPERSEDE => CreateAction::Superseded,
-            _ => CreateAction::Overwritten,
-        };
-    }
-    let action = match opened.action {
-        CreateAction::Superseded => ACTION_SUPERSEDED,
-        CreateAction::Opened => ACTION_OPENED,
-        CreateAction::Created => ACTION_CREATED,
-        CreateAction::Overwritten => ACTION_OVERWRITTEN,
+    let empties = matches!(cr.create_disposition, SUPERSEDE | OVERWRITE | OVERWRITE_IF)
+        && opened.action == CreateAction::Opened;
+    let action = match (empties, opened.action) {
+        (true, _) if cr.create_disposition == SUPERSEDE => ACTION_SUPERSEDED,
+        (true, _) => ACTION_OVERWRITTEN,
+        (false, CreateAction::Created) => ACTION_CREATED,
+        (false, _) => ACTION_OPENED,
     };
-    Ok(Opening::Done(Outcome {
+    let mut outcome = Outcome {
         opened,
         action,
         granted,
         maximal,
-    }))
+    };
+    if empties {
+        // On the engine's loop, the emptying is a call too, unless the
+        // data is memory.
+        if by_call && !vfs.data_in_memory() {
+            return Ok(Opening::Overwrite(outcome, None, 0));
+        }
+        match overwrite(vfs, &outcome.opened.handle, None, 0) {
+            Ok(st) => outcome.opened.stat = st,
+            Err(e) => {
+                unregister(server, index, &outcome.opened, id);
+                return Err(vfs_status(&e));
+            }
+        }
+    }
+    Ok(Opening::Done(outcome))
 }
 
 /// Opens the alternate data stream `name` of the file `base` names, or
