@@ -7,10 +7,10 @@ use std::io;
 use std::os::fd::BorrowedFd;
 
 use super::aside::Pipe;
-use copyless_core::{Call, Completion, Intent, Op, Token};
+use copyless_core::{Call, CallOp, Completion, Intent, Op, Token};
 use copyless_trace::{clock, Scope};
 use copyless_vfs::posix::data_error;
-use copyless_vfs::VfsResult;
+use copyless_vfs::{Disposition, VfsResult};
 
 /// Reads from memory of at most this many bytes are made at once.
 const READ_AT_ONCE: usize = 64 * 1024;
@@ -82,14 +82,24 @@ pub fn at_once(intent: Intent, frame: &[u8], scope: Option<&Scope>) -> Result<Do
 /// on the loop's thread, as data in memory is: on a filesystem that keeps
 /// everything in memory (tmpfs, whose metadata lives there as its data
 /// does), in a folder the kernel finds in its cache without leaving the
-/// share's mount. A hop to the pool and back costs more than the call
-/// (`cargo run --release -p copyless-engine --example fs_hop`).
+/// share's mount; on any other local filesystem, the plain open of an
+/// object the kernel finds in its cache with its stored attributes
+/// remembered (see `Vfs::found_without_waiting`): opening it changes and
+/// reads nothing on the disk. A hop to the pool and back costs more than
+/// the call (`cargo run --release -p copyless-engine --example fs_hop`).
 pub fn call_at_once(call: &Call) -> bool {
-    call.vfs.data_in_memory()
-        && call.op.paths().into_iter().all(|path| {
-            let folder = path.rsplit_once('/').map_or("", |(folder, _)| folder);
-            call.vfs.found_without_waiting(folder)
-        })
+    if !call.vfs.data_in_memory() {
+        return match &call.op {
+            CallOp::Open(o) => {
+                o.disposition == Disposition::Open && call.vfs.found_without_waiting(&o.path)
+            }
+            _ => false,
+        };
+    }
+    call.op.paths().into_iter().all(|path| {
+        let folder = path.rsplit_once('/').map_or("", |(folder, _)| folder);
+        call.vfs.found_without_waiting(folder)
+    })
 }
 
 /// Appends up to `len` bytes at `offset` to `buf`, fewer only at end of
@@ -142,8 +152,8 @@ mod tests {
 
     #[test]
     fn calls_in_a_cached_folder_of_tmpfs_are_made_at_once() {
-        use copyless_core::{CallOp, OpenCall};
-        use copyless_vfs::{posix::PosixVfs, Disposition, Identity, Kind, OpenRequest};
+        use copyless_core::OpenCall;
+        use copyless_vfs::{posix::PosixVfs, Identity, Kind, OpenRequest};
         use std::sync::Arc;
         let dir = tempfile::tempdir_in("/dev/shm").expect("tmpfs");
         std::fs::create_dir(dir.path().join("sub")).unwrap();
@@ -170,6 +180,39 @@ mod tests {
             copyless_core::Made::Opened { opened: Ok(_), .. }
         ));
         assert!(dir.path().join("sub/new").exists());
+    }
+
+    #[test]
+    fn a_plain_open_of_what_the_kernel_remembers_is_made_at_once_on_any_local_filesystem() {
+        use copyless_core::OpenCall;
+        use copyless_vfs::{posix::PosixVfs, Identity, Kind, OpenRequest};
+        use std::sync::Arc;
+        // The project's own filesystem: a disk's where the tests run
+        // from one, else memory, whose rule is checked above.
+        let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        std::fs::write(dir.path().join("doc"), b"kept").unwrap();
+        let vfs: Arc<dyn copyless_vfs::Vfs> = Arc::new(PosixVfs::new(dir.path()).unwrap());
+        let who = Identity::Server;
+        let call = |path: &str, disposition| Call {
+            token: 1,
+            vfs: vfs.clone(),
+            op: CallOp::Open(OpenCall::new(&OpenRequest {
+                disposition,
+                ..OpenRequest::look(&who, path, Kind::NonDirectory)
+            })),
+        };
+        // Once opened, its stored attributes are remembered.
+        let (_, done) = call("doc", Disposition::Open).perform();
+        assert!(matches!(done, Completion::Made(_)), "{done:?}");
+        assert!(call_at_once(&call("doc", Disposition::Open)));
+        assert!(
+            !call_at_once(&call("gone", Disposition::Open)),
+            "a name not there"
+        );
+        // What may make or change an object waits for the disk's journal.
+        let memory = vfs.data_in_memory();
+        assert_eq!(call_at_once(&call("new", Disposition::Create)), memory);
+        assert_eq!(call_at_once(&call("doc", Disposition::OpenIf)), memory);
     }
 
     #[test]
