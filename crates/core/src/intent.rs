@@ -148,6 +148,8 @@ pub enum Completion {
     /// A [`CallOp::Overwrite`]'s result: the object opened, with its new
     /// stat.
     Overwritten(Box<(Opened, VfsResult<FileStat>)>),
+    /// A [`CallOp::Watch`] made.
+    Watched,
 }
 
 impl Completion {
@@ -226,6 +228,11 @@ pub enum CallOp {
     /// The open of a named stream, its file made if need be, completing
     /// with [`Completion::Made`].
     OpenStream(Box<StreamOpening>),
+    /// The engine's watcher of local changes is brought up to date with
+    /// the folders watched now (see `local::LocalWatch`): a folder newly
+    /// watched gets its kernel watches, which may walk a tree. Completes
+    /// with [`Completion::Watched`].
+    Watch(WatchCall),
     /// [`Vfs::unlink`] of the real path `path`, completing with
     /// [`Completion::Unlinked`].
     Unlink {
@@ -271,10 +278,24 @@ impl CallOp {
             CallOp::Rename { from, to, .. } => vec![from, to],
             CallOp::RenameJudged(r) => r.paths(),
             // The open folder is where it is: no path is looked up.
-            CallOp::List(_) | CallOp::Look(_) | CallOp::Change(_) | CallOp::Overwrite(_) => {
-                Vec::new()
-            }
+            CallOp::List(_)
+            | CallOp::Look(_)
+            | CallOp::Change(_)
+            | CallOp::Overwrite(_)
+            | CallOp::Watch(_) => Vec::new(),
         }
+    }
+}
+
+/// The server whose watched folders [`CallOp::Watch`] brings the
+/// engine's watcher up to date with.
+pub struct WatchCall {
+    pub(crate) server: std::sync::Arc<crate::server::Server>,
+}
+
+impl std::fmt::Debug for WatchCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WatchCall")
     }
 }
 
@@ -350,6 +371,10 @@ impl Call {
             CallOp::Look(look) => Completion::Looked(look.perform(vfs).map(Box::new)),
             CallOp::Change(change) => Completion::Changed(change.perform(vfs)),
             CallOp::Overwrite(o) => Completion::Overwritten(Box::new(o.perform(vfs))),
+            CallOp::Watch(w) => {
+                w.server.watched_changed();
+                Completion::Watched
+            }
         };
         (self.token, done)
     }

@@ -65,6 +65,14 @@ pub trait LocalWatch: Send + Sync {
     /// [`Server::watched_dirs`] and watch accordingly.
     fn watched_changed(&self, server: &Server);
 
+    /// Folders are watched no more: as [`LocalWatch::watched_changed`],
+    /// but the caller need not wait for their kernel watches to go
+    /// (what those would report reaches no one now), so that a close
+    /// never waits for the watcher.
+    fn unwatched(&self, server: &Server) {
+        self.watched_changed(server);
+    }
+
     /// The share at `index` is now at `path`, or gone (a reload).
     fn share_changed(&self, index: usize, path: Option<&str>);
 }
@@ -288,6 +296,14 @@ impl Server {
     pub(crate) fn watched_changed(&self) {
         if let Some(w) = self.local_watch.get() {
             w.watched_changed(self);
+        }
+    }
+
+    /// Tells the engine's watcher that folders are watched no more (see
+    /// [`LocalWatch::unwatched`]).
+    pub(crate) fn unwatched(&self) {
+        if let Some(w) = self.local_watch.get() {
+            w.unwatched(self);
         }
     }
 

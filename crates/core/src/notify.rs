@@ -16,7 +16,10 @@ use crate::access;
 use crate::conn::connection::{Compound, Connection, Reply, Req};
 use crate::conn::pending::Awaits;
 use crate::conn::post::Kind;
+use crate::conn::waiting::Wait;
 use crate::file_table::{Seen, Watcher, DIRECTORY_DELETED, OVERFLOWED};
+use crate::handlers::Then;
+use crate::intent::{CallOp, WatchCall};
 use crate::open::OpenKind;
 
 /// What an open that watches its directory keeps between requests.
@@ -158,10 +161,20 @@ impl Connection {
                 tree,
             })
         });
-        if watched_changed {
+        if watched_changed && server.sees_local_changes() {
             // Local changes are watched for before the client hears its
-            // request is pending.
-            server.watched_changed();
+            // request is pending: the engine's watcher sets its kernel
+            // watches up (a tree's walks every folder beneath), as a
+            // call; the request then runs again on the watch set up.
+            reply.wait = Some(Wait::Call {
+                vfs: f.vfs.clone(),
+                op: CallOp::Watch(WatchCall { server }),
+                then: Then::Notify {
+                    msg: req.msg.to_vec(),
+                },
+                mark: None,
+            });
+            return Ok(status::SUCCESS);
         }
         if watch.has_news() {
             let (st, changes) = watch.take(room as usize);

@@ -103,7 +103,7 @@ pub fn let_go(server: &Server, open: Open) -> (Closed, Option<Unlink>) {
         .files()
         .unregister(&f.key, open.file_id.volatile, f.delete_on_close);
     if closed.unwatched {
-        server.watched_changed();
+        server.unwatched();
     }
     let last = closed.last.take().filter(|last| last.delete_pending);
     if last.as_ref().is_some_and(|l| !l.deletes_file) && f.handle.stream.is_some() {

@@ -6,17 +6,18 @@
 //! watch has gathered). A CLOSE that removes its file, an open that may
 //! create or truncate, a rename (one that replaces, where the kernel
 //! finds what it replaces in its cache), a new size or new times, a
-//! listing, a query of what is not in the open file's stat and the open
-//! of a named stream (with its file, made if need be) hand their
+//! listing, a query of what is not in the open file's stat, the open of
+//! a named stream (with its file, made if need be) and the first
+//! CHANGE_NOTIFY of an open (the engine's watch of the folder) hand their
 //! filesystem work on as a call, also while folders are watched (what a
-//! call changes stays the server's own change until it is made). What
+//! call changes stays the server's own change until it is made); the
+//! close that ends a watch leaves the engine to let go of it. What
 //! reaches the filesystem while it is handled must go elsewhere: a
 //! change reported to a watcher of a tree on the request's own
 //! connection (whose rights beneath are looked up), attributes asked
-//! back at a CLOSE of what only the VFS reaches, the end of a watch, a
-//! held request a CLOSE may let run again, a rename onto a name the
-//! kernel's cache does not find, and the first CHANGE_NOTIFY of an open,
-//! which has the engine watch the folder.
+//! back at a CLOSE of what only the VFS reaches, a held request a CLOSE
+//! may let run again, and a rename onto a name the kernel's cache does
+//! not find.
 
 use std::sync::Arc;
 
@@ -196,8 +197,14 @@ fn a_close_with_a_change_to_report_goes_elsewhere() {
         statuses.contains(&status::SUCCESS) && statuses.len() == 2,
         "the close, and the watcher told: {statuses:x?}"
     );
-    let (blocks, _) = sent(&mut c, vec![close_request(dir)]);
-    assert!(blocks, "a watch ends");
+    // The watch's end is in place: the engine lets go of its watches on
+    // its own.
+    let (blocks, statuses) = sent(&mut c, vec![close_request(dir)]);
+    assert_eq!(
+        (blocks, statuses),
+        (false, vec![status::SUCCESS]),
+        "a watch ends"
+    );
 }
 
 /// A CLOSE of what the request before it in the compound opened.
@@ -460,7 +467,7 @@ fn watchers_of_a_folder_hear_of_what_calls_made() {
     let watch = |c: &mut Client| sent(c, vec![notify_request(sub, FILTER, false, 4096)]);
     let (blocks, waiting) = watch(&mut c);
     assert_eq!(waiting, vec![status::PENDING]);
-    assert!(blocks, "the watch is set up on disk");
+    assert!(!blocks, "no engine watches the disk here");
     // Made by a call while the folder is watched, and reported: the
     // watcher sees only its own folder, which needs no look.
     let (reply, told) = told_by_call(&mut c, open_request("sub\\new", CREATE), opens);
@@ -887,12 +894,46 @@ fn locks_are_taken_and_given_back_in_place() {
     );
 }
 
+/// An engine's watcher of local changes, which counts the times it is
+/// told the watched folders changed.
+#[derive(Default)]
+struct Watcher(std::sync::atomic::AtomicUsize);
+
+impl copyless_core::local::LocalWatch for Watcher {
+    fn watched_changed(&self, _: &Server) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn share_changed(&self, _: usize, _: Option<&str>) {}
+}
+
 #[test]
-fn a_watch_is_set_up_elsewhere_and_asked_again_in_place() {
-    let (mut c, _) = client();
+fn a_watch_is_set_up_by_a_call_and_asked_again_in_place() {
+    let users = Arc::new(Users::default());
+    users.add("alice", "pw");
+    let (server, _vfs) = memory_server(config(), users);
+    let watcher = Arc::new(Watcher::default());
+    server.set_local_watch(watcher.clone());
+    let mut c = Client::login(server, "alice", "pw");
     let dir = c.create("", true).unwrap();
-    let (blocks, statuses) = sent(&mut c, vec![notify_request(dir, FILTER, true, 4096)]);
-    assert!(blocks, "the engine watches the folder on disk");
+    let told = || watcher.0.load(std::sync::atomic::Ordering::SeqCst);
+    // The engine watches the folder on disk before the client hears the
+    // request is pending.
+    let frame = c.frame(vec![notify_request(dir, FILTER, true, 4096)]);
+    assert!(!c.conn.may_block(&frame));
+    let mut out = c.handle_raw(&frame);
+    assert!(
+        out.frames.is_empty(),
+        "the interim reply waits for the call"
+    );
+    let call = out.calls.pop().expect("a call");
+    assert!(matches!(call.op, CallOp::Watch(_)), "{:?}", call.op);
+    assert_eq!(told(), 0);
+    let (token, done) = call.perform();
+    assert_eq!(told(), 1);
+    let out = c.complete(token, done);
+    assert!(out.calls.is_empty());
+    let statuses: Vec<u32> = c.take(out).iter().map(|r| r.status()).collect();
     assert_eq!(statuses, vec![status::PENDING]);
     // The new file is news to the waiting request; the next one asks
     // the watch already there.
@@ -901,9 +942,11 @@ fn a_watch_is_set_up_elsewhere_and_asked_again_in_place() {
     assert!(made.iter().all(|r| r.status() == status::SUCCESS));
     let (blocks, statuses) = sent(&mut c, vec![notify_request(dir, FILTER, true, 4096)]);
     assert_eq!((blocks, statuses), (false, vec![status::PENDING]));
+    assert_eq!(told(), 1, "the folder was watched already");
     let (blocks, statuses) = sent(&mut c, vec![close_request(dir)]);
-    assert!(blocks, "the watch ends");
+    assert!(!blocks, "the watch ends, and the engine is told");
     assert_eq!(statuses, vec![status::SUCCESS, status::NOTIFY_CLEANUP]);
+    assert_eq!(told(), 2);
 }
 
 fn names(r: &Reply) -> Vec<String> {
@@ -1098,11 +1141,13 @@ fn a_sealed_frame_is_judged_by_what_it_holds() {
     };
     let read = sealed(&mut c, vec![read_request(id, 0, 5, 1)]);
     assert!(!c.conn.may_block(&read), "a READ leaves as an intent");
-    let dir = c.create("", true).unwrap();
-    let watch = sealed(&mut c, vec![notify_request(dir, FILTER, false, 4096)]);
+    let disconnect = Request::new(command::TREE_DISCONNECT, 1, |w| {
+        w.u16(4).u16(0);
+    });
+    let disconnect = sealed(&mut c, vec![disconnect]);
     assert!(
-        c.conn.may_block(&watch),
-        "a first CHANGE_NOTIFY sets its watch up"
+        c.conn.may_block(&disconnect),
+        "a TREE_DISCONNECT closes what is open, which may remove files"
     );
     let mut forged = read.clone();
     *forged.last_mut().unwrap() ^= 1;

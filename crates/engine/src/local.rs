@@ -10,6 +10,9 @@
 //!   directory beneath (inotify is not recursive), and every one that
 //!   appears later. Watches are added while the table of watches is
 //!   locked, so the reader never sees a descriptor it cannot name.
+//!   Folders watched no more ([`LocalWatch::unwatched`], at a close) have
+//!   their kernel watches let go of by the reader, so that a close never
+//!   waits for the table while a tree is walked.
 //! - Directories are opened beneath the share root with
 //!   `RESOLVE_BENEATH` and watched through `/proc/self/fd`, so a symbolic
 //!   link swapped in by a local user cannot point a watch outside the
@@ -93,6 +96,7 @@ pub(crate) fn start(
     let started = (|| -> io::Result<Local> {
         let fd = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)?;
         let stop = Arc::new(eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?);
+        let resync = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
         let mut shares = Vec::new();
         for (index, share) in server.shares.all() {
             shares.resize_with(index + 1, || None);
@@ -100,6 +104,7 @@ pub(crate) fn start(
         }
         let inner = Arc::new(Inner {
             fd,
+            resync,
             shares: RwLock::new(shares),
             limits: limits.clone(),
             state: Mutex::default(),
@@ -138,6 +143,9 @@ impl Drop for Local {
 /// The inotify descriptor and what its watches stand for.
 pub(crate) struct Inner {
     fd: OwnedFd,
+    /// Rung when folders are watched no more: the reader, not the closer,
+    /// then lets their kernel watches go.
+    resync: OwnedFd,
     /// Each share's root, by index; None for one that is no local
     /// directory.
     shares: RwLock<Vec<Option<OwnedFd>>>,
@@ -179,6 +187,10 @@ fn open_root(path: &str) -> Option<OwnedFd> {
 }
 
 impl LocalWatch for Inner {
+    fn unwatched(&self, _server: &Server) {
+        let _ = rustix::io::write(self.resync.as_fd(), &1u64.to_ne_bytes());
+    }
+
     fn share_changed(&self, index: usize, path: Option<&str>) {
         let mut shares = self.shares.write().unwrap_or_else(|e| e.into_inner());
         if shares.len() <= index {
@@ -488,6 +500,7 @@ fn read_loop(inner: &Inner, server: &Server, post: &PostOffice, stop: &OwnedFd) 
         let mut fds = [
             PollFd::new(&inner.fd, PollFlags::IN),
             PollFd::new(stop, PollFlags::IN),
+            PollFd::new(&inner.resync, PollFlags::IN),
         ];
         match poll(&mut fds, idle.as_ref()) {
             Ok(_) | Err(Errno::INTR) => {}
@@ -498,6 +511,11 @@ fn read_loop(inner: &Inner, server: &Server, post: &PostOffice, stop: &OwnedFd) 
         }
         if !fds[1].revents().is_empty() {
             return;
+        }
+        if !fds[2].revents().is_empty() {
+            let mut count = [0u8; 8];
+            let _ = rustix::io::read(&inner.resync, &mut count);
+            inner.watched_changed(server);
         }
         // Every event of a change the server finished before this point
         // is in the queue now, and is read below (core local.rs).
@@ -752,6 +770,7 @@ mod tests {
         .unwrap();
         let inner = Inner {
             fd: inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK).unwrap(),
+            resync: eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK).unwrap(),
             shares: RwLock::new(vec![Some(share)]),
             limits: crate::LiveLimits::new(crate::EngineLimits {
                 admission: crate::AdmissionLimits {
@@ -771,5 +790,67 @@ mod tests {
         assert_eq!(held, 3, "a's root holds a and a/b, b's root a/b too");
         drop(st);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A close that ends a watch does not wait for the watcher: its
+    /// reader lets the kernel watch go soon after.
+    #[test]
+    fn a_folder_watched_no_more_is_let_go_of_by_the_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("a")).unwrap();
+        let users = Arc::new(Users::default());
+        users.add("u", "pw");
+        let server = server(dir.path(), config(), users);
+        let limits = crate::LiveLimits::new(crate::EngineLimits {
+            admission: crate::AdmissionLimits {
+                max_connections: 1,
+                max_unauthenticated: 1,
+                max_unauthenticated_per_address: 1,
+            },
+            preauth_timeout: Duration::from_secs(1),
+            max_local_watches: 8,
+        });
+        let share = openat2(
+            CWD,
+            dir.path(),
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::empty(),
+        )
+        .unwrap();
+        let inner = Arc::new(Inner {
+            fd: inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK).unwrap(),
+            resync: eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK).unwrap(),
+            shares: RwLock::new(vec![Some(share)]),
+            limits,
+            state: Mutex::default(),
+        });
+        server.set_local_watch(inner.clone());
+        let stop = Arc::new(eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK).unwrap());
+        let reader = {
+            let (inner, server, stop) = (inner.clone(), server.clone(), stop.clone());
+            let post = Arc::new(PostOffice::default());
+            std::thread::spawn(move || read_loop(&inner, &server, &post, &stop))
+        };
+        let mut c = Client::login(server.clone(), "u", "pw");
+        let a = c.create("a", true).unwrap();
+        assert_eq!(
+            c.call(notify_request(a, 1, false, 4096)).status(),
+            status::PENDING
+        );
+        assert_eq!(inner.lock().dirs.len(), 1, "watched before it pends");
+        let closed: Vec<u32> = c
+            .send(vec![copyless_scripted::close_request(a)])
+            .iter()
+            .map(|r| r.status())
+            .collect();
+        assert_eq!(closed, [status::SUCCESS, status::NOTIFY_CLEANUP]);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !inner.lock().dirs.is_empty() {
+            assert!(std::time::Instant::now() < deadline, "never let go of");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = rustix::io::write(stop.as_fd(), &1u64.to_ne_bytes());
+        reader.join().unwrap();
     }
 }

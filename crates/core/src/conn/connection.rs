@@ -593,7 +593,7 @@ impl Connection {
     /// filesystem through calls or not at all (a SET_INFO that changes
     /// only what the server keeps: see `sets_in_place`; a LOCK; a break
     /// acknowledgement that lets no request of this connection run again;
-    /// a CHANGE_NOTIFY on a watch already set up), only to close a
+    /// a CHANGE_NOTIFY), only to close a
     /// descriptor (a CLOSE that deletes nothing: `closes_in_place`), or
     /// only where the kernel answers from memory (an open of what the
     /// kernel's cache finds, the stat of an open file: `opens_in_place`
@@ -655,7 +655,9 @@ impl Connection {
                 // What a listing needs of the filesystem is its call.
                 cmd::QUERY_DIRECTORY => true,
                 cmd::OPLOCK_BREAK => self.nothing_held(),
-                cmd::CHANGE_NOTIFY => self.watches_in_place(&m),
+                // What a watch gathers is memory; the engine's watch of
+                // the folder is set up by a call.
+                cmd::CHANGE_NOTIFY => true,
                 cmd::IOCTL => messages::IoctlRequest::parse(m.bytes)
                     .is_ok_and(|io| crate::handlers::ioctl::in_place(io.ctl_code)),
                 _ => false,
@@ -667,10 +669,11 @@ impl Connection {
     /// change and the descriptor is closed, which on a local filesystem
     /// never waits for the disk; a file it removes goes as a call, and the
     /// attributes asked back (POSTQUERY_ATTRIB) of a file on a local
-    /// filesystem are in memory. Anything more reaches the filesystem
-    /// while the close is handled, and is not done in place: a stream to
-    /// delete, the attributes of what another filesystem holds, a watch
-    /// to end, a change to report to this connection's watchers of a
+    /// filesystem are in memory; a watch it ends is let go of by the
+    /// engine's watcher on its own thread. Anything more reaches the
+    /// filesystem while the close is handled, and is not done in place: a
+    /// stream to delete, the attributes of what another filesystem holds,
+    /// a change to report to this connection's watchers of a
     /// tree (see [`Connection::reports_need_looks`]), held requests of
     /// this connection that the close may let run again. An open not
     /// found is not looked at further; one named by a related request is
@@ -693,8 +696,7 @@ impl Connection {
         }
         let deletes = f.delete_on_close || self.server.files().deletes_at_close(&f.key);
         // A file's removal leaves as a call, a stream's does not.
-        !(f.watch.is_some()
-            || ((f.written || deletes) && self.reports_need_looks())
+        !(((f.written || deletes) && self.reports_need_looks())
             || (deletes && f.handle.stream.is_some()))
     }
 
@@ -707,7 +709,7 @@ impl Connection {
     /// which names no stream; nothing is held; no attributes are asked
     /// back; no change of this connection's is reported to watchers of a
     /// tree (it may delete). A watch is set up only by a CHANGE_NOTIFY,
-    /// which goes elsewhere itself.
+    /// which a compound holds only last.
     fn closes_made_in_place(
         &self,
         frame: &[u8],
@@ -741,21 +743,6 @@ impl Connection {
     /// requests go on (by letter), and this one opens nothing.
     fn nothing_held(&self) -> bool {
         self.waiting.is_empty() && self.retries.is_empty()
-    }
-
-    /// Whether the CHANGE_NOTIFY `m` asks again on a watch already set
-    /// up: its changes are kept in memory. The first request of an open
-    /// sets the watch up, which has the engine watch the folder (and,
-    /// recursive, every folder beneath it) on disk.
-    fn watches_in_place(&self, m: &copyless_proto::compound::Message<'_>) -> bool {
-        if m.header.is_related() {
-            return false;
-        }
-        let Ok(n) = messages::ChangeNotifyRequest::parse(m.bytes) else {
-            return false;
-        };
-        self.file_open(m.header.session_id, n.file_id.volatile)
-            .is_some_and(|f| f.watch.is_some())
     }
 
     /// Whether the CREATE `m` only opens an object that exists, on a

@@ -631,6 +631,21 @@ impl Connection {
                     self.collect(&mut out, env);
                     return out;
                 }
+                if let (Ok(_), Some((async_id, what))) = (&result, begun.reply.pend.take()) {
+                    // It waits for what it awaits (a CHANGE_NOTIFY for a
+                    // change): the interim reply goes out in its place.
+                    let via = chain.via.as_ref().map(|v| v.to);
+                    let interim = self.park(begun, async_id, what, chain.sealed, via);
+                    chain.prev = Some((chain.out.len(), None));
+                    chain.out.extend_from_slice(&interim);
+                    if rest.is_empty() {
+                        self.finish_chain(chain, env, &mut out);
+                    } else {
+                        self.drive(chain, &rest, None, env, &mut out);
+                    }
+                    self.collect(&mut out, env);
+                    return out;
+                }
                 result
             }
             // A completion of another kind than its intent: an engine

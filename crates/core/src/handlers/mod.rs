@@ -44,13 +44,19 @@ pub(crate) enum Then {
     Query { msg: Vec<u8> },
     /// QUERY_DIRECTORY: its step (a [`dir::DirStep`]) is made.
     List(Box<dir::Querying>),
+    /// CHANGE_NOTIFY (`msg`): the folder its open watches is watched by
+    /// the engine too; it runs again, on the watch now set up.
+    Notify { msg: Vec<u8> },
 }
 
 impl Then {
     /// The request, for one that runs again.
     pub(crate) fn request(&self) -> Option<&[u8]> {
         match self {
-            Then::Create { msg, .. } | Then::Query { msg } | Then::Set { msg } => Some(msg),
+            Then::Create { msg, .. }
+            | Then::Query { msg }
+            | Then::Set { msg }
+            | Then::Notify { msg } => Some(msg),
             Then::Close(_) | Then::Rename(_) | Then::List(_) | Then::Overwrite { .. } => None,
         }
     }
@@ -136,6 +142,11 @@ impl Connection {
                 self.set_info(&req, compound, reply, w, Some(made))
             }
             (Then::List(q), Completion::Listed(step)) => self.listed(*q, *step, begun, chain, w),
+            (Then::Notify { msg }, Completion::Watched) => {
+                let req = Req::kept(&msg, begun, chain);
+                let (compound, reply) = (&mut chain.compound, &mut begun.reply);
+                self.change_notify(&req, compound, reply, w)
+            }
             (Then::Create { msg, retrying }, Completion::Made(made)) => {
                 let req = Req::kept(&msg, begun, chain);
                 let (compound, reply) = (&mut chain.compound, &mut begun.reply);
@@ -166,7 +177,8 @@ impl Connection {
             | Then::Query { .. }
             | Then::Set { .. }
             | Then::Rename(_)
-            | Then::List(_) => {}
+            | Then::List(_)
+            | Then::Notify { .. } => {}
         }
     }
 
