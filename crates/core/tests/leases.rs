@@ -174,6 +174,57 @@ impl copyless_core::local::LocalWatch for NoLocalChanges {
     fn share_changed(&self, _index: usize, _path: Option<&str>) {}
 }
 
+/// A watcher of local changes that counts the times it is told the
+/// watched folders changed.
+#[derive(Default)]
+struct CountingWatch(std::sync::atomic::AtomicUsize);
+
+impl copyless_core::local::LocalWatch for CountingWatch {
+    fn watched_changed(&self, _server: &copyless_core::Server) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn share_changed(&self, _index: usize, _path: Option<&str>) {}
+}
+
+#[test]
+fn a_folder_leased_first_is_watched_by_a_call_before_the_lease_is_heard_of() {
+    let users = Arc::new(Users::default());
+    users.add("u", "pw");
+    let (server, _vfs) = memory_server(config(), users);
+    let watch = Arc::new(CountingWatch::default());
+    server.set_local_watch(watch.clone());
+    let told = || watch.0.load(std::sync::atomic::Ordering::SeqCst);
+    let mut a = Client::login_with(server, Dialect::Smb311, "u", "pw");
+    let frame = a.frame(vec![lease_create("folder", [3; 16], R | H, None, true)]);
+    assert!(!a.conn.may_block(&frame));
+    let mut out = a.handle_raw(&frame);
+    // The folder is made by a call first.
+    let call = out.calls.pop().expect("the open's call");
+    let (token, done) = call.perform();
+    let mut out = a.complete(token, done);
+    assert!(out.frames.is_empty(), "the reply waits for the watch");
+    let call = out.calls.pop().expect("the watch's call");
+    assert!(
+        matches!(call.op, copyless_core::CallOp::Watch(_)),
+        "{:?}",
+        call.op
+    );
+    assert_eq!(told(), 0);
+    let (token, done) = call.perform();
+    assert_eq!(told(), 1);
+    let out = a.complete(token, done);
+    let replies = a.take(out);
+    assert_eq!(replies.len(), 1);
+    let (id, state, _) = granted(&replies[0]);
+    assert_eq!(state, R | H);
+    // The folder is watched already for a second lease on it.
+    let replies = a.send(vec![lease_create("folder", [4; 16], R | H, None, true)]);
+    granted(&replies[0]);
+    assert_eq!(told(), 1);
+    assert_eq!(a.close(id), status::SUCCESS);
+}
+
 #[test]
 fn a_directory_gets_no_lease_unless_local_changes_are_seen() {
     let (mut a, _) = setup();

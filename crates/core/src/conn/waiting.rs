@@ -413,16 +413,17 @@ impl Connection {
         }
     }
 
-    /// Whether an open is registered in the file table but not yet kept
-    /// here: a CREATE waits for the truncation of what it opened. Break
-    /// notices wait meanwhile, so that one for the new open (or its
-    /// lease) follows the CREATE's reply rather than being lost or
-    /// coming first.
+    /// Whether an open is registered in the file table but its CREATE
+    /// not yet answered: the CREATE waits for the truncation of what it
+    /// opened, or for the watch of the folder it leased. Break notices
+    /// wait meanwhile, so that one for the new open (or its lease)
+    /// follows the CREATE's reply rather than being lost or coming first.
     pub(crate) fn making_opens(&self) -> bool {
+        use crate::handlers::Then;
         self.waiting.values().any(|w| {
             matches!(
                 w.finish,
-                Finish::Then(crate::handlers::Then::Overwrite { .. }, _)
+                Finish::Then(Then::Overwrite { .. } | Then::Reply { .. }, _)
             )
         })
     }

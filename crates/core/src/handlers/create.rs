@@ -24,7 +24,7 @@ use crate::durable;
 use crate::env::Env;
 use crate::file_table::{stream_id, AppOpen, FileKey, LeaseAsk, OpenRef, OplockRequest};
 use crate::handlers::{file_times, vfs_status, Then};
-use crate::intent::{CallOp, OpenCall};
+use crate::intent::{CallOp, OpenCall, WatchCall};
 use crate::leases;
 use crate::open::{FileOpen, Open, OpenKind};
 use crate::quota::OpenSlot;
@@ -726,17 +726,19 @@ impl Connection {
             });
             return Ok(status::SUCCESS);
         }
-        self.finish_create(req, compound, w, &cr, &contexts, opened, finishing)
+        self.finish_create(req, compound, reply, w, &cr, &contexts, opened, finishing)
     }
 
     /// The rest of a CREATE once its open is made and registered (and
     /// what it opened emptied, if it overwrites): the open is kept, and
-    /// the reply made.
+    /// the reply made. A folder leased for the first time is watched for
+    /// local changes before the reply goes, by a call.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn finish_create(
         &mut self,
         req: &Req<'_>,
         compound: &mut Compound,
+        reply: &mut Reply,
         w: &mut Writer,
         cr: &CreateRequest<'_>,
         contexts: &[CreateContext<'_>],
@@ -804,10 +806,6 @@ impl Connection {
         if durable.is_some() {
             server.durable.attach(id, key, oplock.connection);
         }
-        if oplock.watched_changed {
-            // Local changes in a leased directory break its lease too.
-            server.watched_changed();
-        }
         if let Some(app) = app_instance {
             let open = AppOpen {
                 open: id,
@@ -859,7 +857,22 @@ impl Connection {
             },
         );
         compound.file_id = Some(file_id);
+        let body_at = w.len();
         messages::write_create_response(w, oplock_level, action, &times, file_id, &ctx_bytes);
+        if oplock.watched_changed && server.sees_local_changes() {
+            // Local changes in a leased directory break its lease too:
+            // it is watched before the client hears of the lease.
+            reply.wait = Some(Wait::Call {
+                vfs: share.vfs.clone(),
+                op: CallOp::Watch(WatchCall {
+                    server: server.clone(),
+                }),
+                then: Then::Reply {
+                    body: w.buf.split_off(body_at),
+                },
+                mark: None,
+            });
+        }
         self.send_breaks(oplock.breaks);
         self.send_lease_breaks(oplock.lease_breaks);
         if let (Some((path, is_dir)), None) = (created, &stream) {
@@ -880,6 +893,7 @@ impl Connection {
         &mut self,
         req: &Req<'_>,
         compound: &mut Compound,
+        reply: &mut Reply,
         w: &mut Writer,
         finishing: Finishing,
         (mut opened, result): (Opened, VfsResult<FileStat>),
@@ -895,7 +909,7 @@ impl Connection {
         }
         let cr = CreateRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
         let contexts = cc::parse_chain(cr.contexts).map_err(|_| status::INVALID_PARAMETER)?;
-        self.finish_create(req, compound, w, &cr, &contexts, opened, finishing)
+        self.finish_create(req, compound, reply, w, &cr, &contexts, opened, finishing)
     }
 
     /// What a CREATE whose truncation never completes leaves: its

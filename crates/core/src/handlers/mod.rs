@@ -47,6 +47,9 @@ pub(crate) enum Then {
     /// CHANGE_NOTIFY (`msg`): the folder its open watches is watched by
     /// the engine too; it runs again, on the watch now set up.
     Notify { msg: Vec<u8> },
+    /// A request whose reply, made (its `body`), waits for the call: a
+    /// CREATE's that leased a folder first watched now.
+    Reply { body: Vec<u8> },
 }
 
 impl Then {
@@ -57,7 +60,11 @@ impl Then {
             | Then::Query { msg }
             | Then::Set { msg }
             | Then::Notify { msg } => Some(msg),
-            Then::Close(_) | Then::Rename(_) | Then::List(_) | Then::Overwrite { .. } => None,
+            Then::Close(_)
+            | Then::Rename(_)
+            | Then::List(_)
+            | Then::Overwrite { .. }
+            | Then::Reply { .. } => None,
         }
     }
 }
@@ -133,8 +140,12 @@ impl Connection {
             }
             (Then::Overwrite { msg, finishing }, Completion::Overwritten(done)) => {
                 let req = Req::kept(&msg, begun, chain);
-                let compound = &mut chain.compound;
-                self.overwritten(&req, compound, w, *finishing, *done)
+                let (compound, reply) = (&mut chain.compound, &mut begun.reply);
+                self.overwritten(&req, compound, reply, w, *finishing, *done)
+            }
+            (Then::Reply { body }, Completion::Watched) => {
+                w.bytes(&body);
+                Ok(status::SUCCESS)
             }
             (Then::Set { msg }, Completion::Changed(made)) => {
                 let req = Req::kept(&msg, begun, chain);
@@ -178,7 +189,8 @@ impl Connection {
             | Then::Set { .. }
             | Then::Rename(_)
             | Then::List(_)
-            | Then::Notify { .. } => {}
+            | Then::Notify { .. }
+            | Then::Reply { .. } => {}
         }
     }
 
