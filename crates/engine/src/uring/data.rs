@@ -88,6 +88,10 @@ pub fn at_once(intent: Intent, frame: &[u8], scope: Option<&Scope>) -> Result<Do
 /// reads nothing on the disk. A hop to the pool and back costs more than
 /// the call (`cargo run --release -p copyless-engine --example fs_hop`).
 pub fn call_at_once(call: &Call) -> bool {
+    // The watcher's table may be held while its reader walks a tree.
+    if matches!(call.op, CallOp::Watch(_)) {
+        return false;
+    }
     if !call.vfs.data_in_memory() {
         return match &call.op {
             CallOp::Open(o) => {
