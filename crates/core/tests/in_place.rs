@@ -907,14 +907,19 @@ impl copyless_core::local::LocalWatch for Watcher {
     fn share_changed(&self, _: usize, _: Option<&str>) {}
 }
 
-#[test]
-fn a_watch_is_set_up_by_a_call_and_asked_again_in_place() {
+/// A client of a server whose engine watches for local changes.
+fn watched_client() -> (Client, Arc<Watcher>) {
     let users = Arc::new(Users::default());
     users.add("alice", "pw");
     let (server, _vfs) = memory_server(config(), users);
     let watcher = Arc::new(Watcher::default());
     server.set_local_watch(watcher.clone());
-    let mut c = Client::login(server, "alice", "pw");
+    (Client::login(server, "alice", "pw"), watcher)
+}
+
+#[test]
+fn a_watch_is_set_up_by_a_call_and_asked_again_in_place() {
+    let (mut c, watcher) = watched_client();
     let dir = c.create("", true).unwrap();
     let told = || watcher.0.load(std::sync::atomic::Ordering::SeqCst);
     // The engine watches the folder on disk before the client hears the
@@ -947,6 +952,28 @@ fn a_watch_is_set_up_by_a_call_and_asked_again_in_place() {
     assert!(!blocks, "the watch ends, and the engine is told");
     assert_eq!(statuses, vec![status::SUCCESS, status::NOTIFY_CLEANUP]);
     assert_eq!(told(), 2);
+}
+
+#[test]
+fn a_change_notify_cancelled_while_its_watch_is_set_up_ends_cancelled() {
+    let (mut c, _) = watched_client();
+    let dir = c.create("", true).unwrap();
+    let frame = c.frame(vec![notify_request(dir, FILTER, true, 4096)]);
+    let mid = u64::from_le_bytes(frame[24..32].try_into().unwrap());
+    let mut out = c.handle_raw(&frame);
+    let call = out.calls.pop().expect("the watch's call");
+    // Before any interim reply, a CANCEL names it by its MessageId.
+    let cancel = Request::new(command::CANCEL, 0, |w| {
+        w.u16(4).u16(0);
+    });
+    assert!(c.send_with_mids(vec![cancel], &[mid]).is_empty());
+    let (token, done) = call.perform();
+    let out = c.complete(token, done);
+    let statuses: Vec<u32> = c.take(out).iter().map(|r| r.status()).collect();
+    assert_eq!(statuses, vec![status::CANCELLED]);
+    // The watch stays: the next request waits on it, in place.
+    let (blocks, statuses) = sent(&mut c, vec![notify_request(dir, FILTER, true, 4096)]);
+    assert_eq!((blocks, statuses), (false, vec![status::PENDING]));
 }
 
 fn names(r: &Reply) -> Vec<String> {

@@ -532,6 +532,7 @@ impl Connection {
             mut begun,
             finish,
             rest,
+            cancelled,
             ..
         }) = self.waiting.remove(&token)
         else {
@@ -615,6 +616,13 @@ impl Connection {
                 w.u16(4).u16(0);
                 status::SUCCESS
             }),
+            // A CHANGE_NOTIFY cancelled while its watch was set up ends
+            // now, as one cancelled while pending would; the watch stays.
+            (Finish::Then(crate::handlers::Then::Notify { .. }, _), Completion::Watched)
+                if cancelled =>
+            {
+                Err(status::CANCELLED)
+            }
             (Finish::Then(then, mark), done) => {
                 let msg = then.request().map(<[u8]>::to_vec);
                 let result = self.resume(then, done, &mut begun, &mut chain, &mut w, env);
