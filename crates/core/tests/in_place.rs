@@ -238,14 +238,22 @@ fn a_compound_that_opens_and_closes_is_handled_in_place_unless_its_close_may_rea
     let (blocks, statuses) = sent(&mut c, vec![doomed("gone"), related_close()]);
     assert_eq!((blocks, statuses), (false, vec![status::SUCCESS; 2]));
     assert!(!exists(&vfs, "gone"));
+    // A stream's (Finder's CREATE, READ, CLOSE of AFP_AfpInfo), too.
+    let stream = || create_request_with("doc:s", ALL, SHARE_ALL, OPEN_IF, 0);
+    let (blocks, statuses) = sent(&mut c, vec![stream(), related_close()]);
+    assert_eq!((blocks, statuses), (false, vec![status::SUCCESS; 2]));
     // What the close would do in place may wait: attributes asked back
-    // of an open not there yet to be looked at, a stream's.
+    // of an open not there yet to be looked at, a stream's removal.
     let asks = related(postquery_close(CHAINED));
     let (blocks, _) = sent(&mut c, vec![open_request("doc", OPEN), asks]);
     assert!(blocks, "attributes asked back");
-    let stream = create_request_with("doc:s", ALL, SHARE_ALL, OPEN_IF, 0);
-    let (blocks, _) = sent(&mut c, vec![stream, related_close()]);
-    assert!(blocks, "a stream");
+    let doomed_stream =
+        create_request_with("doc:s", ALL, SHARE_ALL, OPEN_IF, OPTION_DELETE_ON_CLOSE);
+    let (blocks, _) = sent(&mut c, vec![doomed_stream, related_close()]);
+    assert!(blocks, "a stream deleted at its close");
+    let mark = related(set_info(CHAINED, FILE_DISPOSITION_INFORMATION, &[1]));
+    let (blocks, _) = sent(&mut c, vec![stream(), mark, related_close()]);
+    assert!(blocks, "a stream marked for deletion in the chain");
 }
 
 #[test]

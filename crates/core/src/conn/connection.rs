@@ -705,8 +705,10 @@ impl Connection {
     /// request, a CREATE, opened (Explorer's and Finder's CREATE, QUERY,
     /// CLOSE) as [`Connection::closes_in_place`] would: that open is not
     /// there yet to be looked at, so this holds only where none of what
-    /// sends a close elsewhere can be: the chain is the CREATE's alone,
-    /// which names no stream; nothing is held; no attributes are asked
+    /// sends a close elsewhere can be: the chain is the CREATE's alone;
+    /// a stream it opens (Finder's CREATE, READ, CLOSE of AFP_AfpInfo)
+    /// is not to be deleted by it, nor marked so in the chain (a stream's
+    /// removal is not a call); nothing is held; no attributes are asked
     /// back; no change of this connection's is reported to watchers of a
     /// tree (it may delete). A watch is set up only by a CHANGE_NOTIFY,
     /// which a compound holds only last.
@@ -729,13 +731,23 @@ impl Connection {
         let Some(Ok(first)) = chain.next() else {
             return false;
         };
-        let opens_no_stream = first.header.command == cmd::CREATE
-            && !first.header.is_related()
-            && messages::CreateRequest::parse(first.bytes).is_ok_and(|cr| {
-                crate::names::path::from_smb_with_stream(cr.name)
-                    .is_ok_and(|name| name.stream.is_none())
-            });
-        opens_no_stream && chain.all(|m| m.is_ok_and(|m| m.header.is_related()))
+        if first.header.command != cmd::CREATE || first.header.is_related() {
+            return false;
+        }
+        let Ok(cr) = messages::CreateRequest::parse(first.bytes) else {
+            return false;
+        };
+        let Ok(name) = crate::names::path::from_smb_with_stream(cr.name) else {
+            return false;
+        };
+        let stream = name.stream.is_some();
+        let deleting = cr.create_options & crate::handlers::create::FILE_DELETE_ON_CLOSE != 0;
+        !(stream && deleting)
+            && chain.all(|m| {
+                m.is_ok_and(|m| {
+                    m.header.is_related() && !(stream && m.header.command == cmd::SET_INFO)
+                })
+            })
     }
 
     /// Whether no request of this connection is held or waits to run
