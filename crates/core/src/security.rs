@@ -83,6 +83,15 @@ pub struct OwnedCaller {
     anonymous: bool,
 }
 
+/// The server's tables are not shown.
+impl std::fmt::Debug for OwnedCaller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OwnedCaller")
+            .field("anonymous", &self.anonymous)
+            .finish()
+    }
+}
+
 impl OwnedCaller {
     pub fn new(server: &std::sync::Arc<crate::server::Server>, caller: &Caller<'_>) -> Self {
         OwnedCaller {

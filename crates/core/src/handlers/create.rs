@@ -96,6 +96,7 @@ pub enum Made {
 /// decision on the caller's rights reads of the filesystem: the object's
 /// stored descriptor, its folder's, the kernel's answer where the mode
 /// refuses (see `security::OpenedFacts`).
+#[derive(Debug)]
 pub struct Judging {
     open: OpenCall,
     caller: OwnedCaller,
@@ -129,16 +130,11 @@ impl Judging {
     }
 }
 
-impl std::fmt::Debug for Judging {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Judging").field("open", &self.open).finish()
-    }
-}
-
 /// The making of a name that is not there on a share with stored
 /// descriptors, by the engine as a call ([`CallOp::Inherit`]): its
 /// folder's descriptor allows it, and what the new object inherits is
 /// stored on it (see [`create_inheriting`]).
+#[derive(Debug)]
 pub struct Inheriting {
     open: OpenCall,
     caller: OwnedCaller,
@@ -164,18 +160,11 @@ impl Inheriting {
     }
 }
 
-impl std::fmt::Debug for Inheriting {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Inheriting")
-            .field("open", &self.open)
-            .finish()
-    }
-}
-
 /// The open of a named stream, made by the engine as a call
 /// ([`CallOp::OpenStream`]): its file opened (or made, with what it
 /// inherits, where the disposition allows), the caller's rights on the
 /// file decided, the stream opened (or made) and looked at.
+#[derive(Debug)]
 pub struct StreamOpening {
     base: OpenCall,
     name: String,
@@ -207,15 +196,6 @@ impl StreamOpening {
             &caller,
             self.read_only,
         ))
-    }
-}
-
-impl std::fmt::Debug for StreamOpening {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StreamOpening")
-            .field("base", &self.base)
-            .field("name", &self.name)
-            .finish()
     }
 }
 
@@ -349,7 +329,7 @@ struct Outcome {
 
 /// What the tree allows an open, and whether the client asked to hear
 /// its maximal access (MxAc).
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 struct TreeRights {
     maximal: u32,
     maximal_wanted: bool,

@@ -567,6 +567,7 @@ pub(crate) fn renames_by_call(f: &FileOpen, target: &str, replace: bool) -> bool
 /// call ([`CallOp::RenameJudged`]) with the checks before it (see
 /// [`may_rename`]): the table's rules, what it would replace, what the
 /// descriptors of the target's folder and of what it replaces allow.
+#[derive(Debug)]
 pub struct RenameJudging {
     caller: OwnedCaller,
     who: Identity,
@@ -595,15 +596,6 @@ impl RenameJudging {
             .rename(&self.who, &from, &self.to, self.replace)
             .map_err(|e| vfs_status(&e))?;
         Ok((from, to))
-    }
-}
-
-impl std::fmt::Debug for RenameJudging {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RenameJudging")
-            .field("from", &self.from)
-            .field("to", &self.to)
-            .finish()
     }
 }
 
