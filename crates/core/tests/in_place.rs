@@ -656,6 +656,35 @@ fn a_named_stream_is_opened_or_made_with_its_file_by_one_call() {
     assert_eq!(c.close(emptied.file_id), status::SUCCESS);
 }
 
+/// Sends `req` as an engine that serves sockets on one thread does:
+/// checks it leaves one call of the kind `first` says and nothing else,
+/// makes it, and returns the second call of the kind `second` says that
+/// the request then waits for, not yet made.
+fn second_call(
+    c: &mut Client,
+    req: Request,
+    first: fn(&CallOp) -> bool,
+    second: fn(&CallOp) -> bool,
+) -> copyless_core::Call {
+    let frame = c.frame(vec![req]);
+    assert!(!c.conn.may_block(&frame));
+    let mut out = c.handle_raw(&frame);
+    let call = out.calls.pop().expect("the first call");
+    assert!(out.calls.is_empty() && out.intents.is_empty());
+    assert!(first(&call.op), "{:?}", call.op);
+    let (token, done) = call.perform();
+    let mut out = c.complete(token, done);
+    assert!(out.frames.is_empty(), "the reply waits for the second call");
+    let call = out.calls.pop().expect("the second call");
+    assert!(out.calls.is_empty() && out.intents.is_empty());
+    assert!(second(&call.op), "{:?}", call.op);
+    call
+}
+
+fn overwrites(op: &CallOp) -> bool {
+    matches!(op, CallOp::Overwrite(_))
+}
+
 #[test]
 fn a_stream_emptied_where_data_may_wait_is_emptied_by_a_second_call() {
     let (mut c, vfs) = client();
@@ -663,16 +692,8 @@ fn a_stream_emptied_where_data_may_wait_is_emptied_by_a_second_call() {
     let w = c.call(write_request(id, 0, b"aside"));
     assert_eq!(w.status(), status::SUCCESS);
     assert_eq!(c.close(id), status::SUCCESS);
-    let frame = c.frame(vec![open_request("doc:side", OVERWRITE_IF)]);
-    assert!(!c.conn.may_block(&frame));
-    let mut out = c.handle_raw(&frame);
-    let call = out.calls.pop().expect("the open's call");
-    assert!(opens_stream(&call.op), "{:?}", call.op);
-    let (token, done) = call.perform();
-    let mut out = c.complete(token, done);
-    assert!(out.frames.is_empty(), "the reply waits for the emptying");
-    let call = out.calls.pop().expect("the emptying's call");
-    assert!(matches!(call.op, CallOp::Overwrite(_)), "{:?}", call.op);
+    let req = open_request("doc:side", OVERWRITE_IF);
+    let call = second_call(&mut c, req, opens_stream, overwrites);
     // Meanwhile the open is there for others to meet.
     let (_, other) = opened(&mut c, create_request_with("doc:side", ALL, 0, OPEN, 0));
     assert_eq!(other, Err(status::SHARING_VIOLATION));
@@ -712,16 +733,7 @@ fn an_open_goes_elsewhere_where_the_filesystem_may_wait() {
     assert_eq!(c.close(id), status::SUCCESS);
     // Nor is its data said to be memory: an overwrite's truncation is a
     // second call, made once the open is registered.
-    let frame = c.frame(vec![open_request("doc", OVERWRITE_IF)]);
-    assert!(!c.conn.may_block(&frame));
-    let mut out = c.handle_raw(&frame);
-    let call = out.calls.pop().expect("the open's call");
-    assert!(matches!(call.op, CallOp::Open(_)), "{:?}", call.op);
-    let (token, done) = call.perform();
-    let mut out = c.complete(token, done);
-    assert!(out.frames.is_empty(), "the reply waits for the truncation");
-    let call = out.calls.pop().expect("the truncation's call");
-    assert!(matches!(call.op, CallOp::Overwrite(_)), "{:?}", call.op);
+    let call = second_call(&mut c, open_request("doc", OVERWRITE_IF), opens, overwrites);
     assert_eq!(
         copyless_scripted::file_contents(vfs.as_ref(), "doc"),
         b"old"
@@ -1272,17 +1284,8 @@ fn an_open_of_what_is_there_is_judged_by_its_call_where_descriptors_are_stored()
 /// Sends a CREATE that finds nothing by its first call and makes its
 /// object by a second, checked as [`by_call`] checks one: the reply.
 fn made_by_calls(c: &mut Client, create: Request) -> Reply {
-    let frame = c.frame(vec![create]);
-    assert!(!c.conn.may_block(&frame));
-    let mut out = c.handle_raw(&frame);
-    let call = out.calls.pop().expect("the open's call");
-    assert!(judged(&call.op), "{:?}", call.op);
-    let (token, done) = call.perform();
-    let mut out = c.complete(token, done);
-    assert!(out.frames.is_empty(), "the reply waits for the making");
-    let call = out.calls.pop().expect("the making's call");
-    assert!(out.calls.is_empty() && out.intents.is_empty());
-    assert!(matches!(call.op, CallOp::Inherit(_)), "{:?}", call.op);
+    let inherits = |op: &CallOp| matches!(op, CallOp::Inherit(_));
+    let call = second_call(c, create, judged, inherits);
     let (token, done) = call.perform();
     let out = c.complete(token, done);
     let mut replies = c.take(out);
