@@ -20,6 +20,7 @@ use super::data::{self, Done};
 use super::held::{Frame, Held};
 use super::ops::{Fd, Kept, Key, Ops};
 use super::pool::{Pool, Results};
+use super::room;
 use super::worker::Tag;
 use crate::env::SystemEnv;
 use crate::framing;
@@ -1064,7 +1065,7 @@ impl Conn {
                 break;
             }
         }
-        bufs.drain(..whole);
+        bufs.drain(..whole).for_each(room::give_back);
         if bufs.is_empty() {
             self.drain(ctx);
         } else {

@@ -18,6 +18,7 @@ mod ops;
 mod poll;
 mod pool;
 mod recv_pool;
+mod room;
 #[cfg(test)]
 mod tests;
 mod worker;

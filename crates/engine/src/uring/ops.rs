@@ -436,7 +436,7 @@ impl<T> Ops<T> {
 /// of a loop's time). The kernel writes it; `reap` counts in what it
 /// wrote (`Kept::Filling`).
 fn spare_room(buf: &mut Vec<u8>, len: usize) -> *mut u8 {
-    buf.reserve_exact(len);
+    super::room::make_room(buf, len);
     buf.spare_capacity_mut()[..len].as_mut_ptr().cast()
 }
 

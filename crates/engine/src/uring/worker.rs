@@ -19,6 +19,7 @@ use super::conn::{Conn, Ctx, What};
 use super::ops::{Done, Fd, Key, Ops};
 use super::poll::Poll;
 use super::pool::{Pool, Results};
+use super::room;
 use crate::admission::Table;
 use crate::logons::Logons;
 use crate::post::PostOffice;
@@ -32,6 +33,9 @@ const RECV_POOL_BUFFERS: u16 = 128;
 const RECV_CHUNK: usize = 64 * 1024;
 /// Threads of the pool shared by every ring.
 const POOL_THREADS: usize = 64;
+/// A loop that slept this long lets go of the reads' room it kept
+/// (`room`): a server at rest holds no more than it needs.
+const QUIET: Duration = Duration::from_millis(500);
 
 /// A bell note that a loop's own inbox has news.
 pub(super) const NEWS: usize = usize::MAX;
@@ -341,7 +345,11 @@ impl Loop {
         if self.io.ops.wait(wake).is_err() {
             return false;
         }
-        self.poll.slept(began.elapsed());
+        let slept = began.elapsed();
+        if slept >= QUIET {
+            room::let_go();
+        }
+        self.poll.slept(slept);
         true
     }
 
@@ -361,6 +369,9 @@ impl Loop {
             let wake = if c.shut() {
                 self.conns[slot] = None;
                 self.free.push(slot);
+                if self.conns.iter().all(Option::is_none) {
+                    room::let_go();
+                }
                 None
             } else {
                 c.wake_at()
