@@ -1129,7 +1129,7 @@ impl Conn {
             let rest = len - big.len();
             self.recv = ctx
                 .ops
-                .recv(self.fd.clone(), big, rest, tag)
+                .recv_all(self.fd.clone(), big, rest, tag)
                 .ok()
                 .map(|k| (k, Into::Big(len)));
             return;
