@@ -107,6 +107,33 @@ def test_overwrite_truncates(server):
     assert (server.share_path / "over.txt").read_bytes() == b"short", "mode wb did not truncate"
 
 
+def test_rename_in_one_compound(server):
+    """Finder renames with CREATE, SET_INFO and CLOSE in one frame, each
+    related to the one before it; so does smbclient's transaction."""
+    from smbclient._io import SMBFileTransaction, SMBRawIO, set_info
+    from smbprotocol.file_info import FileRenameInformation
+
+    register(server)
+    smbclient.makedirs(unc(server, "ren"), port=server.port)
+    make_share_file(server, "ren/before.txt", b"renamed whole\n")
+    make_share_file(server, "ren/taken.txt", b"replaced\n")
+    for target, replace in (("ren\\after.txt", False), ("ren\\taken.txt", True)):
+        source = "before.txt" if not replace else "after.txt"
+        raw = SMBRawIO(unc(server, "ren", source), mode="r", share_access="rwd",
+                       desired_access=FilePipePrinterAccessMask.DELETE, port=server.port)
+        assert raw.closed, "opened by the compound, not before it"
+        with SMBFileTransaction(raw) as transaction:
+            rename = FileRenameInformation()
+            rename["replace_if_exists"] = replace
+            rename["file_name"] = target
+            set_info(transaction, rename)
+        # Any status but success raises; what is left is the SET_INFO's.
+        assert len(transaction.results) == 1, transaction.results
+    names = sorted(p.name for p in (server.share_path / "ren").iterdir())
+    assert names == ["taken.txt"], f"after the renames: {names}"
+    assert (server.share_path / "ren" / "taken.txt").read_bytes() == b"renamed whole\n"
+
+
 def test_missing_file_raises(server):
     register(server)
     with pytest.raises(OSError) as excinfo:

@@ -885,6 +885,45 @@ fn a_rename_leaves_as_a_call_unless_what_it_replaces_is_looked_up_on_disk() {
 }
 
 #[test]
+fn a_compound_that_opens_renames_and_closes_is_handled_in_place() {
+    let (mut c, dir) = posix_client();
+    let rename = |to: &str, replace| {
+        related(set_info(
+            CHAINED,
+            FILE_RENAME_INFORMATION,
+            &rename_info(to, replace),
+        ))
+    };
+    // Finder's rename: CREATE, SET_INFO, CLOSE in one frame.
+    let chain = vec![
+        open_request("sub\\doc", OPEN),
+        rename("sub\\moved", false),
+        related_close(),
+    ];
+    let (blocks, statuses) = sent(&mut c, chain);
+    assert_eq!((blocks, statuses), (false, vec![status::SUCCESS; 3]));
+    assert!(dir.path().join("sub/moved").exists());
+    assert!(!dir.path().join("sub/doc").exists());
+    // One that may replace what the kernel's cache does not find (named
+    // in another case than on disk) goes elsewhere, as a plain one does.
+    std::fs::write(dir.path().join("sub/outside"), b"theirs").unwrap();
+    let chain = vec![
+        open_request("sub\\moved", OPEN),
+        rename("sub\\OUTSIDE", true),
+        related_close(),
+    ];
+    let (blocks, statuses) = sent(&mut c, chain);
+    assert_eq!((blocks, statuses), (true, vec![status::SUCCESS; 3]));
+    // A stream's rename is not a call.
+    let stream = create_request_with("sub\\outside:s", ALL, SHARE_ALL, OPEN_IF, 0);
+    let (blocks, _) = sent(
+        &mut c,
+        vec![stream, rename("sub\\other", false), related_close()],
+    );
+    assert!(blocks, "a stream renamed");
+}
+
+#[test]
 fn locks_are_taken_and_given_back_in_place() {
     use copyless_proto::messages::{
         LOCKFLAG_EXCLUSIVE, LOCKFLAG_FAIL_IMMEDIATELY, LOCKFLAG_UNLOCK,

@@ -25,7 +25,7 @@ use crate::conn::credits::CreditWindow;
 use crate::conn::pending::{Answer, Awaits, Pending};
 use crate::conn::post::{ConnectionId, Kind, Letter, Message};
 use crate::conn::session::Session;
-use crate::conn::tree::TreeKind;
+use crate::conn::tree::{Tree, TreeKind};
 use crate::conn::waiting::{Hold, Wait, Waiting};
 use crate::env::Env;
 use crate::event::Event;
@@ -648,7 +648,7 @@ impl Connection {
                 cmd::CREATE => self.opens_by_call(&m) || self.opens_in_place(&m),
                 // What is not in memory is its call.
                 cmd::QUERY_INFO => true,
-                cmd::SET_INFO => self.sets_in_place(&m),
+                cmd::SET_INFO => self.sets_in_place(msg, i, &m),
                 // Byte-range locks are the server's tables; a lock that
                 // waits, and those it wakes, wait in memory.
                 cmd::LOCK => true,
@@ -727,27 +727,16 @@ impl Connection {
         if c.flags & messages::CLOSE_FLAG_POSTQUERY_ATTRIB != 0 {
             return false;
         }
-        let mut chain = copyless_proto::compound::messages(frame).take(index);
-        let Some(Ok(first)) = chain.next() else {
+        let Some((_, cr, name)) = chain_create(frame, index) else {
             return false;
         };
-        if first.header.command != cmd::CREATE || first.header.is_related() {
-            return false;
-        }
-        let Ok(cr) = messages::CreateRequest::parse(first.bytes) else {
-            return false;
-        };
-        let Ok(name) = crate::names::path::from_smb_with_stream(cr.name) else {
-            return false;
-        };
-        let stream = name.stream.is_some();
         let deleting = cr.create_options & crate::handlers::create::FILE_DELETE_ON_CLOSE != 0;
-        !(stream && deleting)
-            && chain.all(|m| {
-                m.is_ok_and(|m| {
-                    m.header.is_related() && !(stream && m.header.command == cmd::SET_INFO)
-                })
-            })
+        let sets = || {
+            copyless_proto::compound::messages(frame)
+                .take(index)
+                .any(|m| m.is_ok_and(|m| m.header.command == cmd::SET_INFO))
+        };
+        name.stream.is_none() || !(deleting || sets())
     }
 
     /// Whether no request of this connection is held or waits to run
@@ -788,10 +777,7 @@ impl Connection {
         if !contexts.iter().all(|c| memory_only.contains(&c.name)) {
             return false;
         }
-        let tree = self
-            .sessions
-            .get(&m.header.session_id)
-            .and_then(|s| s.trees.get(&m.header.tree_id));
+        let tree = self.tree_of(&m.header);
         let Some(TreeKind::Disk { share, .. }) = tree.map(|t| &t.kind) else {
             return false;
         };
@@ -816,10 +802,7 @@ impl Connection {
         let Ok(contexts) = copyless_proto::create_context::parse_chain(cr.contexts) else {
             return false;
         };
-        let tree = self
-            .sessions
-            .get(&m.header.session_id)
-            .and_then(|s| s.trees.get(&m.header.tree_id));
+        let tree = self.tree_of(&m.header);
         let Some((TreeKind::Disk { .. }, read_only)) = tree.map(|t| (&t.kind, t.read_only)) else {
             return false;
         };
@@ -836,14 +819,23 @@ impl Connection {
             )
     }
 
-    /// Whether the SET_INFO `m` changes only what the server keeps in
-    /// memory, or what it changes on the filesystem is its call
-    /// (handlers/change.rs): everything but a security descriptor, a
-    /// rename that is not made by a call
+    /// Whether the SET_INFO `m`, request `index` of the compound `frame`,
+    /// changes only what the server keeps in memory, or what it changes
+    /// on the filesystem is its call (handlers/change.rs): everything but
+    /// a security descriptor, a rename that is not made by a call
     /// ([`crate::handlers::info::renames_by_call`]) and, while this
     /// connection watches a tree, a change its watchers are told of (see
-    /// [`Connection::reports_need_looks`]).
-    fn sets_in_place(&self, m: &copyless_proto::compound::Message<'_>) -> bool {
+    /// [`Connection::reports_need_looks`]). A related rename acts on what
+    /// the compound's first request, a CREATE, opens (Finder renames with
+    /// CREATE, SET_INFO, CLOSE): not there yet, it is judged by that
+    /// request and its share.
+    fn sets_in_place(
+        &self,
+        frame: &[u8],
+        index: usize,
+        m: &copyless_proto::compound::Message<'_>,
+    ) -> bool {
+        use crate::handlers::info::{rename_target, renames_by_call, replaced_without_waiting};
         use copyless_fscc::class;
         let Ok(set) = messages::SetInfoRequest::parse(m.bytes) else {
             return false;
@@ -851,18 +843,32 @@ impl Connection {
         match (set.info_type, set.class) {
             (messages::INFO_SECURITY, _) => false,
             (messages::INFO_FILE, class::FILE_RENAME_INFORMATION) => {
-                !m.header.is_related()
-                    && !self.reports_need_looks()
-                    && self
+                if self.reports_need_looks() {
+                    return false;
+                }
+                let Ok(r) = copyless_fscc::decode_rename(set.buffer) else {
+                    return false;
+                };
+                let Ok(target) = rename_target(&r.file_name) else {
+                    return false;
+                };
+                let replace = r.replace_if_exists;
+                if !m.header.is_related() {
+                    return self
                         .file_open(m.header.session_id, set.file_id.volatile)
-                        .is_some_and(|f| {
-                            copyless_fscc::decode_rename(set.buffer).is_ok_and(|r| {
-                                use crate::handlers::info::{rename_target, renames_by_call};
-                                rename_target(&r.file_name).is_ok_and(|target| {
-                                    renames_by_call(f, &target, r.replace_if_exists)
-                                })
-                            })
-                        })
+                        .is_some_and(|f| renames_by_call(f, &target, replace));
+                }
+                let Some((first, _, name)) = chain_create(frame, index) else {
+                    return false;
+                };
+                // Related requests act in the first one's session and tree.
+                let tree = self.tree_of(&first.header);
+                let Some(TreeKind::Disk { share, .. }) = tree.map(|t| &t.kind) else {
+                    return false;
+                };
+                set.file_id == FileId::RELATED
+                    && name.stream.is_none()
+                    && replaced_without_waiting(share.vfs.as_ref(), &target, replace)
             }
             (
                 messages::INFO_FILE,
@@ -870,6 +876,14 @@ impl Connection {
             ) => true,
             _ => !self.reports_need_looks(),
         }
+    }
+
+    /// The tree a request's header names, in the session it names.
+    fn tree_of(&self, header: &copyless_proto::header::Header) -> Option<&Tree> {
+        self.sessions
+            .get(&header.session_id)?
+            .trees
+            .get(&header.tree_id)
     }
 
     /// The file or folder open `volatile` of session `session_id`.
@@ -1682,4 +1696,28 @@ impl Output {
         self.requests.extend(other.requests);
         self.events.extend(other.events);
     }
+}
+
+/// The compound `frame`'s first request when it is a CREATE related to
+/// nothing before it and every request up to `index` is related to it:
+/// then those act on what it opens (Explorer's and Finder's CREATE,
+/// QUERY_INFO, CLOSE). The request, parsed, and the name it opens.
+fn chain_create(
+    frame: &[u8],
+    index: usize,
+) -> Option<(
+    copyless_proto::compound::Message<'_>,
+    messages::CreateRequest<'_>,
+    crate::names::path::CreateName,
+)> {
+    let mut chain = copyless_proto::compound::messages(frame).take(index);
+    let first = chain.next()?.ok()?;
+    if first.header.command != cmd::CREATE || first.header.is_related() {
+        return None;
+    }
+    let cr = messages::CreateRequest::parse(first.bytes).ok()?;
+    let name = crate::names::path::from_smb_with_stream(cr.name).ok()?;
+    chain
+        .all(|m| m.is_ok_and(|m| m.header.is_related()))
+        .then_some((first, cr, name))
 }

@@ -560,7 +560,13 @@ pub(crate) fn rename_target(name: &str) -> Result<String, NtStatus> {
 /// call also checks what they allow ([`RenameJudging`]). Both names stay
 /// marked as the server's own change (local.rs) until the call is made.
 pub(crate) fn renames_by_call(f: &FileOpen, target: &str, replace: bool) -> bool {
-    f.handle.stream.is_none() && (!replace || f.vfs.found_without_waiting(target))
+    f.handle.stream.is_none() && replaced_without_waiting(f.vfs.as_ref(), target, replace)
+}
+
+/// Whether a rename to `target` on `vfs` replaces nothing the kernel's
+/// cache does not find (see [`renames_by_call`]).
+pub(crate) fn replaced_without_waiting(vfs: &dyn Vfs, target: &str, replace: bool) -> bool {
+    !replace || vfs.found_without_waiting(target)
 }
 
 /// A rename on a share with stored descriptors, made by the engine as a
