@@ -134,6 +134,43 @@ def test_rename_in_one_compound(server):
     assert (server.share_path / "ren" / "taken.txt").read_bytes() == b"renamed whole\n"
 
 
+def test_a_close_gives_the_attributes_asked_for(server):
+    """The Linux client opens, works and closes in one compound, asking
+    the CLOSE for the file's attributes (POSTQUERY_ATTRIB); a named
+    stream's are in its file's extended attributes, not memory."""
+    make_share_file(server, "sized.txt", b"twelve bytes")
+    share = f"\\\\{server.host}\\{server.share}"
+    conn = Connection(uuid.uuid4(), server.host, server.port, require_signing=True)
+    conn.connect(timeout=30)
+    try:
+        session = Session(conn, server.user, server.password, auth_protocol="ntlm")
+        session.connect()
+        tree = TreeConnect(session, share)
+        tree.connect()
+        stream = Open(tree, "sized.txt:side")
+        stream.create(ImpersonationLevel.Impersonation, FilePipePrinterAccessMask.GENERIC_WRITE,
+                      FileAttributes.FILE_ATTRIBUTE_NORMAL, 0, CreateDisposition.FILE_OVERWRITE_IF,
+                      CreateOptions.FILE_NON_DIRECTORY_FILE)
+        stream.write(b"seven b", 0)
+        stream.close()
+        for name, size in (("sized.txt", 12), ("sized.txt:side", 7)):
+            f = Open(tree, name)
+            create, opened = f.create(
+                ImpersonationLevel.Impersonation, FilePipePrinterAccessMask.FILE_READ_ATTRIBUTES,
+                FileAttributes.FILE_ATTRIBUTE_NORMAL, 0, CreateDisposition.FILE_OPEN,
+                CreateOptions.FILE_NON_DIRECTORY_FILE, send=False)
+            close, closed = f.close(get_attributes=True, send=False)
+            close["file_id"] = b"\xff" * 16
+            requests = conn.send_compound([create, close], session.session_id,
+                                          tree.tree_connect_id, related=True)
+            opened(requests[0])
+            reply = closed(requests[1])
+            assert reply["flags"].get_value() == 1, f"{name}: attributes not given"
+            assert reply["end_of_file"].get_value() == size, f"{name}: {reply}"
+    finally:
+        conn.disconnect()
+
+
 def test_missing_file_raises(server):
     register(server)
     with pytest.raises(OSError) as excinfo:

@@ -117,12 +117,30 @@ fn a_close_that_asks_for_attributes_of_a_local_file_is_handled_in_place() {
 }
 
 #[test]
-fn a_close_that_asks_for_attributes_only_the_vfs_reaches_goes_elsewhere() {
-    let (mut c, _) = client();
+fn a_close_that_asks_for_attributes_only_the_vfs_reaches_looks_them_up_by_call() {
+    let (mut c, vfs) = client();
     let id = c.create("doc", false).unwrap();
     assert_eq!(
-        sent(&mut c, vec![postquery_close(id)]),
-        (true, vec![status::SUCCESS])
+        c.call(write_request(id, 0, b"kept")).status(),
+        status::SUCCESS
+    );
+    let reply = by_call(&mut c, postquery_close(id), |op| {
+        matches!(op, CallOp::Look(_))
+    });
+    assert_eq!(reply.status(), status::SUCCESS);
+    let body = &reply.msg[64..];
+    assert_eq!(
+        body[2], CLOSE_FLAG_POSTQUERY_ATTRIB as u8,
+        "attributes given"
+    );
+    let end_of_file = u64::from_le_bytes(body[48..56].try_into().unwrap());
+    assert_eq!(end_of_file, 4, "the attributes asked for: \"kept\"");
+    assert!(exists(&vfs, "doc"));
+    let again = c.create("doc", false).unwrap();
+    assert_eq!(
+        c.close(again),
+        status::SUCCESS,
+        "and its open was given back"
     );
 }
 
@@ -242,11 +260,14 @@ fn a_compound_that_opens_and_closes_is_handled_in_place_unless_its_close_may_rea
     let stream = || create_request_with("doc:s", ALL, SHARE_ALL, OPEN_IF, 0);
     let (blocks, statuses) = sent(&mut c, vec![stream(), related_close()]);
     assert_eq!((blocks, statuses), (false, vec![status::SUCCESS; 2]));
-    // What the close would do in place may wait: attributes asked back
-    // of an open not there yet to be looked at, a stream's removal.
+    // Attributes asked back (the Linux client's compounds) are looked up
+    // by a call where they are not in memory.
     let asks = related(postquery_close(CHAINED));
-    let (blocks, _) = sent(&mut c, vec![open_request("doc", OPEN), asks]);
-    assert!(blocks, "attributes asked back");
+    let (blocks, replies) = replied(&mut c, vec![open_request("doc", OPEN), asks]);
+    assert!(!blocks, "attributes asked back");
+    assert_eq!(replies[1].status(), status::SUCCESS);
+    assert_eq!(replies[1].msg[64 + 2], CLOSE_FLAG_POSTQUERY_ATTRIB as u8);
+    // What the close would do in place may wait: a stream's removal.
     let doomed_stream =
         create_request_with("doc:s", ALL, SHARE_ALL, OPEN_IF, OPTION_DELETE_ON_CLOSE);
     let (blocks, _) = sent(&mut c, vec![doomed_stream, related_close()]);

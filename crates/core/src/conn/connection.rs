@@ -667,15 +667,14 @@ impl Connection {
 
     /// Whether the CLOSE `m` only gives its open back: the server's tables
     /// change and the descriptor is closed, which on a local filesystem
-    /// never waits for the disk; a file it removes goes as a call, and the
-    /// attributes asked back (POSTQUERY_ATTRIB) of a file on a local
-    /// filesystem are in memory; a watch it ends is let go of by the
+    /// never waits for the disk; a file it removes goes as a call, and so
+    /// do the attributes asked back (POSTQUERY_ATTRIB) where they are not
+    /// in memory (handlers/file.rs); a watch it ends is let go of by the
     /// engine's watcher on its own thread. Anything more reaches the
     /// filesystem while the close is handled, and is not done in place: a
-    /// stream to delete, the attributes of what another filesystem holds,
-    /// a change to report to this connection's watchers of a
-    /// tree (see [`Connection::reports_need_looks`]), held requests of
-    /// this connection that the close may let run again. An open not
+    /// stream to delete, a change to report to this connection's watchers
+    /// of a tree (see [`Connection::reports_need_looks`]), held requests
+    /// of this connection that the close may let run again. An open not
     /// found is not looked at further; one named by a related request is
     /// judged by [`Connection::closes_made_in_place`].
     fn closes_in_place(&self, m: &copyless_proto::compound::Message<'_>) -> bool {
@@ -688,12 +687,6 @@ impl Connection {
         let Some(f) = self.file_open(m.header.session_id, c.file_id.volatile) else {
             return false;
         };
-        // The attributes asked back are the open file's stat, in memory
-        // where its data is a local filesystem's (as info.rs `looks_in_place`).
-        let asks = c.flags & messages::CLOSE_FLAG_POSTQUERY_ATTRIB != 0;
-        if asks && f.vfs.data_fd(&f.handle).is_none() {
-            return false;
-        }
         let deletes = f.delete_on_close || self.server.files().deletes_at_close(&f.key);
         // A file's removal leaves as a call, a stream's does not.
         !(((f.written || deletes) && self.reports_need_looks())
@@ -708,10 +701,10 @@ impl Connection {
     /// sends a close elsewhere can be: the chain is the CREATE's alone;
     /// a stream it opens (Finder's CREATE, READ, CLOSE of AFP_AfpInfo)
     /// is not to be deleted by it, nor marked so in the chain (a stream's
-    /// removal is not a call); nothing is held; no attributes are asked
-    /// back; no change of this connection's is reported to watchers of a
-    /// tree (it may delete). A watch is set up only by a CHANGE_NOTIFY,
-    /// which a compound holds only last.
+    /// removal is not a call); nothing is held; no change of this
+    /// connection's is reported to watchers of a tree (it may delete). A
+    /// watch is set up only by a CHANGE_NOTIFY, which a compound holds
+    /// only last.
     fn closes_made_in_place(
         &self,
         frame: &[u8],
@@ -721,10 +714,7 @@ impl Connection {
         if !self.waiting.is_empty() || !self.retries.is_empty() || self.reports_need_looks() {
             return false;
         }
-        let Ok(c) = messages::CloseRequest::parse(m.bytes) else {
-            return false;
-        };
-        if c.flags & messages::CLOSE_FLAG_POSTQUERY_ATTRIB != 0 {
+        if messages::CloseRequest::parse(m.bytes).is_err() {
             return false;
         }
         let Some((_, cr, name)) = chain_create(frame, index) else {
@@ -1538,7 +1528,7 @@ impl Connection {
         match c {
             cmd::TREE_DISCONNECT => self.tree_disconnect(req, w),
             cmd::CREATE => self.create(req, compound, reply, w, env, None),
-            cmd::CLOSE => self.close(req, compound, reply, w),
+            cmd::CLOSE => self.close(req, compound, reply, w, None),
             cmd::FLUSH => self.flush(req, compound, reply, w),
             cmd::READ => self.read(req, compound, reply, w),
             cmd::WRITE => self.write(req, compound, reply, w),

@@ -11,6 +11,8 @@ use crate::conn::connection::{Compound, Connection, Reply, Req};
 use crate::conn::pending::{Awaits, Closing};
 use crate::conn::waiting::{Wait, WaitOp};
 use crate::file_table::{LockWaiter, Locked};
+use crate::handlers::info::looks_in_place;
+use crate::handlers::look::{Look, Looked, Part};
 use crate::handlers::{file_times, Then};
 use crate::intent::{CallOp, WriteData};
 use crate::locks::ByteLock;
@@ -28,12 +30,16 @@ pub(crate) struct Removing {
 const PIPE_EMPTY: NtStatus = 0xC000_00D9;
 
 impl Connection {
+    /// CLOSE; `looked`, on the run after the call that looked up the
+    /// attributes it asks back (POSTQUERY_ATTRIB) where they are not in
+    /// memory.
     pub(crate) fn close(
         &mut self,
         req: &Req<'_>,
         compound: &mut Compound,
         reply: &mut Reply,
         w: &mut Writer,
+        looked: Option<Result<Box<Looked>, NtStatus>>,
     ) -> Result<NtStatus, NtStatus> {
         let c = CloseRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
         let hold = (self.id(), self.next_hold_token());
@@ -47,6 +53,29 @@ impl Connection {
                 return self.hold_for_leases(h, reply, hold.1);
             }
         }
+        // The attributes asked back are those of the file still open; a
+        // lookup that fails leaves them out, as Windows does.
+        let asks = c.flags & messages::CLOSE_FLAG_POSTQUERY_ATTRIB != 0;
+        let times = match (open.file().filter(|_| asks), looked) {
+            (None, _) => None,
+            (Some(_), Some(looked)) => looked.ok().and_then(|l| l.stat),
+            (Some(f), None) if looks_in_place(f, Part::Stat) => f.vfs.stat(&f.handle).ok(),
+            (Some(f), None) => {
+                reply.wait = Some(Wait::Call {
+                    vfs: f.vfs.clone(),
+                    op: CallOp::Look(Look {
+                        handle: f.handle.clone(),
+                        part: Part::Stat,
+                    }),
+                    then: Then::CloseLooked {
+                        msg: req.msg.to_vec(),
+                    },
+                    mark: None,
+                });
+                return Ok(status::SUCCESS);
+            }
+        }
+        .map(|st| file_times(&st));
         let session = self
             .sessions
             .get_mut(&req.session_id)
@@ -55,13 +84,6 @@ impl Connection {
             .opens
             .remove(&id.volatile)
             .ok_or(status::FILE_CLOSED)?;
-        let times = match (
-            &open.kind,
-            c.flags & messages::CLOSE_FLAG_POSTQUERY_ATTRIB != 0,
-        ) {
-            (OpenKind::File(f), true) => f.vfs.stat(&f.handle).ok().map(|st| file_times(&st)),
-            _ => None,
-        };
         // The close goes on from the removal with nothing but memory;
         // the removal stays marked as the server's own change until it
         // is made.

@@ -42,6 +42,9 @@ pub(crate) enum Then {
     Set { msg: Vec<u8> },
     /// QUERY_INFO (`msg`): it runs again with what was looked up.
     Query { msg: Vec<u8> },
+    /// CLOSE (`msg`) asking for the file's attributes back: it runs again
+    /// with them looked up.
+    CloseLooked { msg: Vec<u8> },
     /// QUERY_DIRECTORY: its step (a [`dir::DirStep`]) is made.
     List(Box<dir::Querying>),
     /// CHANGE_NOTIFY (`msg`): the folder its open watches is watched by
@@ -58,6 +61,7 @@ impl Then {
         match self {
             Then::Create { msg, .. }
             | Then::Query { msg }
+            | Then::CloseLooked { msg }
             | Then::Set { msg }
             | Then::Notify { msg } => Some(msg),
             Then::Close(_)
@@ -138,6 +142,11 @@ impl Connection {
                 let (compound, reply) = (&mut chain.compound, &mut begun.reply);
                 self.query_info(&req, compound, reply, w, Some(looked))
             }
+            (Then::CloseLooked { msg }, Completion::Looked(looked)) => {
+                let req = Req::kept(&msg, begun, chain);
+                let (compound, reply) = (&mut chain.compound, &mut begun.reply);
+                self.close(&req, compound, reply, w, Some(looked))
+            }
             (Then::Overwrite { msg, finishing }, Completion::Overwritten(done)) => {
                 let req = Req::kept(&msg, begun, chain);
                 let (compound, reply) = (&mut chain.compound, &mut begun.reply);
@@ -186,6 +195,7 @@ impl Connection {
             // that does not come back ends with its connection.
             Then::Create { .. }
             | Then::Query { .. }
+            | Then::CloseLooked { .. }
             | Then::Set { .. }
             | Then::Rename(_)
             | Then::List(_)
