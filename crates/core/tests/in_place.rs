@@ -1471,3 +1471,22 @@ fn a_rename_where_descriptors_are_stored_is_judged_by_its_call() {
     assert_eq!(c.close(id), status::SUCCESS);
     assert_eq!(c.close(sub), status::SUCCESS);
 }
+
+#[test]
+fn the_smb1_negotiate_that_begins_a_connection_is_handled_in_place() {
+    let (server, _vfs) = memory_server(config(), Arc::new(Users::default()));
+    let mut c = Client::connect(server);
+    // SMB1's NEGOTIATE offering SMB 2.???, as Windows and smbclient begin.
+    let mut frame = b"\xffSMB\x72".to_vec();
+    frame.resize(32, 0);
+    frame.push(0);
+    let dialects = b"\x02NT LM 0.12\0\x02SMB 2.002\0\x02SMB 2.???\0";
+    frame.extend_from_slice(&(dialects.len() as u16).to_le_bytes());
+    frame.extend_from_slice(dialects);
+    assert!(!c.conn.may_block(&frame));
+    let out = c.handle_raw(&frame);
+    let reply = &out.frames[0];
+    assert_eq!(&reply[..4], b"\xfeSMB", "answered in SMB2");
+    let dialect = u16::from_le_bytes([reply[64 + 4], reply[64 + 5]]);
+    assert_eq!(dialect, 0x02ff, "the wildcard dialect");
+}

@@ -599,12 +599,14 @@ impl Connection {
     /// kernel's cache finds, the stat of an open file: `opens_in_place`
     /// and handlers/info.rs `looks_in_place`), so that an engine may run
     /// those on the thread that serves sockets. A sealed frame is judged
-    /// by what it holds (see [`Connection::sealed_may_block`]).
+    /// by what it holds (see [`Connection::sealed_may_block`]); an SMB1
+    /// frame, the NEGOTIATE that begins a connection or anything refused,
+    /// is memory alone.
     pub fn may_block(&self, msg: &[u8]) -> bool {
         if msg.starts_with(&copyless_proto::header::TRANSFORM_PROTOCOL_ID) {
             return self.sealed_may_block(msg);
         }
-        smb1::is_smb1(msg) || self.plain_may_block(msg)
+        !smb1::is_smb1(msg) && self.plain_may_block(msg)
     }
 
     /// Whether the sealed frame `msg` may block: what a copy of it holds,
