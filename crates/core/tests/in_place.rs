@@ -1229,9 +1229,11 @@ fn fsctls_the_server_answers_from_memory_are_handled_in_place() {
     assert_eq!((blocks, statuses), (false, vec![status::NOT_FOUND]));
     let (blocks, statuses) = sent(&mut c, vec![fsctl(FSCTL_SRV_ENUMERATE_SNAPSHOTS, id)]);
     assert_eq!((blocks, statuses), (false, vec![status::SUCCESS]));
-    // An object id is kept in the file's extended attributes.
-    let (blocks, statuses) = sent(&mut c, vec![fsctl(FSCTL_CREATE_OR_GET_OBJECT_ID, id)]);
-    assert_eq!((blocks, statuses), (true, vec![status::SUCCESS]));
+    // An object id is made of the file's identity: the same each time.
+    let (blocks, first) = replied(&mut c, vec![fsctl(FSCTL_CREATE_OR_GET_OBJECT_ID, id)]);
+    assert_eq!((blocks, first[0].status()), (false, status::SUCCESS));
+    let (_, again) = replied(&mut c, vec![fsctl(FSCTL_CREATE_OR_GET_OBJECT_ID, id)]);
+    assert_eq!(first[0].msg[64..], again[0].msg[64..]);
 }
 
 #[test]

@@ -22,9 +22,10 @@ const LINK_SPEED: u64 = 10_000_000_000;
 
 /// Whether the FSCTL `ctl_code` is answered from what the server keeps
 /// in memory: the negotiation to validate, this connection's address,
-/// the referrals and snapshots there are none of. A pipe's transaction
-/// (whose RPC may look users up) and object ids (kept in extended
-/// attributes) are not.
+/// the referrals and snapshots there are none of, object ids (made of
+/// the file's identity) and an open's resiliency. A pipe's transaction
+/// (whose RPC may look users up, which may ask a directory server) is
+/// not.
 pub(crate) fn in_place(ctl_code: u32) -> bool {
     matches!(
         ctl_code,
@@ -33,6 +34,9 @@ pub(crate) fn in_place(ctl_code: u32) -> bool {
             | m::FSCTL_DFS_GET_REFERRALS
             | m::FSCTL_DFS_GET_REFERRALS_EX
             | FSCTL_SRV_ENUMERATE_SNAPSHOTS
+            | FSCTL_GET_OBJECT_ID
+            | FSCTL_CREATE_OR_GET_OBJECT_ID
+            | FSCTL_LMR_REQUEST_RESILIENCY
     )
 }
 
