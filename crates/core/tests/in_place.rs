@@ -916,31 +916,23 @@ fn a_compound_that_opens_renames_and_closes_is_handled_in_place() {
         ))
     };
     // Finder's rename: CREATE, SET_INFO, CLOSE in one frame.
-    let chain = vec![
-        open_request("sub\\doc", OPEN),
-        rename("sub\\moved", false),
-        related_close(),
-    ];
-    let (blocks, statuses) = sent(&mut c, chain);
+    let chain = |open: Request, to: &str, replace| vec![open, rename(to, replace), related_close()];
+    let (blocks, statuses) = sent(
+        &mut c,
+        chain(open_request("sub\\doc", OPEN), "sub\\moved", false),
+    );
     assert_eq!((blocks, statuses), (false, vec![status::SUCCESS; 3]));
     assert!(dir.path().join("sub/moved").exists());
     assert!(!dir.path().join("sub/doc").exists());
     // One that may replace what the kernel's cache does not find (named
     // in another case than on disk) goes elsewhere, as a plain one does.
     std::fs::write(dir.path().join("sub/outside"), b"theirs").unwrap();
-    let chain = vec![
-        open_request("sub\\moved", OPEN),
-        rename("sub\\OUTSIDE", true),
-        related_close(),
-    ];
-    let (blocks, statuses) = sent(&mut c, chain);
+    let over = chain(open_request("sub\\moved", OPEN), "sub\\OUTSIDE", true);
+    let (blocks, statuses) = sent(&mut c, over);
     assert_eq!((blocks, statuses), (true, vec![status::SUCCESS; 3]));
     // A stream's rename is not a call.
     let stream = create_request_with("sub\\outside:s", ALL, SHARE_ALL, OPEN_IF, 0);
-    let (blocks, _) = sent(
-        &mut c,
-        vec![stream, rename("sub\\other", false), related_close()],
-    );
+    let (blocks, _) = sent(&mut c, chain(stream, "sub\\other", false));
     assert!(blocks, "a stream renamed");
 }
 

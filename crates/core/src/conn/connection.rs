@@ -597,7 +597,7 @@ impl Connection {
     /// descriptor (a CLOSE that deletes nothing: `closes_in_place`), or
     /// only where the kernel answers from memory (an open of what the
     /// kernel's cache finds, the stat of an open file: `opens_in_place`
-    /// and handlers/info.rs `looks_in_place`), so that an engine may run
+    /// and handlers/look.rs `looks_in_place`), so that an engine may run
     /// those on the thread that serves sockets. A sealed frame is judged
     /// by what it holds (see [`Connection::sealed_may_block`]); an SMB1
     /// frame, the NEGOTIATE that begins a connection or anything refused,

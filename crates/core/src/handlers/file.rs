@@ -11,8 +11,7 @@ use crate::conn::connection::{Compound, Connection, Reply, Req};
 use crate::conn::pending::{Awaits, Closing};
 use crate::conn::waiting::{Wait, WaitOp};
 use crate::file_table::{LockWaiter, Locked};
-use crate::handlers::info::looks_in_place;
-use crate::handlers::look::{Look, Looked, Part};
+use crate::handlers::look::{self, Looked, Part};
 use crate::handlers::{file_times, Then};
 use crate::intent::{CallOp, WriteData};
 use crate::locks::ByteLock;
@@ -56,26 +55,18 @@ impl Connection {
         // The attributes asked back are those of the file still open; a
         // lookup that fails leaves them out, as Windows does.
         let asks = c.flags & messages::CLOSE_FLAG_POSTQUERY_ATTRIB != 0;
-        let times = match (open.file().filter(|_| asks), looked) {
-            (None, _) => None,
-            (Some(_), Some(looked)) => looked.ok().and_then(|l| l.stat),
-            (Some(f), None) if looks_in_place(f, Part::Stat) => f.vfs.stat(&f.handle).ok(),
-            (Some(f), None) => {
-                reply.wait = Some(Wait::Call {
-                    vfs: f.vfs.clone(),
-                    op: CallOp::Look(Look {
-                        handle: f.handle.clone(),
-                        part: Part::Stat,
-                    }),
-                    then: Then::CloseLooked {
-                        msg: req.msg.to_vec(),
-                    },
-                    mark: None,
-                });
-                return Ok(status::SUCCESS);
+        let times = match open.file().filter(|_| asks) {
+            None => None,
+            Some(f) => {
+                let then = || Then::CloseLooked {
+                    msg: req.msg.to_vec(),
+                };
+                let Some(looked) = look::here_or_by_call(f, Part::Stat, looked, reply, then) else {
+                    return Ok(status::SUCCESS);
+                };
+                looked.ok().and_then(|l| l.stat).map(|st| file_times(&st))
             }
-        }
-        .map(|st| file_times(&st));
+        };
         let session = self
             .sessions
             .get_mut(&req.session_id)

@@ -18,7 +18,7 @@ use crate::conn::connection::{Compound, Connection, Reply, Req};
 use crate::conn::waiting::Wait;
 use crate::file_table::{stream_id, FileKey};
 use crate::handlers::change::{self, Alter, Change};
-use crate::handlers::look::{self, Look, Looked, Part};
+use crate::handlers::look::{self, Looked, Part};
 use crate::handlers::{file_info, vfs_status, Then};
 use crate::intent::CallOp;
 use crate::leases::LeaseId;
@@ -28,14 +28,6 @@ use crate::rights;
 use crate::security::{self, Caller, OwnedCaller};
 use crate::server::Server;
 use copyless_fscc::descriptor::{Descriptor, ALL_PARTS};
-
-/// Whether `part` of open `f` is in memory: the stat of an open file
-/// of a local filesystem is; its streams and descriptor (extended
-/// attributes, which may be a block on disk away), the filesystem's
-/// figures and whatever another filesystem holds are not.
-pub(crate) fn looks_in_place(f: &FileOpen, part: Part) -> bool {
-    part == Part::Stat && f.vfs.data_fd(&f.handle).is_some()
-}
 
 /// Makes `alter` on open `f`: where it is in place, now; else, on the
 /// first run of the request, as a call (Some: the status to return
@@ -118,24 +110,13 @@ impl Connection {
             }
             _ => return Err(status::NOT_SUPPORTED),
         };
-        let looked = match looked {
-            Some(looked) => *looked?,
-            None if looks_in_place(f, part) => look::gather(f.vfs.as_ref(), &f.handle, part)?,
-            None => {
-                reply.wait = Some(Wait::Call {
-                    vfs: f.vfs.clone(),
-                    op: CallOp::Look(Look {
-                        handle: f.handle.clone(),
-                        part,
-                    }),
-                    then: Then::Query {
-                        msg: req.msg.to_vec(),
-                    },
-                    mark: None,
-                });
-                return Ok(status::SUCCESS);
-            }
+        let then = || Then::Query {
+            msg: req.msg.to_vec(),
         };
+        let Some(looked) = look::here_or_by_call(f, part, looked, reply, then) else {
+            return Ok(status::SUCCESS);
+        };
+        let looked = looked?;
         let output = match part {
             Part::Stat | Part::Streams => {
                 let st = looked.stat.ok_or(status::INTERNAL_ERROR)?;

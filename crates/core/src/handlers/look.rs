@@ -1,7 +1,7 @@
-//! What a QUERY_INFO needs of the filesystem: the open's stat, and its
-//! streams, its filesystem's figures or its security descriptor. Where
-//! that is not in memory, one call ([`CallOp::Look`](crate::CallOp))
-//! gathers it, and the query runs again with it.
+//! What a QUERY_INFO (or a CLOSE asking for attributes back) needs of the
+//! filesystem: the open's stat, and its streams, its filesystem's figures
+//! or its security descriptor. Where that is not in memory, one call
+//! ([`CallOp::Look`]) gathers it, and the request runs again with it.
 
 use std::sync::Arc;
 
@@ -9,8 +9,49 @@ use copyless_fscc::descriptor::Descriptor;
 use copyless_proto::status::NtStatus;
 use copyless_vfs::{FileHandle, FileStat, FsStat, Vfs};
 
-use crate::handlers::vfs_status;
+use crate::conn::connection::Reply;
+use crate::conn::waiting::Wait;
+use crate::handlers::{vfs_status, Then};
+use crate::intent::CallOp;
+use crate::open::FileOpen;
 use crate::security;
+
+/// Whether `part` of open `f` is in memory: the stat of an open file
+/// of a local filesystem is; its streams and descriptor (extended
+/// attributes, which may be a block on disk away), the filesystem's
+/// figures and whatever another filesystem holds are not.
+pub(crate) fn looks_in_place(f: &FileOpen, part: Part) -> bool {
+    part == Part::Stat && f.vfs.data_fd(&f.handle).is_some()
+}
+
+/// `part` of open `f` for a request: what its call brought back
+/// (`looked`, on the run after it), else gathered here where it is in
+/// memory; else None, the call set on `reply`, to run the request again
+/// as `then` says.
+pub(crate) fn here_or_by_call(
+    f: &FileOpen,
+    part: Part,
+    looked: Option<Result<Box<Looked>, NtStatus>>,
+    reply: &mut Reply,
+    then: impl FnOnce() -> Then,
+) -> Option<Result<Looked, NtStatus>> {
+    match looked {
+        Some(looked) => Some(looked.map(|l| *l)),
+        None if looks_in_place(f, part) => Some(gather(f.vfs.as_ref(), &f.handle, part)),
+        None => {
+            reply.wait = Some(Wait::Call {
+                vfs: f.vfs.clone(),
+                op: CallOp::Look(Look {
+                    handle: f.handle.clone(),
+                    part,
+                }),
+                then: then(),
+                mark: None,
+            });
+            None
+        }
+    }
+}
 
 /// What a query asks beyond memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
