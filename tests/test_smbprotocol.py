@@ -171,6 +171,46 @@ def test_a_close_gives_the_attributes_asked_for(server):
         conn.disconnect()
 
 
+def test_object_ids_are_stable_and_distinct(server):
+    """Windows asks for a file's object id (distributed link tracking,
+    when a shortcut to it is made); the same file gives the same id."""
+    from smbprotocol.ioctl import CtlCode, IOCTLFlags, SMB2IOCTLRequest, SMB2IOCTLResponse
+
+    make_share_file(server, "one.txt", b"1")
+    make_share_file(server, "two.txt", b"2")
+    share = f"\\\\{server.host}\\{server.share}"
+    conn = Connection(uuid.uuid4(), server.host, server.port, require_signing=True)
+    conn.connect(timeout=30)
+    try:
+        session = Session(conn, server.user, server.password, auth_protocol="ntlm")
+        session.connect()
+        tree = TreeConnect(session, share)
+        tree.connect()
+
+        def object_id(name):
+            f = _open_exclusive(tree, name)
+            try:
+                req = SMB2IOCTLRequest()
+                req["ctl_code"] = CtlCode.FSCTL_CREATE_OR_GET_OBJECT_ID
+                req["file_id"] = f.file_id
+                req["max_output_response"] = 64
+                req["flags"] = IOCTLFlags.SMB2_0_IOCTL_IS_FSCTL
+                req["buffer"] = b""
+                sent = conn.send(req, sid=session.session_id, tid=tree.tree_connect_id)
+                reply = SMB2IOCTLResponse()
+                reply.unpack(conn.receive(sent)["data"].get_value())
+                return reply["buffer"].get_value()
+            finally:
+                f.close()
+
+        first = object_id("one.txt")
+        assert len(first) == 64, first
+        assert object_id("one.txt") == first, "the same file, another id"
+        assert object_id("two.txt")[:16] != first[:16], "two files, one object id"
+    finally:
+        conn.disconnect()
+
+
 def test_missing_file_raises(server):
     register(server)
     with pytest.raises(OSError) as excinfo:
