@@ -40,7 +40,7 @@ pub use copyless_state::{
     access, file_table, leases, limits, listing_ledger, locks, oplocks, quota, Limits,
 };
 
-pub use conn::connection::{Connection, Output, RequestTrace};
+pub use conn::connection::{Connection, Output, RequestTrace, Unsealed};
 pub use conn::encryption::SessionCiphers;
 pub use conn::post::{ConnectionId, Letter, Message};
 pub use env::Env;

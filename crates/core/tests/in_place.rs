@@ -1240,29 +1240,38 @@ fn a_sealed_frame_is_judged_by_what_it_holds() {
         let frame = c.frame(reqs);
         c.seal(&frame).unwrap()
     };
+    // Judged once opened where it lies, and handled from there.
+    let judged = |c: &mut Client, mut frame: Vec<u8>| {
+        let how = c.conn.unseal(&mut frame);
+        let blocks = c.conn.unsealed_may_block(&frame, how);
+        let out = c.conn.handle_unsealed(&mut frame, how, &mut c.env);
+        let out = c.conn.perform_intents(out, &frame, &mut c.env);
+        (blocks, out)
+    };
+    let big = sealed(&mut c, vec![write_request(id, 0, &[7; 20_000])]);
+    let (blocks, out) = judged(&mut c, big);
+    assert!(!blocks, "a large WRITE leaves as an intent");
+    assert_eq!(c.take(out)[0].status(), status::SUCCESS);
     let read = sealed(&mut c, vec![read_request(id, 0, 5, 1)]);
-    assert!(!c.conn.may_block(&read), "a READ leaves as an intent");
+    assert!(c.conn.may_block(&read), "a sealed frame not yet opened may block");
+    let (blocks, out) = judged(&mut c, read.clone());
+    assert!(!blocks, "a READ leaves as an intent");
+    let replies = c.take(out);
+    assert_eq!(wire::read_response_data(&replies[0].msg).unwrap(), [7; 5]);
     let disconnect = Request::new(command::TREE_DISCONNECT, 1, |w| {
         w.u16(4).u16(0);
     });
-    let disconnect = sealed(&mut c, vec![disconnect]);
+    let mut disconnect = sealed(&mut c, vec![disconnect]);
+    let how = c.conn.unseal(&mut disconnect);
     assert!(
-        c.conn.may_block(&disconnect),
+        c.conn.unsealed_may_block(&disconnect, how),
         "a TREE_DISCONNECT closes what is open, which may remove files"
     );
-    let mut forged = read.clone();
+    let mut forged = read;
     *forged.last_mut().unwrap() ^= 1;
-    assert!(
-        c.conn.may_block(&forged),
-        "one that does not open is not looked into"
-    );
-    let big = sealed(&mut c, vec![write_request(id, 0, &[7; 20_000])]);
-    assert!(c.conn.may_block(&big), "a large WRITE is not opened twice");
-    // Each is handled as it would be anywhere.
-    let replies = c.handle_frame(&big);
-    assert_eq!(replies[0].status(), status::SUCCESS);
-    let replies = c.handle_frame(&read);
-    assert_eq!(wire::read_response_data(&replies[0].msg).unwrap(), [7; 5]);
+    let (blocks, out) = judged(&mut c, forged);
+    assert!(!blocks, "one that does not open is refused from memory");
+    assert!(out.disconnect, "and ends the connection");
 }
 
 fn judged(op: &CallOp) -> bool {

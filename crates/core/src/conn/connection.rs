@@ -46,10 +46,20 @@ const REPLY_OVERHEAD: usize = 1024;
 /// How often sessions are checked against the user store when idle.
 const SESSION_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 
-/// The largest sealed frame [`Connection::may_block`] opens a copy of to
-/// see what it holds: every request but a large WRITE (or a large
-/// compound) fits.
-const SEALED_LOOK_MAX: usize = 16 * 1024;
+/// What [`Connection::unseal`] made of a frame: only it makes one, so
+/// that no frame is handled as decrypted that was not.
+#[derive(Clone, Copy, Debug)]
+pub struct Unsealed(Opening);
+
+#[derive(Clone, Copy, Debug)]
+enum Opening {
+    /// Not sealed, or relayed as it came: handled as it is.
+    AsItCame,
+    /// Decrypted where it lies with session `sid`'s key.
+    Opened { sid: u64 },
+    /// Sealed, and did not open: handling it ends the connection.
+    Refused,
+}
 
 /// What the engine does after a message or a completion.
 #[derive(Debug, Default)]
@@ -489,15 +499,60 @@ impl Connection {
     /// a sealed one is decrypted where it lies, so that what its requests
     /// carry (a WRITE's payload) is used from the engine's buffer, never
     /// copied. The engine keeps the frame, decrypted, until every intent
-    /// it led to has completed.
+    /// it led to has completed. The same as [`Connection::unseal`] then
+    /// [`Connection::handle_unsealed`].
     pub fn handle_in_place(&mut self, msg: &mut [u8], env: &mut dyn Env) -> Output {
+        let how = self.unseal(msg);
+        self.handle_unsealed(msg, how, env)
+    }
+
+    /// Decrypts the frame `msg` where it lies if it is sealed, so that
+    /// [`Connection::unsealed_may_block`] can judge it by what it holds
+    /// and [`Connection::handle_unsealed`] handle it, with nothing opened
+    /// twice. A frame not sealed, or sealed for a session another
+    /// connection holds (relayed as it came), is left as it is.
+    pub fn unseal(&self, msg: &mut [u8]) -> Unsealed {
         if !msg.starts_with(&copyless_proto::header::TRANSFORM_PROTOCOL_ID)
             || self.relay_home(msg).is_some()
         {
-            return self.handle(msg, env);
+            return Unsealed(Opening::AsItCame);
         }
+        let Ok(sealed) = Sealed::parse(msg) else {
+            return Unsealed(Opening::Refused);
+        };
+        let sid = sealed.header.session_id;
+        let ciphers = self.sessions.get(&sid).and_then(|s| s.ciphers.as_ref());
+        match ciphers {
+            Some(ciphers) if ciphers.open_in_place(msg) => Unsealed(Opening::Opened { sid }),
+            // What does not decrypt ends the connection (MS-SMB2
+            // 3.3.5.2.1.1).
+            _ => Unsealed(Opening::Refused),
+        }
+    }
+
+    /// [`Connection::may_block`] of a frame [`Connection::unseal`] saw.
+    pub fn unsealed_may_block(&self, msg: &[u8], how: Unsealed) -> bool {
+        match how.0 {
+            Opening::AsItCame => self.may_block(msg),
+            Opening::Opened { .. } => self.plain_may_block(&msg[TRANSFORM_HEADER_LEN..]),
+            Opening::Refused => false,
+        }
+    }
+
+    /// Handles the frame `msg` as [`Connection::unseal`] left it; a
+    /// decrypted one's reply is encrypted with the same session's key.
+    pub fn handle_unsealed(&mut self, msg: &mut [u8], how: Unsealed, env: &mut dyn Env) -> Output {
+        let sid = match how.0 {
+            Opening::AsItCame => return self.handle(msg, env),
+            Opening::Opened { sid } => Some(sid),
+            Opening::Refused => None,
+        };
+        self.clock = env.now();
         self.end_sessions_of_removed_users();
-        let mut out = self.handle_sealed(msg, true, env);
+        let mut out = match sid.filter(|sid| self.sessions.contains_key(sid)) {
+            Some(sid) => self.handle_opened(sid, msg, Some(TRANSFORM_HEADER_LEN), env),
+            None => Output::close(Vec::new()),
+        };
         self.collect(&mut out, env);
         out
     }
@@ -599,37 +654,16 @@ impl Connection {
     /// kernel's cache finds, the stat of an open file: `opens_in_place`
     /// and handlers/look.rs `looks_in_place`), so that an engine may run
     /// those on the thread that serves sockets. A sealed frame is judged
-    /// by what it holds (see [`Connection::sealed_may_block`]); an SMB1
+    /// by what it holds once opened ([`Connection::unseal`] and
+    /// [`Connection::unsealed_may_block`]); as it came, it may block (a
+    /// bound channel's, relayed to its home, or one not yet opened). An SMB1
     /// frame, the NEGOTIATE that begins a connection or anything refused,
     /// is memory alone.
     pub fn may_block(&self, msg: &[u8]) -> bool {
         if msg.starts_with(&copyless_proto::header::TRANSFORM_PROTOCOL_ID) {
-            return self.sealed_may_block(msg);
+            return true;
         }
         !smb1::is_smb1(msg) && self.plain_may_block(msg)
-    }
-
-    /// Whether the sealed frame `msg` may block: what a copy of it holds,
-    /// opened with its session's key, may (a copy, since the frame is
-    /// opened where it lies once handled). Opening a small frame costs
-    /// about a microsecond, far less than handing the connection to
-    /// another thread; a large one (a WRITE's payload) counts as
-    /// blocking without a look, as does a frame of a session this
-    /// connection does not hold (a bound channel's, relayed to its home)
-    /// or one that does not open (which ends the connection).
-    fn sealed_may_block(&self, msg: &[u8]) -> bool {
-        if msg.len() > SEALED_LOOK_MAX || self.relay_home(msg).is_some() {
-            return true;
-        }
-        let Ok(sealed) = Sealed::parse(msg) else {
-            return true;
-        };
-        let session = self.sessions.get(&sealed.header.session_id);
-        let Some(ciphers) = session.and_then(|s| s.ciphers.as_ref()) else {
-            return true;
-        };
-        let mut plain = msg.to_vec();
-        !ciphers.open_in_place(&mut plain) || self.plain_may_block(&plain[TRANSFORM_HEADER_LEN..])
     }
 
     /// [`Connection::may_block`] of the plain SMB2 frame `msg`.
@@ -954,33 +988,27 @@ impl Connection {
     /// the reply with the same session's key. Anything that does not
     /// decrypt ends the connection (MS-SMB2 3.3.5.2.1.1).
     fn handle_encrypted(&mut self, msg: &[u8], env: &mut dyn Env) -> Output {
-        // The bytes are not ours to change: decrypted in a copy.
-        self.handle_sealed(&mut msg.to_vec(), false, env)
+        // The bytes are not ours to change: decrypted in a copy, which no
+        // request may name ranges of.
+        let mut copy = msg.to_vec();
+        match self.unseal(&mut copy).0 {
+            Opening::Opened { sid } => self.handle_opened(sid, &copy, None, env),
+            _ => Output::close(Vec::new()),
+        }
     }
 
-    /// Decrypts `msg` in place and handles what it holds; `in_frame` when
-    /// `msg` is the engine's frame (its requests may then name ranges of
-    /// it).
-    fn handle_sealed(&mut self, msg: &mut [u8], in_frame: bool, env: &mut dyn Env) -> Output {
-        let Ok(sealed) = Sealed::parse(msg) else {
-            return Output::close(Vec::new());
-        };
-        let sid = sealed.header.session_id;
-        let Some(ciphers) = self.sessions.get(&sid).and_then(|s| s.ciphers.as_ref()) else {
-            return Output::close(Vec::new());
-        };
-        if !ciphers.open_in_place(msg) {
-            return Output::close(Vec::new());
-        }
-        let at = in_frame.then_some(TRANSFORM_HEADER_LEN);
+    /// Handles what the frame `msg`, opened with session `sid`'s key,
+    /// holds; `frame_at` as [`Connection::drive`]'s.
+    fn handle_opened(
+        &mut self,
+        sid: u64,
+        msg: &[u8],
+        frame_at: Option<usize>,
+        env: &mut dyn Env,
+    ) -> Output {
         let mut out = Output::default();
-        self.drive(
-            Chain::new(Some(sid)),
-            &msg[TRANSFORM_HEADER_LEN..],
-            at,
-            env,
-            &mut out,
-        );
+        let plain = &msg[TRANSFORM_HEADER_LEN..];
+        self.drive(Chain::new(Some(sid)), plain, frame_at, env, &mut out);
         out
     }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use copyless_core::{Completion, Connection, Letter, Op, Output, Token, WriteData};
+use copyless_core::{Completion, Connection, Letter, Op, Output, Token, Unsealed, WriteData};
 use copyless_trace::{clock, FrameTimes, Recorder, Request, Scope};
 use copyless_vfs::posix::data_error;
 
@@ -78,7 +78,9 @@ pub(super) enum Back {
 }
 
 enum Work {
-    Frame(Frame),
+    /// A frame as [`Connection::unseal`] left it: a sealed one is opened
+    /// once, on the loop, and judged by what it holds.
+    Frame(Frame, Unsealed),
     Letter(Letter),
     Timeout,
 }
@@ -315,7 +317,9 @@ impl Conn {
                 self.work(ctx, Work::Letter(letter), t);
             } else if let Some(done) = self.dones.pop_front() {
                 self.completion(ctx, done);
-            } else if let Some((frame, arrival)) = self.frames.pop_front() {
+            } else if let Some((mut frame, arrival)) = self.frames.pop_front() {
+                let Some(conn) = &self.conn else { break };
+                let how = conn.unseal(&mut frame);
                 let t = FrameTimes {
                     first_byte: arrival.first_byte,
                     received: arrival.received,
@@ -324,7 +328,7 @@ impl Conn {
                     bytes_in: frame.len() as u64 + 4,
                     ..FrameTimes::default()
                 };
-                self.work(ctx, Work::Frame(frame), t);
+                self.work(ctx, Work::Frame(frame, how), t);
             } else {
                 break;
             }
@@ -352,7 +356,7 @@ impl Conn {
         };
         let scope = self.scope.clone();
         let may_block = match &work {
-            Work::Frame(frame) => conn.may_block(frame),
+            Work::Frame(frame, how) => conn.unsealed_may_block(frame, *how),
             Work::Letter(letter) => letter.may_block(),
             Work::Timeout => conn.timeout_may_block(crate::env::filetime_now()),
         };
@@ -1465,9 +1469,9 @@ fn run_core(
     let go = || {
         let mut frame = Frame::empty();
         let out = catch_unwind(AssertUnwindSafe(|| match work {
-            Work::Frame(f) => {
+            Work::Frame(f, how) => {
                 frame = f;
-                conn.handle_in_place(&mut frame, &mut SystemEnv)
+                conn.handle_unsealed(&mut frame, how, &mut SystemEnv)
             }
             Work::Letter(letter) => conn.receive(letter, &mut SystemEnv),
             Work::Timeout => conn.handle_timeout(&mut SystemEnv),
