@@ -310,6 +310,7 @@ pub struct OpenCall {
     pub write: bool,
     pub attributes: u32,
     pub allocation_size: u64,
+    pub unlink_asked: bool,
 }
 
 impl OpenCall {
@@ -323,6 +324,7 @@ impl OpenCall {
             write: req.write,
             attributes: req.attributes,
             allocation_size: req.allocation_size,
+            unlink_asked: req.unlink_asked,
         }
     }
 
@@ -336,6 +338,7 @@ impl OpenCall {
             write: self.write,
             attributes: self.attributes,
             allocation_size: self.allocation_size,
+            unlink_asked: self.unlink_asked,
         }
     }
 }

@@ -161,14 +161,32 @@ pub fn allowed(facts: &mut dyn Facts, wanted: u32, ask: &Ask) -> Result<u32, NtS
     Ok(rights & ask.tree_maximal)
 }
 
+/// The rights [`open`] looks for: every right when the caller asks for
+/// the most it may have (MAXIMUM_ALLOWED, or MxAc's `maximal_wanted`),
+/// else those asked for and `implied`.
+fn wanted(desired: u32, implied: u32, maximal_wanted: bool) -> u32 {
+    if desired & MAXIMUM_ALLOWED != 0 || maximal_wanted {
+        FILE_ALL_ACCESS
+    } else {
+        map_generic(desired & !MAXIMUM_ALLOWED, 0) | implied
+    }
+}
+
+/// Whether [`open`] may ask [`Facts::may_unlink`] of an open asked for
+/// with `desired` and `disposition`: DELETE is among the rights it looks
+/// for.
+pub fn may_ask_unlink(desired: u32, disposition: u32, maximal_wanted: bool) -> bool {
+    let implied = implied(disposition, false, false);
+    wanted(desired, implied, maximal_wanted) & DELETE != 0
+}
+
 /// Decides an open of an existing object (MS-FSA 2.1.5.1.2.1): every
 /// right asked for or implied must be held, or ACCESS_DENIED; with
 /// MAXIMUM_ALLOWED the open also gets every right the caller holds.
 pub fn open(facts: &mut dyn Facts, ask: &Ask) -> Result<Granted, NtStatus> {
     let explicit = map_generic(ask.desired & !MAXIMUM_ALLOWED, 0);
     let need = explicit | ask.implied;
-    let everything = ask.desired & MAXIMUM_ALLOWED != 0 || ask.maximal_wanted;
-    let wanted = if everything { FILE_ALL_ACCESS } else { need };
+    let wanted = wanted(ask.desired, ask.implied, ask.maximal_wanted);
     let rights = allowed(facts, wanted, ask)?;
     // System security is a privilege, refused before this.
     if need & !rights & !ACCESS_SYSTEM_SECURITY != 0 {

@@ -245,6 +245,9 @@ impl rights::Facts for OpenedFacts<'_> {
     }
 
     fn may_unlink(&mut self) -> Result<bool, NtStatus> {
+        if let Some(may) = self.opened.may_unlink {
+            return Ok(may);
+        }
         Ok(self
             .vfs
             .may_delete(self.caller.who, &self.opened.path)

@@ -1253,7 +1253,10 @@ fn a_sealed_frame_is_judged_by_what_it_holds() {
     assert!(!blocks, "a large WRITE leaves as an intent");
     assert_eq!(c.take(out)[0].status(), status::SUCCESS);
     let read = sealed(&mut c, vec![read_request(id, 0, 5, 1)]);
-    assert!(c.conn.may_block(&read), "a sealed frame not yet opened may block");
+    assert!(
+        c.conn.may_block(&read),
+        "a sealed frame not yet opened may block"
+    );
     let (blocks, out) = judged(&mut c, read.clone());
     assert!(!blocks, "a READ leaves as an intent");
     let replies = c.take(out);

@@ -234,6 +234,7 @@ pub fn put_file(vfs: &dyn Vfs, path: &str, data: &[u8]) {
             write: true,
             attributes: 0,
             allocation_size: 0,
+            unlink_asked: false,
         })
         .unwrap_or_else(|e| panic!("put {path}: {e}"));
     vfs.write(&opened.handle, 0, data).unwrap();
@@ -251,6 +252,7 @@ pub fn file_contents(vfs: &dyn Vfs, path: &str) -> Vec<u8> {
             write: false,
             attributes: 0,
             allocation_size: 0,
+            unlink_asked: false,
         })
         .unwrap_or_else(|e| panic!("read {path}: {e}"));
     let mut data = vec![0; opened.stat.size as usize];

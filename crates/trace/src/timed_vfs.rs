@@ -245,6 +245,7 @@ mod tests {
             write: true,
             attributes: attr::NORMAL,
             allocation_size: 0,
+            unlink_asked: false,
         }
     }
 

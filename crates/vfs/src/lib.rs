@@ -146,6 +146,11 @@ pub struct OpenRequest<'a> {
     pub attributes: u32,
     /// Preallocation asked for a new file (0: none).
     pub allocation_size: u64,
+    /// The caller will ask whether the object may be unlinked (it may be
+    /// granted DELETE): answered in [`Opened::may_unlink`] from the
+    /// folder the open reached, instead of by a walk of its own
+    /// ([`Vfs::may_delete`]).
+    pub unlink_asked: bool,
 }
 
 impl<'a> OpenRequest<'a> {
@@ -162,6 +167,7 @@ impl<'a> OpenRequest<'a> {
             write: false,
             attributes: 0,
             allocation_size: 0,
+            unlink_asked: false,
         }
     }
 }
@@ -259,6 +265,10 @@ pub struct Opened {
     pub stat: FileStat,
     /// The path as stored on disk (the real case of every component).
     pub path: String,
+    /// What [`Vfs::may_delete`] would say of the object, where the
+    /// request asked ([`OpenRequest::unlink_asked`]) and the VFS answers
+    /// on the way; None otherwise.
+    pub may_unlink: Option<bool>,
 }
 
 #[derive(Debug, Clone)]

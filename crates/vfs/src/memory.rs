@@ -327,6 +327,7 @@ impl MemoryVfs {
             action: CreateAction::Opened,
             stat: st.stat(ROOT)?,
             path: String::new(),
+            may_unlink: None,
         })
     }
 }
@@ -583,6 +584,7 @@ impl Vfs for MemoryVfs {
                 action,
                 stat: st.stat(id)?,
                 path,
+                may_unlink: None,
             });
         }
         if matches!(req.disposition, Disposition::Open | Disposition::Overwrite) {
@@ -615,6 +617,7 @@ impl Vfs for MemoryVfs {
             action: CreateAction::Created,
             stat: st.stat(id)?,
             path: join(&dir_real, last),
+            may_unlink: None,
         })
     }
 
@@ -1142,6 +1145,7 @@ mod tests {
             write: true,
             attributes: 0,
             allocation_size: 0,
+            unlink_asked: false,
         };
         let kept = vfs.open(&req("kept")).unwrap();
         let other = vfs.open(&req("other")).unwrap();
@@ -1173,6 +1177,7 @@ mod tests {
                 write: false,
                 attributes: 0,
                 allocation_size: 0,
+                unlink_asked: false,
             })
             .unwrap();
         assert!(matches!(b.stat(&root.handle), Err(VfsError::Io(_))));

@@ -279,6 +279,27 @@ impl PosixVfs {
         }
     }
 
+    /// We moved an entry from one folder and name to another (the same
+    /// folder when `same_dir`): each folder looked at once.
+    fn note_moved(
+        &self,
+        (from, from_name): (BorrowedFd<'_>, &str),
+        (to, to_name): (BorrowedFd<'_>, &str),
+        same_dir: bool,
+    ) {
+        let to_stx = statx_fd(to);
+        let from_stx = match &to_stx {
+            Ok(stx) if same_dir => Ok(*stx),
+            _ => statx_fd(from),
+        };
+        if let Ok(stx) = from_stx {
+            self.cache.removed(file_key(&stx), stamp(&stx), from_name);
+        }
+        if let Ok(stx) = to_stx {
+            self.cache.added(file_key(&stx), stamp(&stx), to_name);
+        }
+    }
+
     fn note_removed(&self, dir: BorrowedFd<'_>, name: &str) {
         if let Ok(stx) = statx_fd(dir) {
             self.cache.removed(file_key(&stx), stamp(&stx), name);
@@ -297,6 +318,13 @@ impl PosixVfs {
         }
     }
 
+    /// [`Opened::may_unlink`] of an entry owned by `owner` just opened in
+    /// the folder `dir`.
+    fn may_unlink(&self, req: &OpenRequest<'_>, dir: BorrowedFd<'_>, owner: u32) -> Option<bool> {
+        req.unlink_asked
+            .then(|| may_unlink_from(req.who, dir, owner).is_ok())
+    }
+
     fn stat_fd(&self, fd: BorrowedFd<'_>) -> VfsResult<FileStat> {
         let stx = statx_fd(fd).map_err(io_err)?;
         let stored = self.meta.read(&Target::Fd(fd), &stx);
@@ -312,6 +340,7 @@ impl PosixVfs {
             action: CreateAction::Opened,
             stat,
             path: String::new(),
+            may_unlink: None,
         })
     }
 
@@ -537,6 +566,31 @@ fn open_dir_at(base: BorrowedFd<'_>, path: &str) -> Result<OwnedFd, Errno> {
 }
 
 /// Checks an object's type (None: not known yet) against what was asked.
+/// [`Vfs::may_delete`] of an entry owned by `owner` in the folder `dir`,
+/// for `who`, the thread's identity.
+fn may_unlink_from(who: &Identity, dir: BorrowedFd<'_>, owner: u32) -> VfsResult<()> {
+    if *who == Identity::Server && rustix::process::geteuid().is_root() {
+        return Ok(());
+    }
+    accessat(
+        dir,
+        ".",
+        Access::WRITE_OK | Access::EXEC_OK,
+        AtFlags::EACCESS,
+    )
+    .map_err(|_| VfsError::AccessDenied)?;
+    let uid = match who {
+        Identity::Server => rustix::process::geteuid().as_raw(),
+        Identity::Unix(ids) => ids.uid,
+    };
+    let dir_stat = statx_fd(dir).map_err(io_err)?;
+    let sticky = u32::from(dir_stat.stx_mode) & 0o1000 != 0;
+    if sticky && uid != 0 && uid != owner && uid != dir_stat.stx_uid {
+        return Err(VfsError::AccessDenied);
+    }
+    Ok(())
+}
+
 fn check_kind(is_dir: Option<bool>, kind: Kind, truncate: bool) -> VfsResult<()> {
     match is_dir {
         // Windows cannot overwrite or supersede a directory.
@@ -714,12 +768,15 @@ impl Vfs for PosixVfs {
                     let is_link = file_type(&child.lstat) == FileType::Symlink;
                     match self.open_existing(&path, &child, req, action) {
                         Ok((handle, stat)) => {
+                            // A link is unlinked as itself.
+                            let owner = child.lstat.stx_uid;
                             return Ok(Opened {
                                 handle,
                                 action,
                                 stat,
                                 path,
-                            })
+                                may_unlink: self.may_unlink(req, dir.fd(), owner),
+                            });
                         }
                         Err(VfsError::NameNotFound) if may_create && !is_link => continue,
                         Err(e) => return Err(e),
@@ -731,12 +788,14 @@ impl Vfs for PosixVfs {
                     }
                     match self.create_new(dir.fd(), last, req) {
                         Ok((handle, stat)) => {
+                            // Its creator is granted what it asked for.
                             return Ok(Opened {
                                 handle,
                                 action: CreateAction::Created,
                                 stat,
                                 path: join(&dir_real, last),
-                            })
+                                may_unlink: None,
+                            });
                         }
                         Err(VfsError::Collision) if req.disposition != Disposition::Create => {
                             continue
@@ -952,18 +1011,28 @@ impl Vfs for PosixVfs {
             // The root can be neither moved nor replaced.
             return Err(VfsError::AccessDenied);
         };
-        let (from_dir, _) = self.resolve_dir(from_parents)?;
+        let (from_dir, from_real) = self.resolve_dir(from_parents)?;
         let src = self
             .find_child(from_dir.fd(), from_name)?
             .ok_or(VfsError::NameNotFound)?;
-        let (to_dir, to_real) = self.resolve_dir(to_parents)?;
-        let (fd_from, fd_to) = (from_dir.fd(), to_dir.fd());
-        let dirs = [
-            file_key(&statx_fd(fd_from).map_err(io_err)?),
-            file_key(&statx_fd(fd_to).map_err(io_err)?),
-        ];
-        let same_dir = dirs[0] == dirs[1];
-        let _changing = self.cache.changing(&dirs);
+        // Most renames stay in their folder: reached and looked at once.
+        let other_dir = if to_parents == from_parents {
+            None
+        } else {
+            Some(self.resolve_dir(to_parents)?)
+        };
+        let fd_from = from_dir.fd();
+        let (fd_to, to_real) = match &other_dir {
+            None => (fd_from, from_real),
+            Some((dir, real)) => (dir.fd(), real.clone()),
+        };
+        let from_key = file_key(&statx_fd(fd_from).map_err(io_err)?);
+        let to_key = match other_dir {
+            None => from_key,
+            Some(_) => file_key(&statx_fd(fd_to).map_err(io_err)?),
+        };
+        let same_dir = from_key == to_key;
+        let _changing = self.cache.changing(&[from_key, to_key]);
 
         let new_name: &str = match self.find_child(fd_to, to_name)? {
             Some(t)
@@ -976,8 +1045,7 @@ impl Vfs for PosixVfs {
                 // case-insensitive filesystem.
                 if src.name != *to_name {
                     renameat(fd_from, &src.name, fd_to, *to_name).map_err(|e| path_err(e, true))?;
-                    self.note_removed(fd_from, &src.name);
-                    self.note_added(fd_to, to_name);
+                    self.note_moved((fd_from, &src.name), (fd_to, to_name), same_dir);
                 }
                 to_name
             }
@@ -990,8 +1058,7 @@ impl Vfs for PosixVfs {
                 }
                 renameat(fd_from, &src.name, fd_to, &t.name).map_err(|e| path_err(e, true))?;
                 self.note_gone(&t.lstat);
-                self.note_removed(fd_from, &src.name);
-                self.note_added(fd_to, &t.name);
+                self.note_moved((fd_from, &src.name), (fd_to, &t.name), same_dir);
                 // Give the new object the case the client asked for; if
                 // that fails it keeps the replaced one's name, still correct
                 // case-insensitively.
@@ -999,8 +1066,7 @@ impl Vfs for PosixVfs {
                     && renameat_with(fd_to, &t.name, fd_to, *to_name, RenameFlags::NOREPLACE)
                         .is_ok()
                 {
-                    self.note_removed(fd_to, &t.name);
-                    self.note_added(fd_to, to_name);
+                    self.note_moved((fd_to, &t.name), (fd_to, to_name), true);
                     to_name
                 } else {
                     return Ok(join(&to_real, &t.name));
@@ -1008,8 +1074,7 @@ impl Vfs for PosixVfs {
             }
             None => {
                 rename_noreplace(fd_from, &src.name, fd_to, to_name)?;
-                self.note_removed(fd_from, &src.name);
-                self.note_added(fd_to, to_name);
+                self.note_moved((fd_from, &src.name), (fd_to, to_name), same_dir);
                 to_name
             }
         };
@@ -1106,23 +1171,7 @@ impl Vfs for PosixVfs {
         let child = self
             .find_child(dir.fd(), last)?
             .ok_or(VfsError::NameNotFound)?;
-        accessat(
-            dir.fd(),
-            ".",
-            Access::WRITE_OK | Access::EXEC_OK,
-            AtFlags::EACCESS,
-        )
-        .map_err(|_| VfsError::AccessDenied)?;
-        let uid = match who {
-            Identity::Server => rustix::process::geteuid().as_raw(),
-            Identity::Unix(ids) => ids.uid,
-        };
-        let dir_stat = statx_fd(dir.fd()).map_err(io_err)?;
-        let sticky = u32::from(dir_stat.stx_mode) & 0o1000 != 0;
-        if sticky && uid != 0 && uid != child.lstat.stx_uid && uid != dir_stat.stx_uid {
-            return Err(VfsError::AccessDenied);
-        }
-        Ok(())
+        may_unlink_from(who, dir.fd(), child.lstat.stx_uid)
     }
 
     fn unlink(&self, who: &Identity, path: &str, is_dir: bool) -> VfsResult<()> {

@@ -85,6 +85,7 @@ fn req(path: &str, disposition: Disposition, kind: Kind) -> OpenRequest<'_> {
         write: true,
         attributes: 0,
         allocation_size: 0,
+        unlink_asked: false,
     }
 }
 

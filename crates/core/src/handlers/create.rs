@@ -980,6 +980,11 @@ fn open_or_create(
             attributes: cr.file_attributes,
             // What is made is made with it; what is there ignores it.
             allocation_size: allocation,
+            unlink_asked: rights::may_ask_unlink(
+                cr.desired_access,
+                disposition,
+                tree.maximal_wanted,
+            ),
         };
         let (made, judged) = match std::mem::replace(&mut first, First::Make) {
             First::Make => (vfs.open(&req), None),
@@ -1451,6 +1456,8 @@ fn make_stream(
                 action,
                 stat,
                 path: file.path.clone(),
+                // A stream goes with its file's rights.
+                may_unlink: file.may_unlink,
             })
         });
     match opened {

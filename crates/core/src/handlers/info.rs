@@ -786,6 +786,7 @@ fn into_main_data(f: &FileOpen, path: &str, replace: bool) -> Result<FileHandle,
         write: true,
         attributes: 0,
         allocation_size: 0,
+        unlink_asked: false,
     };
     let main = f.vfs.open(&req).map_err(|e| match e {
         VfsError::IsADirectory => status::INVALID_PARAMETER,

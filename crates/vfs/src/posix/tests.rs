@@ -42,6 +42,7 @@ fn req(path: &str, disposition: Disposition, kind: Kind) -> OpenRequest<'_> {
         write: true,
         attributes: 0,
         allocation_size: 0,
+        unlink_asked: false,
     }
 }
 
@@ -504,6 +505,20 @@ fn rename_across_directories() {
     assert!(matches!(r, Err(VfsError::NameNotFound)), "{r:?}");
     let r = s.vfs.rename(&Identity::Server, "", "x", false);
     assert!(matches!(r, Err(VfsError::AccessDenied)), "{r:?}");
+    // Within one folder, whose names are known case-insensitively by
+    // now: the old name is gone from what is known, the new one found.
+    assert_eq!(
+        s.vfs
+            .rename(&Identity::Server, "Dst/New Name", "Dst/Other", false)
+            .unwrap(),
+        "Dst/Other"
+    );
+    assert_eq!(disk_names(&s.root.join("Dst")), vec!["Other"]);
+    assert_eq!(open(&s.vfs, "dst/OTHER").unwrap().path, "Dst/Other");
+    assert!(matches!(
+        open(&s.vfs, "dst/NEW NAME"),
+        Err(VfsError::NameNotFound)
+    ));
 }
 
 #[test]
@@ -759,6 +774,15 @@ fn only_who_may_unlink_may_delete() {
         .may_delete(&Identity::Server, "sticky/server's")
         .is_ok());
     assert!(s.vfs.may_delete(&Identity::Server, "").is_err(), "the root");
+    // An open asked to tells the same on its way, and only then.
+    let asked = |who, path| OpenRequest {
+        unlink_asked: true,
+        ..OpenRequest::look(who, path, Kind::Any)
+    };
+    let server = Identity::Server;
+    let opened = s.vfs.open(&asked(&server, "sticky/server's")).unwrap();
+    assert_eq!(opened.may_unlink, Some(true));
+    assert_eq!(open(&s.vfs, "sticky/server's").unwrap().may_unlink, None);
     if !rustix::process::geteuid().is_root() {
         return;
     }
@@ -766,14 +790,21 @@ fn only_who_may_unlink_may_delete() {
     for path in ["sticky/server's", "shut/server's"] {
         let r = s.vfs.may_delete(&who, path);
         assert!(matches!(r, Err(VfsError::AccessDenied)), "{path}: {r:?}");
+        let opened = s.vfs.open(&asked(&who, path)).unwrap();
+        assert_eq!(opened.may_unlink, Some(false), "{path}");
     }
-    s.vfs
+    let made = s
+        .vfs
         .open(&OpenRequest {
             who: &who,
+            unlink_asked: true,
             ..req("sticky/own", Disposition::Create, Kind::NonDirectory)
         })
         .unwrap();
+    assert_eq!(made.may_unlink, None, "its creator is granted what it asks");
     s.vfs.may_delete(&who, "sticky/own").unwrap();
+    let opened = s.vfs.open(&asked(&who, "sticky/own")).unwrap();
+    assert_eq!(opened.may_unlink, Some(true));
 }
 
 #[test]
