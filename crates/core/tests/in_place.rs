@@ -1496,3 +1496,34 @@ fn the_smb1_negotiate_that_begins_a_connection_is_handled_in_place() {
     let dialect = u16::from_le_bytes([reply[64 + 4], reply[64 + 5]]);
     assert_eq!(dialect, 0x02ff, "the wildcard dialect");
 }
+
+#[test]
+fn ending_a_tree_or_session_with_nothing_open_is_handled_in_place() {
+    let empty = |cmd| {
+        Request::new(cmd, 1, |w| {
+            w.u16(4).u16(0);
+        })
+    };
+    // With a file open that goes at its close, it may remove the file.
+    let (mut c, vfs) = client();
+    c.call(doomed("gone"));
+    let (blocks, statuses) = sent(&mut c, vec![empty(command::TREE_DISCONNECT)]);
+    assert_eq!((blocks, statuses), (true, vec![status::SUCCESS]));
+    assert!(!exists(&vfs, "gone"));
+    let (mut c, vfs) = client();
+    let id = c.create("kept", false).unwrap();
+    let frame = c.frame(vec![empty(command::LOGOFF)]);
+    assert!(c.conn.may_block(&frame), "the session holds an open");
+    c.close(id);
+    // Nothing open: the server's tables alone change.
+    let (blocks, statuses) = sent(&mut c, vec![empty(command::TREE_DISCONNECT)]);
+    assert_eq!((blocks, statuses), (false, vec![status::SUCCESS]));
+    let (blocks, statuses) = sent(&mut c, vec![empty(command::LOGOFF)]);
+    assert_eq!((blocks, statuses), (false, vec![status::SUCCESS]));
+    assert!(exists(&vfs, "kept"));
+    let (blocks, statuses) = sent(&mut c, vec![empty(command::LOGOFF)]);
+    assert_eq!(
+        (blocks, statuses),
+        (false, vec![status::USER_SESSION_DELETED])
+    );
+}

@@ -31,7 +31,7 @@ use crate::{
     attr, CreateAction, Disposition, FileHandle, FileStat, FsStat, Identity, Kind, OpenRequest,
     Opened, RootState, SetTimes, UnixAccess, Vfs, VfsError, VfsResult,
 };
-use case_cache::{CaseCache, Lookup};
+use case_cache::{CaseCache, DirKey, Lookup};
 use errno::{io_err, path_err};
 use meta::{MetaStore, Stored, Target};
 use ntacl::AclStore;
@@ -208,12 +208,24 @@ impl PosixVfs {
     /// Finds `name` in `dir`: the exact name first, else an entry equal to
     /// it case-insensitively.
     fn find_child(&self, dir: BorrowedFd<'_>, name: &str) -> VfsResult<Option<Child>> {
+        self.look_up(dir, name).map(|(child, _)| child)
+    }
+
+    /// [`PosixVfs::find_child`], with the key of `dir` where it was looked
+    /// at (the exact name was not there), so that a change made next need
+    /// not look again.
+    fn look_up(
+        &self,
+        dir: BorrowedFd<'_>,
+        name: &str,
+    ) -> VfsResult<(Option<Child>, Option<DirKey>)> {
         match lstat_at(dir, name) {
             Ok(lstat) => {
-                return Ok(Some(Child {
+                let child = Child {
                     name: name.to_owned(),
                     lstat,
-                }))
+                };
+                return Ok((Some(child), None));
             }
             Err(Errno::NOENT) => {}
             Err(e) => return Err(path_err(e, true)),
@@ -225,9 +237,9 @@ impl PosixVfs {
             let dstx = statx_fd(dir).map_err(io_err)?;
             let key = file_key(&dstx);
             match self.cache.lookup(key, stamp(&dstx), &folded) {
-                Lookup::Absent => return Ok(None),
+                Lookup::Absent => return Ok((None, Some(key))),
                 Lookup::Found(real) => match lstat_at(dir, &real) {
-                    Ok(lstat) => return Ok(Some(Child { name: real, lstat })),
+                    Ok(lstat) => return Ok((Some(Child { name: real, lstat }), Some(key))),
                     Err(Errno::NOENT) => self.cache.invalidate(key),
                     Err(e) => return Err(path_err(e, true)),
                 },
@@ -239,28 +251,28 @@ impl PosixVfs {
                         // A folder its caller may pass through but not
                         // list (held as O_PATH): no other case of the name
                         // can be found, and the kernel decides on this one.
-                        Err(VfsError::AccessDenied) => return Ok(None),
+                        Err(VfsError::AccessDenied) => return Ok((None, Some(key))),
                         Err(VfsError::Io(e))
                             if e.raw_os_error() == Some(Errno::BADF.raw_os_error()) =>
                         {
-                            return Ok(None)
+                            return Ok((None, Some(key)))
                         }
                         Err(e) => return Err(e),
                     };
                     let real = names.iter().find(|n| fold(n) == folded).cloned();
                     self.cache.fill(key, stamp(&dstx), generation, names);
                     let Some(real) = real else {
-                        return Ok(None);
+                        return Ok((None, Some(key)));
                     };
                     match lstat_at(dir, &real) {
-                        Ok(lstat) => return Ok(Some(Child { name: real, lstat })),
+                        Ok(lstat) => return Ok((Some(Child { name: real, lstat }), Some(key))),
                         Err(Errno::NOENT) => continue,
                         Err(e) => return Err(path_err(e, true)),
                     }
                 }
             }
         }
-        Ok(None)
+        Ok((None, None))
     }
 
     /// Announces a change of ours about to be made in `dirs` (see
@@ -421,16 +433,20 @@ impl PosixVfs {
             .acting_as(who)
     }
 
-    /// Creates `name` in `dir`; Collision if anything has that exact name.
+    /// Creates `name` in `dir` (whose key is known when it was looked at
+    /// just before); Collision if anything has that exact name.
     fn create_new(
         &self,
-        dir: BorrowedFd<'_>,
+        (dir, key): (BorrowedFd<'_>, Option<DirKey>),
         name: &str,
         req: &OpenRequest<'_>,
     ) -> VfsResult<(FileHandle, FileStat)> {
         let settable = req.attributes & attr::SETTABLE;
         let is_dir = req.kind == Kind::Directory;
-        let _changing = self.changing(&[dir]);
+        let _changing = match key {
+            Some(key) => self.cache.changing(&[key]),
+            None => self.changing(&[dir]),
+        };
         let fd = if is_dir {
             mkdirat(dir, name, Mode::from_raw_mode(0o777)).map_err(|e| path_err(e, true))?;
             self.note_added(dir, name);
@@ -750,7 +766,8 @@ impl Vfs for PosixVfs {
         // Two rounds: a name may appear or vanish between our look and our
         // open or create.
         for _ in 0..2 {
-            match self.find_child(dir.fd(), last)? {
+            let (child, dir_key) = self.look_up(dir.fd(), last)?;
+            match child {
                 Some(child) => {
                     let action = match req.disposition {
                         Disposition::Create => return Err(VfsError::Collision),
@@ -786,7 +803,7 @@ impl Vfs for PosixVfs {
                     if matches!(req.disposition, Disposition::Open | Disposition::Overwrite) {
                         return Err(VfsError::NameNotFound);
                     }
-                    match self.create_new(dir.fd(), last, req) {
+                    match self.create_new((dir.fd(), dir_key), last, req) {
                         Ok((handle, stat)) => {
                             // Its creator is granted what it asked for.
                             return Ok(Opened {

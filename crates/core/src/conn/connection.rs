@@ -691,6 +691,7 @@ impl Connection {
                 // What a listing needs of the filesystem is its call.
                 cmd::QUERY_DIRECTORY => true,
                 cmd::OPLOCK_BREAK => self.nothing_held(),
+                cmd::TREE_DISCONNECT | cmd::LOGOFF => self.ends_nothing_open(&m),
                 // What a watch gathers is memory; the engine's watch of
                 // the folder is set up by a call.
                 cmd::CHANGE_NOTIFY => true,
@@ -770,6 +771,27 @@ impl Connection {
     /// requests go on (by letter), and this one opens nothing.
     fn nothing_held(&self) -> bool {
         self.waiting.is_empty() && self.retries.is_empty()
+    }
+
+    /// Whether the TREE_DISCONNECT or LOGOFF `m` ends a tree or session
+    /// through which nothing is open (as clients mostly end them, having
+    /// closed what they opened): the server's tables alone change. One
+    /// that closes opens may remove files, and a held request it lets go
+    /// may open some; a related one's ids are not looked into.
+    fn ends_nothing_open(&self, m: &copyless_proto::compound::Message<'_>) -> bool {
+        let h = &m.header;
+        if h.is_related() || !self.nothing_held() {
+            return false;
+        }
+        let Some(session) = self.sessions.get(&h.session_id) else {
+            // Answered USER_SESSION_DELETED.
+            return true;
+        };
+        let tree = (h.command == cmd::TREE_DISCONNECT).then_some(h.tree_id);
+        !session
+            .opens
+            .values()
+            .any(|o| tree.is_none_or(|t| o.tree_id == t))
     }
 
     /// Whether the CREATE `m` only opens an object that exists, on a
