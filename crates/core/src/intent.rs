@@ -17,6 +17,7 @@ pub use crate::handlers::create::{
 pub use crate::handlers::dir::DirStep;
 pub use crate::handlers::info::RenameJudging;
 pub use crate::handlers::look::{Look, Looked};
+pub use crate::notify_sight::Sighting;
 use copyless_proto::status::NtStatus;
 use copyless_vfs::{
     Disposition, FileHandle, FileStat, Identity, Kind, OpenRequest, Opened, Vfs, VfsResult,
@@ -150,6 +151,9 @@ pub enum Completion {
     Overwritten(Box<(Opened, VfsResult<FileStat>)>),
     /// A [`CallOp::Watch`] made.
     Watched,
+    /// A [`CallOp::Sight`]'s answer: the folders each watching open may
+    /// list, by open.
+    Sighted(Vec<(u64, String)>),
 }
 
 impl Completion {
@@ -264,6 +268,9 @@ pub enum CallOp {
     /// The truncation of what a CREATE opened, completing with
     /// [`Completion::Overwritten`].
     Overwrite(Box<Overwrite>),
+    /// What watchers of a tree may see of changes beneath their folders
+    /// (notify_sight.rs), completing with [`Completion::Sighted`].
+    Sight(Box<Sighting>),
 }
 
 impl CallOp {
@@ -282,7 +289,8 @@ impl CallOp {
             | CallOp::Look(_)
             | CallOp::Change(_)
             | CallOp::Overwrite(_)
-            | CallOp::Watch(_) => Vec::new(),
+            | CallOp::Watch(_)
+            | CallOp::Sight(_) => Vec::new(),
         }
     }
 }
@@ -378,6 +386,7 @@ impl Call {
                 w.server.watched_changed();
                 Completion::Watched
             }
+            CallOp::Sight(sighting) => Completion::Sighted(sighting.perform()),
         };
         (self.token, done)
     }

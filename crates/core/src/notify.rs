@@ -33,16 +33,9 @@ pub struct Watch {
     overflowed: bool,
     /// The output buffer length of the first request.
     capacity: usize,
-    /// It watches the folder's whole tree (WATCH_TREE).
-    tree: bool,
 }
 
 impl Watch {
-    /// Whether it watches the folder's whole tree.
-    pub(crate) fn watches_tree(&self) -> bool {
-        self.tree
-    }
-
     /// Keeps a change for the next answer, or notes that too many came.
     /// A change just like the one before it says nothing new (a file
     /// written several times before it is closed).
@@ -158,7 +151,6 @@ impl Connection {
                 bytes: 0,
                 overflowed: false,
                 capacity: room as usize,
-                tree,
             })
         });
         if watched_changed && server.sees_local_changes() {
@@ -254,12 +246,12 @@ impl Connection {
         for batch in theirs.chunk_by(|a, b| a.connection == b.connection) {
             self.post(batch[0].connection, Kind::Changed(batch.to_vec()));
         }
-        self.changed_here(mine);
+        self.sight(mine);
     }
 
     /// Changes that one request made (here or on another connection, whose
-    /// letter brought them) reach their watches on this connection, those
-    /// each watcher may see (notify_sight.rs), and
+    /// letter brought them), those each watcher may see
+    /// ([`Connection::sight`]), reach their watches on this connection, and
     /// each watch with news answers its oldest waiting request. One
     /// request's changes at a time: two requests' changes that arrive
     /// together still answer two waiting requests, one each, as Windows
@@ -267,7 +259,7 @@ impl Connection {
     /// change waits with two).
     pub(crate) fn changed_here(&mut self, seen: Vec<Seen>) {
         let mut touched = Vec::new();
-        for s in self.in_sight(seen) {
+        for s in seen {
             if s.action == DIRECTORY_DELETED {
                 self.end_notifies(s.open, status::DELETE_PENDING);
                 continue;

@@ -16,13 +16,13 @@
 //! of the watched folder itself need no look: the open was granted
 //! FILE_LIST_DIRECTORY when it began to watch.
 //!
-//! The looks are file system calls: a letter that carries changes beneath
-//! a watched folder says it may block (post.rs), so that an engine runs it
-//! off the thread that serves sockets. The answers are kept for one batch
-//! of changes, so that a watcher pays one look per folder however many
-//! entries in it changed.
+//! The looks are file system calls: a batch of changes with some beneath
+//! a watched folder waits for one call ([`Sighting`]) that looks at each
+//! watcher's folders, and the batches after it wait behind it, so that
+//! each watcher hears of changes in the order they were made. A watcher
+//! pays one look per folder however many entries in it changed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use copyless_vfs::{FileHandle, Identity, Vfs};
@@ -31,6 +31,7 @@ use crate::access::{FILE_EXECUTE, FILE_LIST_DIRECTORY};
 use crate::conn::connection::Connection;
 use crate::file_table::Seen;
 use crate::file_table::{DIRECTORY_DELETED, OVERFLOWED};
+use crate::intent::{Call, CallOp, Token as CallToken};
 use crate::open::{current_path, OpenKind};
 use crate::security::{folder_rights_for, Caller, Token};
 
@@ -52,6 +53,7 @@ fn holder(name: &str) -> Option<String> {
 
 /// What is needed to judge one watching open.
 struct Watcher {
+    open: u64,
     vfs: Arc<dyn Vfs>,
     handle: Arc<FileHandle>,
     share: usize,
@@ -60,68 +62,135 @@ struct Watcher {
     token: Token,
 }
 
-/// Answers kept for one batch of changes.
+/// The looks one batch of changes needs ([`CallOp::Sight`]): for each
+/// watcher, the folders beneath its watched one where something changed.
+pub struct Sighting {
+    asks: Vec<(Watcher, Vec<String>)>,
+}
+
+impl std::fmt::Debug for Sighting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let asks: Vec<_> = self.asks.iter().map(|(w, f)| (w.open, f)).collect();
+        f.debug_struct("Sighting").field("asks", &asks).finish()
+    }
+}
+
+impl Sighting {
+    /// Looks, through the VFS: the folders each watcher may list, by
+    /// open and folder.
+    pub(crate) fn perform(self) -> Vec<(u64, String)> {
+        let mut stored = HashMap::new();
+        let mut visible = Vec::new();
+        for (w, folders) in self.asks {
+            for folder in folders {
+                // The kernel's rules first: they are what most shares use.
+                if w.vfs.may_list_beneath(&w.handle, &folder).unwrap_or(false)
+                    && stored_rights_allow(&w, &folder, &mut stored)
+                {
+                    visible.push((w.open, folder));
+                }
+            }
+        }
+        visible
+    }
+}
+
+/// Batches of changes on their way to this connection's watchers, in the
+/// order they were made: the first may wait for its [`Sighting`].
 #[derive(Default)]
-struct Looks {
-    watchers: HashMap<u64, Option<Watcher>>,
-    /// By open and folder beneath its watched one.
-    may_list: HashMap<(u64, String), bool>,
-    /// What stored descriptors grant, by share and path; None where there
-    /// is none.
-    stored: HashMap<(usize, String), Option<u32>>,
+pub(crate) struct Sightings {
+    queue: VecDeque<Vec<Seen>>,
+    /// The call the first batch waits for.
+    looking: Option<CallToken>,
+    /// Calls made since the last output.
+    pub(crate) calls: Vec<Call>,
+}
+
+/// `seen` without the changes beneath a watched folder its watcher may
+/// not see: those whose open and folder are not in `visible`.
+fn in_sight(seen: Vec<Seen>, visible: &[(u64, String)]) -> Vec<Seen> {
+    seen.into_iter()
+        .filter(|s| match holder(&s.name) {
+            Some(folder) if needs_look(s) => visible
+                .iter()
+                .any(|(open, f)| *open == s.open && *f == folder),
+            _ => true,
+        })
+        .collect()
 }
 
 impl Connection {
-    /// Whether a change this connection makes may need a look on disk
-    /// before its own watchers hear of it: one of its opens watches a
-    /// tree. Other connections' watchers are told by letter, which says
-    /// itself whether it may block (post.rs). An engine that serves
-    /// sockets on one thread runs requests that change names, sizes,
-    /// times or attributes elsewhere then.
-    pub(crate) fn reports_need_looks(&self) -> bool {
-        self.server.has_watchers()
-            && self.sessions.values().any(|s| {
-                s.opens.values().any(|o| match &o.kind {
-                    OpenKind::File(f) => f.watch.as_ref().is_some_and(|w| w.watches_tree()),
-                    OpenKind::Pipe(_) => false,
-                })
-            })
+    /// Changes that one request made (here or on another connection,
+    /// whose letter brought them) go to their watchers on this
+    /// connection, after those before them, once it is known which each
+    /// watcher may see.
+    pub(crate) fn sight(&mut self, seen: Vec<Seen>) {
+        if seen.is_empty() {
+            return;
+        }
+        self.sightings.queue.push_back(seen);
+        self.next_sightings();
     }
 
-    /// `seen` without the changes their watchers may not see.
-    pub(crate) fn in_sight(&mut self, seen: Vec<Seen>) -> Vec<Seen> {
-        if !seen.iter().any(needs_look) {
-            return seen;
-        }
-        let mut looks = Looks::default();
-        seen.into_iter()
-            .filter(|s| match holder(&s.name) {
-                Some(folder) if needs_look(s) => self.may_see(&mut looks, s.open, folder),
-                _ => true,
-            })
-            .collect()
-    }
-
-    fn may_see(&self, looks: &mut Looks, open: u64, folder: String) -> bool {
-        let key = (open, folder);
-        if let Some(&answer) = looks.may_list.get(&key) {
-            return answer;
-        }
-        let answer = match looks
-            .watchers
-            .entry(open)
-            .or_insert_with(|| self.watcher(open))
-        {
-            Some(w) => {
-                // The kernel's rules first: they are what most shares use.
-                w.vfs.may_list_beneath(&w.handle, &key.1).unwrap_or(false)
-                    && stored_rights_allow(w, &key.1, &mut looks.stored)
+    /// Hands on the batches that wait for nothing, until one needs a
+    /// look, whose call is made.
+    fn next_sightings(&mut self) {
+        while self.sightings.looking.is_none() {
+            let Some(seen) = self.sightings.queue.pop_front() else {
+                return;
+            };
+            match self.sighting_of(&seen) {
+                Some((vfs, sighting)) => {
+                    let token = self.next_token;
+                    self.next_token += 1;
+                    self.sightings.calls.push(Call {
+                        token,
+                        vfs,
+                        op: CallOp::Sight(Box::new(sighting)),
+                    });
+                    self.sightings.looking = Some(token);
+                    self.sightings.queue.push_front(seen);
+                }
+                // Nothing to look at, or no watcher left to look for.
+                None => self.changed_here(in_sight(seen, &[])),
             }
-            // The open is gone: nobody to tell.
-            None => false,
-        };
-        looks.may_list.insert(key, answer);
-        answer
+        }
+    }
+
+    /// The answer of the [`Sighting`] call `token`: the batch that waited
+    /// for it goes on, with only what its watchers may see, and those
+    /// behind it follow. False when no batch waits for `token`.
+    pub(crate) fn sighted(&mut self, token: CallToken, visible: &[(u64, String)]) -> bool {
+        if self.sightings.looking != Some(token) {
+            return false;
+        }
+        self.sightings.looking = None;
+        let seen = self.sightings.queue.pop_front().unwrap_or_default();
+        self.changed_here(in_sight(seen, visible));
+        self.next_sightings();
+        true
+    }
+
+    /// The looks `seen` needs, with a VFS to make them through; None when
+    /// it needs none, or no watcher it would need them for is left.
+    fn sighting_of(&self, seen: &[Seen]) -> Option<(Arc<dyn Vfs>, Sighting)> {
+        let mut asks: Vec<(Watcher, Vec<String>)> = Vec::new();
+        for s in seen.iter().filter(|s| needs_look(s)) {
+            let Some(folder) = holder(&s.name) else {
+                continue;
+            };
+            match asks.iter_mut().find(|(w, _)| w.open == s.open) {
+                Some((_, folders)) if folders.contains(&folder) => {}
+                Some((_, folders)) => folders.push(folder),
+                None => {
+                    if let Some(w) = self.watcher(s.open) {
+                        asks.push((w, vec![folder]));
+                    }
+                }
+            }
+        }
+        let vfs = asks.first()?.0.vfs.clone();
+        Some((vfs, Sighting { asks }))
     }
 
     /// The watching open `open`, as the checks need it.
@@ -140,6 +209,7 @@ impl Connection {
             who: f.handle.who(),
         };
         Some(Watcher {
+            open,
             vfs: f.vfs.clone(),
             handle: f.handle.clone(),
             share: f.key.0,
@@ -201,21 +271,29 @@ mod tests {
     }
 
     #[test]
-    fn only_changes_beneath_the_watched_folder_need_a_look_off_the_ring() {
+    fn only_changes_beneath_the_watched_folder_need_a_look() {
         let added = copyless_fscc::notify::action::ADDED;
         assert_eq!(holder("a\\b\\c.txt").as_deref(), Some("a/b"));
         assert_eq!(holder("c.txt"), None);
-        let direct = Letter(Kind::Changed(vec![seen(added, "c.txt")]));
-        assert!(
-            !direct.may_block(),
-            "entries of the watched folder need no look"
+        let batch = || {
+            vec![
+                seen(added, "c.txt"),
+                seen(added, "private\\c.txt"),
+                seen(OVERFLOWED, ""),
+            ]
+        };
+        assert_eq!(batch().iter().filter(|s| needs_look(s)).count(), 1);
+        let names = |kept: Vec<Seen>| kept.into_iter().map(|s| s.name).collect::<Vec<_>>();
+        // Unseen unless looked at and found visible to that open.
+        assert_eq!(names(in_sight(batch(), &[])), ["c.txt", ""]);
+        let other_open = [(3, "private".to_owned())];
+        assert_eq!(names(in_sight(batch(), &other_open)), ["c.txt", ""]);
+        let visible = [(2, "private".to_owned())];
+        assert_eq!(
+            names(in_sight(batch(), &visible)),
+            ["c.txt", "private\\c.txt", ""]
         );
-        let deep = Letter(Kind::Changed(vec![
-            seen(added, "c.txt"),
-            seen(added, "private\\c.txt"),
-        ]));
-        assert!(deep.may_block());
-        let lost = Letter(Kind::Changed(vec![seen(OVERFLOWED, "")]));
-        assert!(!lost.may_block());
+        // The look is a call: a letter that brings changes never blocks.
+        assert!(!Letter(Kind::Changed(batch())).may_block());
     }
 }

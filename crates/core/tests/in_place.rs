@@ -198,7 +198,7 @@ fn the_last_close_of_a_file_another_open_doomed_removes_it_by_a_call() {
 }
 
 #[test]
-fn a_close_with_a_change_to_report_goes_elsewhere() {
+fn a_close_with_a_change_to_report_is_handled_in_place() {
     let (mut c, _) = client();
     let id = c.create("doc", false).unwrap();
     assert_eq!(
@@ -210,7 +210,7 @@ fn a_close_with_a_change_to_report_goes_elsewhere() {
     let waiting = c.send(vec![notify_request(dir, FILTER, true, 4096)]);
     assert!(waiting.iter().all(|r| r.status() == status::PENDING));
     let (blocks, statuses) = sent(&mut c, vec![close_request(id)]);
-    assert!(blocks, "watchers may have to be looked up on disk");
+    assert!(!blocks, "what watchers of a tree may see is a call's look");
     assert!(
         statuses.contains(&status::SUCCESS) && statuses.len() == 2,
         "the close, and the watcher told: {statuses:x?}"
@@ -458,14 +458,46 @@ fn an_open_that_may_create_leaves_its_open_as_a_call() {
 }
 
 #[test]
-fn an_open_that_may_create_goes_elsewhere_when_this_connection_watches_a_tree() {
+fn a_watcher_of_a_tree_hears_of_a_call_after_a_look_and_in_order() {
     let (mut c, _dir) = posix_client();
-    let dir = c.create("", true).unwrap();
-    let waiting = c.send(vec![notify_request(dir, FILTER, true, 4096)]);
+    let root = c.create("", true).unwrap();
+    let waiting = c.send(vec![notify_request(root, FILTER, true, 4096)]);
     assert!(waiting.iter().all(|r| r.status() == status::PENDING));
-    let (blocks, id) = opened(&mut c, open_request("sub\\new", CREATE));
-    assert!(blocks, "whether the watcher may see beneath is looked up");
-    assert!(id.is_ok());
+    // Made by a call, even while this connection watches a tree.
+    let frame = c.frame(vec![open_request("sub\\new", CREATE)]);
+    assert!(!c.conn.may_block(&frame));
+    let mut out = c.handle_raw(&frame);
+    let call = out.calls.pop().expect("the open's call");
+    assert!(opens(&call.op), "{:?}", call.op);
+    let (token, done) = call.perform();
+    let mut out = c.complete(token, done);
+    // The reply goes; what the watcher may see beneath its folder is
+    // looked at by a call of its own.
+    let sight = out.calls.pop().expect("the look");
+    assert!(matches!(sight.op, CallOp::Sight(_)), "{:?}", sight.op);
+    let replies = c.take(out);
+    assert_eq!(replies.len(), 1, "the open, and no word to the watcher yet");
+    assert_eq!(replies[0].status(), status::SUCCESS);
+    // A change in the watched folder itself needs no look, yet waits
+    // behind the one before it.
+    let frame = c.frame(vec![open_request("direct", CREATE)]);
+    let mut out = c.handle_raw(&frame);
+    let call = out.calls.pop().expect("the open's call");
+    let (token, done) = call.perform();
+    let out = c.complete(token, done);
+    assert_eq!(c.take(out).len(), 1, "the open alone");
+    let (token, done) = sight.perform();
+    let out = c.complete(token, done);
+    let told = c.take(out);
+    assert_eq!(
+        notify_entries(&told[0]),
+        vec![(action::ADDED, "sub\\new".into())]
+    );
+    let next = c.send(vec![notify_request(root, FILTER, true, 4096)]);
+    assert_eq!(
+        notify_entries(&next[0]),
+        vec![(action::ADDED, "direct".into())]
+    );
 }
 
 /// An open of folder `name` to watch.
@@ -536,8 +568,8 @@ fn a_tree_watched_on_another_connection_hears_of_calls_by_letter() {
     assert_eq!(letters.len(), 1);
     let letter = letters.into_iter().next().unwrap().letter;
     assert!(
-        letter.may_block(),
-        "the watcher's rights beneath its folder are looked up where it is"
+        !letter.may_block(),
+        "the watcher's rights beneath its folder are looked up by a call"
     );
     let told = watcher.receive(letter);
     assert_eq!(
@@ -1173,7 +1205,8 @@ fn a_new_size_or_new_times_leave_as_a_call_made_before_the_reply() {
         .unwrap()
         .as_secs();
     assert_eq!(secs, 978_307_200, "2001-01-01 00:00:00 UTC");
-    // With a watcher to tell, who may have to be looked up, elsewhere.
+    // With a watcher of a tree to tell, the same: what it may see is
+    // looked at by a call of its own.
     let root = c.create("", true).unwrap();
     let waiting = c.send(vec![notify_request(root, FILTER, true, 4096)]);
     assert_eq!(waiting[0].status(), status::PENDING);
@@ -1185,7 +1218,7 @@ fn a_new_size_or_new_times_leave_as_a_call_made_before_the_reply() {
             &1u64.to_le_bytes(),
         )],
     );
-    assert!(blocks);
+    assert!(!blocks);
     assert_eq!(std::fs::read(&doc).unwrap(), b"k");
 }
 

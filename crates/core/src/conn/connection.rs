@@ -359,6 +359,8 @@ pub struct Connection {
     /// Changes this connection's watching opens are to be told of
     /// (notify.rs).
     pub(crate) seen: Vec<Seen>,
+    /// Changes on their way to this connection's watchers.
+    pub(crate) sightings: crate::notify_sight::Sightings,
     /// The time (FILETIME) when the connection last heard from the
     /// client or its timer: when opens kept after it ends expire.
     pub(crate) clock: u64,
@@ -415,6 +417,7 @@ impl Connection {
             retries: Vec::new(),
             notices: Vec::new(),
             seen: Vec::new(),
+            sightings: Default::default(),
             retrying: false,
             interim_now: false,
             clock: 0,
@@ -567,6 +570,7 @@ impl Connection {
         }
         self.send_notices(env, out);
         self.take_changes();
+        out.calls.append(&mut self.sightings.calls);
         self.send_answers(env, out);
         out.cancel.append(&mut self.cancelled);
         out.messages.append(&mut self.outbox);
@@ -605,7 +609,7 @@ impl Connection {
             Kind::OplockBreak { open, to } => self.notices.push(Notice::Oplock { open, to }),
             Kind::LeaseBreak(b) => self.notices.push(Notice::Lease(b)),
             Kind::BreakResolved { token } => self.retries.push(token),
-            Kind::Changed(seen) => self.changed_here(seen),
+            Kind::Changed(seen) => self.sight(seen),
             Kind::CloseOpen { open } => self.close_open_here(open),
             Kind::ChangesLost => self.changes_lost(),
             Kind::Relay {
@@ -709,9 +713,9 @@ impl Connection {
     /// in memory (handlers/file.rs); a watch it ends is let go of by the
     /// engine's watcher on its own thread. Anything more reaches the
     /// filesystem while the close is handled, and is not done in place: a
-    /// stream to delete, a change to report to this connection's watchers
-    /// of a tree (see [`Connection::reports_need_looks`]), held requests
-    /// of this connection that the close may let run again. An open not
+    /// stream to delete, held requests of this connection that the close
+    /// may let run again. (What watchers of a tree may see of its changes
+    /// is looked at by a call: notify_sight.rs.) An open not
     /// found is not looked at further; one named by a related request is
     /// judged by [`Connection::closes_made_in_place`].
     fn closes_in_place(&self, m: &copyless_proto::compound::Message<'_>) -> bool {
@@ -726,8 +730,7 @@ impl Connection {
         };
         let deletes = f.delete_on_close || self.server.files().deletes_at_close(&f.key);
         // A file's removal leaves as a call, a stream's does not.
-        !(((f.written || deletes) && self.reports_need_looks())
-            || (deletes && f.handle.stream.is_some()))
+        !(deletes && f.handle.stream.is_some())
     }
 
     /// Whether the CLOSE `m`, request `index` of the compound `frame`
@@ -738,17 +741,14 @@ impl Connection {
     /// sends a close elsewhere can be: the chain is the CREATE's alone;
     /// a stream it opens (Finder's CREATE, READ, CLOSE of AFP_AfpInfo)
     /// is not to be deleted by it, nor marked so in the chain (a stream's
-    /// removal is not a call); nothing is held; no change of this
-    /// connection's is reported to watchers of a tree (it may delete). A
-    /// watch is set up only by a CHANGE_NOTIFY, which a compound holds
-    /// only last.
+    /// removal is not a call); nothing is held.
     fn closes_made_in_place(
         &self,
         frame: &[u8],
         index: usize,
         m: &copyless_proto::compound::Message<'_>,
     ) -> bool {
-        if !self.waiting.is_empty() || !self.retries.is_empty() || self.reports_need_looks() {
+        if !self.waiting.is_empty() || !self.retries.is_empty() {
             return false;
         }
         if messages::CloseRequest::parse(m.bytes).is_err() {
@@ -857,23 +857,14 @@ impl Connection {
         let Ok(name) = crate::names::path::from_smb_with_stream(cr.name) else {
             return false;
         };
-        !self.reports_need_looks()
-            && crate::handlers::create::opens_by_call(
-                &cr,
-                &contexts,
-                &name.path,
-                &name.stream,
-                read_only,
-            )
+        crate::handlers::create::opens_by_call(&cr, &contexts, &name.path, &name.stream, read_only)
     }
 
     /// Whether the SET_INFO `m`, request `index` of the compound `frame`,
     /// changes only what the server keeps in memory, or what it changes
     /// on the filesystem is its call (handlers/change.rs): everything but
-    /// a security descriptor, a rename that is not made by a call
-    /// ([`crate::handlers::info::renames_by_call`]) and, while this
-    /// connection watches a tree, a change its watchers are told of (see
-    /// [`Connection::reports_need_looks`]). A related rename acts on what
+    /// a security descriptor and a rename that is not made by a call
+    /// ([`crate::handlers::info::renames_by_call`]). A related rename acts on what
     /// the compound's first request, a CREATE, opens (Finder renames with
     /// CREATE, SET_INFO, CLOSE): not there yet, it is judged by that
     /// request and its share.
@@ -891,9 +882,6 @@ impl Connection {
         match (set.info_type, set.class) {
             (messages::INFO_SECURITY, _) => false,
             (messages::INFO_FILE, class::FILE_RENAME_INFORMATION) => {
-                if self.reports_need_looks() {
-                    return false;
-                }
                 let Ok(r) = copyless_fscc::decode_rename(set.buffer) else {
                     return false;
                 };
@@ -922,7 +910,7 @@ impl Connection {
                 messages::INFO_FILE,
                 class::FILE_POSITION_INFORMATION | class::FILE_MODE_INFORMATION,
             ) => true,
-            _ => !self.reports_need_looks(),
+            _ => true,
         }
     }
 

@@ -118,13 +118,12 @@ impl Letter {
     pub fn may_block(&self) -> bool {
         match &self.0 {
             Kind::EndSession { .. } | Kind::CloseOpen { .. } | Kind::Relay { .. } => true,
-            // Changes beneath a watched folder are reported only to a
-            // watcher that may list where they happened: that is looked
-            // up on disk (notify_sight.rs).
-            Kind::Changed(seen) => seen.iter().any(crate::notify_sight::needs_look),
             // A channel's going ends requests it relayed, which may close
-            // nothing; lock waiters are forgotten in memory.
-            Kind::LocksReleased { .. }
+            // nothing; lock waiters are forgotten in memory; what watchers
+            // of a tree may see of changes is looked at by a call
+            // (notify_sight.rs).
+            Kind::Changed(_)
+            | Kind::LocksReleased { .. }
             | Kind::OplockBreak { .. }
             | Kind::LeaseBreak(_)
             | Kind::ChangesLost

@@ -527,6 +527,12 @@ impl Connection {
     /// the rest of its compound runs. An unknown token is ignored.
     pub fn complete(&mut self, token: Token, done: Completion, env: &mut dyn Env) -> Output {
         let mut out = Output::default();
+        if let Completion::Sighted(visible) = &done {
+            if self.sighted(token, visible) {
+                self.collect(&mut out, env);
+            }
+            return out;
+        }
         let Some(Waiting {
             mut chain,
             mut begun,

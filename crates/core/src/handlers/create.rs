@@ -459,7 +459,6 @@ impl Connection {
             .transpose()?;
         let lease = self.lease_asked(&cr, &contexts)?;
         let server = self.server.clone();
-        let looks = self.reports_need_looks();
         let mut oplock = OplockRequest {
             level: if cr.oplock_level == OPLOCK_LEVEL_LEASE {
                 0
@@ -588,9 +587,7 @@ impl Connection {
         };
         let first = match made {
             Some(m) => First::Made(m),
-            None if !looks && opens_by_call(&cr, &contexts, &path, &stream, read_only) => {
-                First::Call
-            }
+            None if opens_by_call(&cr, &contexts, &path, &stream, read_only) => First::Call,
             None => First::Make,
         };
         // Whatever the open creates, truncates or stamps there is the

@@ -197,7 +197,6 @@ impl Connection {
         }
         self.check_charge(req, s.buffer.len() as u32)?;
         let server = self.server.clone();
-        let looks = self.reports_need_looks();
         let read_only = self.tree_read_only(req);
         let anonymous = self
             .sessions
@@ -316,7 +315,7 @@ impl Connection {
                     return self.hold_for_leases(h, reply, hold.1);
                 }
                 let replace = r.replace_if_exists;
-                if !looks && renames_by_call(f, &target, replace) {
+                if renames_by_call(f, &target, replace) {
                     let (op, from) = if f.vfs.descriptors_stored() {
                         // What stored descriptors allow is read by the call.
                         let (from, _) = file_state(&server, f);
