@@ -15,7 +15,7 @@ pub use crate::handlers::create::{
     Inheriting, Judging, Made, Overwrite, StreamMade, StreamOpening,
 };
 pub use crate::handlers::dir::DirStep;
-pub use crate::handlers::info::RenameJudging;
+pub use crate::handlers::info::{RenameJudging, SecuritySet};
 pub use crate::handlers::look::{Look, Looked};
 pub use crate::notify_sight::Sighting;
 use copyless_proto::status::NtStatus;
@@ -144,7 +144,7 @@ pub enum Completion {
     Listed(Box<DirStep>),
     /// A [`CallOp::Look`]'s result.
     Looked(Result<Box<Looked>, NtStatus>),
-    /// A [`CallOp::Change`]'s result.
+    /// A [`CallOp::Change`]'s or [`CallOp::SetSecurity`]'s result.
     Changed(Result<(), NtStatus>),
     /// A [`CallOp::Overwrite`]'s result: the object opened, with its new
     /// stat.
@@ -268,6 +268,9 @@ pub enum CallOp {
     /// The truncation of what a CREATE opened, completing with
     /// [`Completion::Overwritten`].
     Overwrite(Box<Overwrite>),
+    /// A security descriptor's parts merged into what an open object
+    /// holds, completing with [`Completion::Changed`].
+    SetSecurity(Box<SecuritySet>),
     /// What watchers of a tree may see of changes beneath their folders
     /// (notify_sight.rs), completing with [`Completion::Sighted`].
     Sight(Box<Sighting>),
@@ -289,6 +292,7 @@ impl CallOp {
             | CallOp::Look(_)
             | CallOp::Change(_)
             | CallOp::Overwrite(_)
+            | CallOp::SetSecurity(_)
             | CallOp::Watch(_)
             | CallOp::Sight(_) => Vec::new(),
         }
@@ -381,6 +385,7 @@ impl Call {
             CallOp::List(step) => Completion::Listed(Box::new(step.perform(vfs))),
             CallOp::Look(look) => Completion::Looked(look.perform(vfs).map(Box::new)),
             CallOp::Change(change) => Completion::Changed(change.perform(vfs)),
+            CallOp::SetSecurity(set) => Completion::Changed(set.perform(vfs)),
             CallOp::Overwrite(o) => Completion::Overwritten(Box::new(o.perform(vfs))),
             CallOp::Watch(w) => {
                 w.server.watched_changed();

@@ -1560,3 +1560,44 @@ fn ending_a_tree_or_session_with_nothing_open_is_handled_in_place() {
         (false, vec![status::USER_SESSION_DELETED])
     );
 }
+
+#[test]
+fn a_descriptor_is_stored_by_a_call() {
+    use copyless_fscc::descriptor::SE_DACL_PRESENT;
+    use copyless_fscc::descriptor::{sids, Ace, Descriptor, ACCESS_ALLOWED_ACE_TYPE, ALL_PARTS};
+    let (mut c, dir) = posix_client();
+    std::fs::write(dir.path().join("doc"), b"kept").unwrap();
+    let ace = Ace::new(
+        ACCESS_ALLOWED_ACE_TYPE,
+        0,
+        FILE_GENERIC_READ,
+        sids::EVERYONE,
+    );
+    let sd = Descriptor {
+        control: SE_DACL_PRESENT,
+        dacl: Some(vec![ace]),
+        ..Descriptor::default()
+    };
+    let raw = sd.encode(ALL_PARTS);
+    let set = |id| {
+        Request::new(command::SET_INFO, 1, |w| {
+            wire::write_set_info_request(w, 3, 0, 0x4, id, &raw).unwrap()
+        })
+    };
+    // Without WRITE_DAC: refused from memory, nothing stored.
+    let plain = c.open(create_request_with("doc", READ, SHARE_ALL, OPEN, 0));
+    let (blocks, statuses) = sent(&mut c, vec![set(plain.unwrap())]);
+    assert_eq!((blocks, statuses), (false, vec![status::ACCESS_DENIED]));
+    let id = open_to_protect(&mut c, "doc", READ);
+    let reply = by_call(&mut c, set(id), |op| matches!(op, CallOp::SetSecurity(_)));
+    assert_eq!(reply.status(), status::SUCCESS);
+    // What is stored is read back: the DACL set, nothing else changed.
+    let query = Request::new(command::QUERY_INFO, 1, |w| {
+        wire::write_query_info_request(w, 3, 0, 4096, 0x4, 0, id)
+    });
+    let back = c.call(query);
+    assert_eq!(back.status(), status::SUCCESS);
+    let stored = Descriptor::parse(wire::buffer_response_data(&back.msg).unwrap()).unwrap();
+    assert_eq!(stored.dacl, sd.dacl);
+    assert_eq!(std::fs::read(dir.path().join("doc")).unwrap(), b"kept");
+}

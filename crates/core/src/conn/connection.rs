@@ -862,9 +862,10 @@ impl Connection {
 
     /// Whether the SET_INFO `m`, request `index` of the compound `frame`,
     /// changes only what the server keeps in memory, or what it changes
-    /// on the filesystem is its call (handlers/change.rs): everything but
-    /// a security descriptor and a rename that is not made by a call
-    /// ([`crate::handlers::info::renames_by_call`]). A related rename acts on what
+    /// on the filesystem is its call (handlers/change.rs, a descriptor's
+    /// handlers/info.rs): everything but a rename that is not made by a
+    /// call ([`crate::handlers::info::renames_by_call`]). A related
+    /// rename acts on what
     /// the compound's first request, a CREATE, opens (Finder renames with
     /// CREATE, SET_INFO, CLOSE): not there yet, it is judged by that
     /// request and its share.
@@ -880,7 +881,6 @@ impl Connection {
             return false;
         };
         match (set.info_type, set.class) {
-            (messages::INFO_SECURITY, _) => false,
             (messages::INFO_FILE, class::FILE_RENAME_INFORMATION) => {
                 let Ok(r) = copyless_fscc::decode_rename(set.buffer) else {
                     return false;

@@ -240,7 +240,29 @@ impl Connection {
             if read_only {
                 return Err(status::ACCESS_DENIED);
             }
-            set_security(f, &caller, granted, s.additional_information, s.buffer)?;
+            match made.take() {
+                Some(result) => result?,
+                None => {
+                    // Checked in memory; what the object holds now is read,
+                    // merged and written by a call.
+                    let info = s.additional_information;
+                    let new = security_to_set(granted, info, s.buffer)?;
+                    reply.wait = Some(Wait::Call {
+                        vfs: f.vfs.clone(),
+                        op: CallOp::SetSecurity(Box::new(SecuritySet {
+                            handle: f.handle.clone(),
+                            caller: OwnedCaller::new(&server, &caller),
+                            info,
+                            new,
+                        })),
+                        then: Then::Set {
+                            msg: req.msg.to_vec(),
+                        },
+                        mark: None,
+                    });
+                    return Ok(status::SUCCESS);
+                }
+            }
             self.report_change(share, &here, action::MODIFIED, filter::SECURITY);
             messages::write_set_info_response(w);
             return Ok(status::SUCCESS);
@@ -818,16 +840,11 @@ fn rename_status(e: &VfsError) -> NtStatus {
     }
 }
 
-/// SET_INFO of a security descriptor (MS-SMB2 3.3.5.21.3): the parts
-/// named in `info` replace the stored ones; the parts never set stay
-/// derived from the object's owner and mode.
-fn set_security(
-    f: &FileOpen,
-    caller: &Caller<'_>,
-    granted: u32,
-    info: u32,
-    buffer: &[u8],
-) -> Result<(), NtStatus> {
+/// The descriptor a SET_INFO of security information `info` sets, from
+/// `buffer`, once the open's `granted` rights allow it (MS-FSA
+/// 2.1.5.16): WRITE_OWNER for the owner and group, WRITE_DAC for the
+/// DACL, ACCESS_SYSTEM_SECURITY for the SACL.
+fn security_to_set(granted: u32, info: u32, buffer: &[u8]) -> Result<Descriptor, NtStatus> {
     use fscc::additional_info::*;
     let mut need = 0;
     if info & (OWNER_SECURITY_INFORMATION | GROUP_SECURITY_INFORMATION) != 0 {
@@ -842,21 +859,49 @@ fn set_security(
     if granted & need != need {
         return Err(status::ACCESS_DENIED);
     }
-    let new = Descriptor::parse(buffer).map_err(|e| e.ntstatus())?;
-    let stored = security::stored(f.vfs.as_ref(), &f.handle)?;
-    if let (true, Some(owner)) = (info & OWNER_SECURITY_INFORMATION != 0, &new.owner) {
-        let present = match stored.as_ref().and_then(|sd| sd.owner.clone()) {
-            Some(sid) => sid,
-            None => {
-                let st = f.vfs.stat(&f.handle).map_err(|e| vfs_status(&e))?;
-                copyless_fscc::descriptor::sids::unix_user(st.uid)
-            }
-        };
-        rights::may_take_owner(owner, &present, &caller.token())?;
+    Descriptor::parse(buffer).map_err(|e| e.ntstatus())
+}
+
+/// A SET_INFO of a security descriptor (MS-SMB2 3.3.5.21.3), as a call
+/// ([`CallOp::SetSecurity`]): the parts named in `info` replace the
+/// stored ones, an owner only one the caller may give; the parts never
+/// set stay derived from the object's owner and mode. Completes with
+/// [`crate::Completion::Changed`].
+pub struct SecuritySet {
+    handle: Arc<FileHandle>,
+    caller: OwnedCaller,
+    info: u32,
+    new: Descriptor,
+}
+
+impl std::fmt::Debug for SecuritySet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecuritySet")
+            .field("info", &self.info)
+            .finish()
     }
-    let mut sd = stored.unwrap_or_default();
-    sd.merge(new, info);
-    f.vfs
-        .set_security(&f.handle, &sd.encode(ALL_PARTS))
-        .map_err(|e| vfs_status(&e))
+}
+
+impl SecuritySet {
+    /// Makes it through `vfs`, blocking.
+    pub(crate) fn perform(self, vfs: &dyn Vfs) -> Result<(), NtStatus> {
+        use fscc::additional_info::OWNER_SECURITY_INFORMATION;
+        let caller = self.caller.caller(self.handle.who());
+        let stored = security::stored(vfs, &self.handle)?;
+        let owner = &self.new.owner;
+        if let (true, Some(owner)) = (self.info & OWNER_SECURITY_INFORMATION != 0, owner) {
+            let present = match stored.as_ref().and_then(|sd| sd.owner.clone()) {
+                Some(sid) => sid,
+                None => {
+                    let st = vfs.stat(&self.handle).map_err(|e| vfs_status(&e))?;
+                    copyless_fscc::descriptor::sids::unix_user(st.uid)
+                }
+            };
+            rights::may_take_owner(owner, &present, &caller.token())?;
+        }
+        let mut sd = stored.unwrap_or_default();
+        sd.merge(self.new, self.info);
+        vfs.set_security(&self.handle, &sd.encode(ALL_PARTS))
+            .map_err(|e| vfs_status(&e))
+    }
 }
