@@ -281,8 +281,9 @@ pub(crate) struct Compound {
 ///
 /// 1. [`Connection::new`] when a client connects, with the shared
 ///    [`Server`];
-/// 2. [`Connection::handle`] (or [`Connection::handle_in_place`]) for each
-///    received transport frame, [`Connection::receive`] for each
+/// 2. [`Connection::handle`] (or [`Connection::handle_in_place`], or
+///    [`Connection::unseal`] then [`Connection::handle_unsealed`]) for
+///    each received transport frame, [`Connection::receive`] for each
 ///    [`Letter`](crate::Letter) another connection posted, and
 ///    [`Connection::complete`] for each [`Intent`] and [`Call`] it
 ///    carried out; each returns an [`Output`]: frames to send, intents
@@ -294,8 +295,10 @@ pub(crate) struct Compound {
 ///
 /// Until every filesystem call leaves as an intent, some requests, letters
 /// and timeouts still reach the filesystem while they are handled:
-/// [`Connection::may_block`], [`Letter::may_block`](crate::Letter::may_block)
-/// and [`Connection::timeout_may_block`] say which, so that an engine that
+/// [`Connection::may_block`] (of a sealed frame, once unsealed,
+/// [`Connection::unsealed_may_block`]),
+/// [`Letter::may_block`](crate::Letter::may_block) and
+/// [`Connection::timeout_may_block`] say which, so that an engine that
 /// serves sockets on one thread runs those elsewhere.
 pub struct Connection {
     pub(crate) server: Arc<Server>,
