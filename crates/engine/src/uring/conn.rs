@@ -305,7 +305,10 @@ impl Conn {
     }
 
     fn drive_core(&mut self, ctx: &mut Ctx) {
-        while self.conn.is_some() && !self.closing {
+        while !self.closing {
+            let Some(conn) = self.conn.as_ref() else {
+                break;
+            };
             if self.letter_due() {
                 let Some(Posted { letter, .. }) = self.letters.pop_front() else {
                     break;
@@ -318,7 +321,6 @@ impl Conn {
             } else if let Some(done) = self.dones.pop_front() {
                 self.completion(ctx, done);
             } else if let Some((mut frame, arrival)) = self.frames.pop_front() {
-                let Some(conn) = &self.conn else { break };
                 let how = conn.unseal(&mut frame);
                 let t = FrameTimes {
                     first_byte: arrival.first_byte,
