@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -32,6 +33,22 @@ def fresh_connections(server):
 
 def unc(server, *parts: str) -> str:
     return "\\".join([f"\\\\{server.host}\\{server.share}", *parts])
+
+
+@contextlib.contextmanager
+def signed_tree(server):
+    """A connection, session and tree connect of our own, for requests
+    the high-level client does not make; the connection goes after."""
+    conn = Connection(uuid.uuid4(), server.host, server.port, require_signing=True)
+    conn.connect(timeout=30)
+    try:
+        session = Session(conn, server.user, server.password, auth_protocol="ntlm")
+        session.connect()
+        tree = TreeConnect(session, f"\\\\{server.host}\\{server.share}")
+        tree.connect()
+        yield conn, session, tree
+    finally:
+        conn.disconnect()
 
 
 def register(server, password=None):
@@ -139,14 +156,7 @@ def test_a_close_gives_the_attributes_asked_for(server):
     the CLOSE for the file's attributes (POSTQUERY_ATTRIB); a named
     stream's are in its file's extended attributes, not memory."""
     make_share_file(server, "sized.txt", b"twelve bytes")
-    share = f"\\\\{server.host}\\{server.share}"
-    conn = Connection(uuid.uuid4(), server.host, server.port, require_signing=True)
-    conn.connect(timeout=30)
-    try:
-        session = Session(conn, server.user, server.password, auth_protocol="ntlm")
-        session.connect()
-        tree = TreeConnect(session, share)
-        tree.connect()
+    with signed_tree(server) as (conn, session, tree):
         stream = Open(tree, "sized.txt:side")
         stream.create(ImpersonationLevel.Impersonation, FilePipePrinterAccessMask.GENERIC_WRITE,
                       FileAttributes.FILE_ATTRIBUTE_NORMAL, 0, CreateDisposition.FILE_OVERWRITE_IF,
@@ -167,8 +177,6 @@ def test_a_close_gives_the_attributes_asked_for(server):
             reply = closed(requests[1])
             assert reply["flags"].get_value() == 1, f"{name}: attributes not given"
             assert reply["end_of_file"].get_value() == size, f"{name}: {reply}"
-    finally:
-        conn.disconnect()
 
 
 def test_object_ids_are_stable_and_distinct(server):
@@ -178,14 +186,7 @@ def test_object_ids_are_stable_and_distinct(server):
 
     make_share_file(server, "one.txt", b"1")
     make_share_file(server, "two.txt", b"2")
-    share = f"\\\\{server.host}\\{server.share}"
-    conn = Connection(uuid.uuid4(), server.host, server.port, require_signing=True)
-    conn.connect(timeout=30)
-    try:
-        session = Session(conn, server.user, server.password, auth_protocol="ntlm")
-        session.connect()
-        tree = TreeConnect(session, share)
-        tree.connect()
+    with signed_tree(server) as (conn, session, tree):
 
         def object_id(name):
             f = _open_exclusive(tree, name)
@@ -207,8 +208,6 @@ def test_object_ids_are_stable_and_distinct(server):
         assert len(first) == 64, first
         assert object_id("one.txt") == first, "the same file, another id"
         assert object_id("two.txt")[:16] != first[:16], "two files, one object id"
-    finally:
-        conn.disconnect()
 
 
 def test_missing_file_raises(server):

@@ -40,7 +40,7 @@ const FILE_TRAVERSE: u32 = FILE_EXECUTE;
 
 /// Whether reporting `s` needs a look at the watcher's rights: a change
 /// beneath the watched folder, not in it.
-pub(crate) fn needs_look(s: &Seen) -> bool {
+fn needs_look(s: &Seen) -> bool {
     s.action != OVERFLOWED && s.action != DIRECTORY_DELETED && s.name.contains('\\')
 }
 
