@@ -581,7 +581,6 @@ fn open_dir_at(base: BorrowedFd<'_>, path: &str) -> Result<OwnedFd, Errno> {
     }
 }
 
-/// Checks an object's type (None: not known yet) against what was asked.
 /// [`Vfs::may_delete`] of an entry owned by `owner` in the folder `dir`,
 /// for `who`, the thread's identity.
 fn may_unlink_from(who: &Identity, dir: BorrowedFd<'_>, owner: u32) -> VfsResult<()> {
@@ -607,6 +606,7 @@ fn may_unlink_from(who: &Identity, dir: BorrowedFd<'_>, owner: u32) -> VfsResult
     Ok(())
 }
 
+/// Checks an object's type (None: not known yet) against what was asked.
 fn check_kind(is_dir: Option<bool>, kind: Kind, truncate: bool) -> VfsResult<()> {
     match is_dir {
         // Windows cannot overwrite or supersede a directory.
