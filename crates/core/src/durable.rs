@@ -21,6 +21,7 @@ use copyless_proto::Writer;
 
 use crate::conn::connection::{Compound, Connection, Reply, Req};
 use crate::conn::post::Kind;
+use crate::conn::removals::RemoveBy;
 use crate::conn::tree::TreeKind;
 use crate::conn::waiting::{Awaited, Hold};
 use crate::file_table::FileKey;
@@ -238,7 +239,13 @@ impl Connection {
     /// Closes the opens of a session that ends without closing them: a
     /// durable open that still caches its handle is kept instead
     /// (MS-SMB2 3.3.7.1), for its user to reclaim.
-    pub(crate) fn park_or_release(&mut self, session_id: u64, user: &str, opens: Vec<Open>) {
+    pub(crate) fn park_or_release(
+        &mut self,
+        session_id: u64,
+        user: &str,
+        opens: Vec<Open>,
+        how: RemoveBy,
+    ) {
         for open in opens {
             let keep = open.file().and_then(|f| {
                 let durable = f.durable.as_ref()?;
@@ -267,18 +274,18 @@ impl Connection {
                         },
                     );
                 }
-                None => self.release(session_id, open),
+                None => self.release(session_id, open, how),
             }
         }
     }
 
     /// Closes the disconnected opens whose time is up.
-    pub(crate) fn expire_parked(&mut self, now: u64) {
+    pub(crate) fn expire_parked(&mut self, now: u64, how: RemoveBy) {
         if self.server.durable.is_empty() {
             return;
         }
         for parked in self.server.durable.take_expired(now) {
-            self.release(0, parked.open);
+            self.release(0, parked.open, how);
         }
     }
 
@@ -309,7 +316,7 @@ impl Connection {
                 continue;
             }
             if o.connection == self.id() {
-                self.close_open_here(o.open);
+                self.close_open_here(o.open, RemoveBy::Here);
                 continue;
             }
             // Waiting first: the letter goes out only with this
@@ -339,13 +346,13 @@ impl Connection {
     }
 
     /// Closes open `id` of whichever session here holds it.
-    pub(crate) fn close_open_here(&mut self, id: u64) {
+    pub(crate) fn close_open_here(&mut self, id: u64, how: RemoveBy) {
         let held = self
             .sessions
             .iter_mut()
             .find_map(|(sid, s)| Some((*sid, s.opens.remove(&id)?)));
         if let Some((session_id, open)) = held {
-            self.release(session_id, open);
+            self.release(session_id, open, how);
         }
     }
 
@@ -355,7 +362,7 @@ impl Connection {
         let parked = self.server.durable.take(ids);
         let any = !parked.is_empty();
         for p in parked {
-            self.release(0, p.open);
+            self.release_here(0, p.open);
         }
         any
     }
@@ -386,7 +393,7 @@ impl Connection {
         let client_guid = self.client_guid;
         let server = self.server.clone();
         // One whose time is up is gone, even if no timer closed it yet.
-        self.expire_parked(self.clock);
+        self.expire_parked(self.clock, RemoveBy::Here);
         let taken = server.durable.take_if(persistent, |p| {
             let Some(f) = p.open.file() else {
                 return Err(status::OBJECT_NAME_NOT_FOUND);
@@ -451,7 +458,7 @@ impl Connection {
         let stat = match stat {
             Ok(st) => st,
             Err(e) => {
-                self.release(req.session_id, open);
+                self.release_here(req.session_id, open);
                 return Err(crate::handlers::vfs_status(&e));
             }
         };

@@ -244,6 +244,9 @@ pub enum CallOp {
         path: String,
         is_dir: bool,
     },
+    /// [`Vfs::delete_stream`] of an open named stream, completing with
+    /// [`Completion::Unlinked`].
+    DeleteStream(Arc<FileHandle>),
     /// [`Vfs::rename`] of the real path `from` to `to`, completing with
     /// [`Completion::Renamed`].
     Rename {
@@ -293,6 +296,7 @@ impl CallOp {
             | CallOp::Change(_)
             | CallOp::Overwrite(_)
             | CallOp::SetSecurity(_)
+            | CallOp::DeleteStream(_)
             | CallOp::Watch(_)
             | CallOp::Sight(_) => Vec::new(),
         }
@@ -371,6 +375,7 @@ impl Call {
             CallOp::Unlink { who, path, is_dir } => {
                 Completion::Unlinked(vfs.unlink(&who, &path, is_dir))
             }
+            CallOp::DeleteStream(handle) => Completion::Unlinked(vfs.delete_stream(&handle)),
             CallOp::Rename {
                 who,
                 from,

@@ -7,6 +7,7 @@ use copyless_proto::messages::FileId;
 use copyless_vfs::{FileHandle, Identity, Vfs};
 
 use crate::file_table::{Closed, FileKey};
+use crate::intent::CallOp;
 use crate::server::Server;
 
 pub struct Open {
@@ -77,18 +78,67 @@ pub fn current_path(server: &Server, key: &FileKey) -> Option<String> {
     server.files().get(key).map(|f| f.path().to_owned())
 }
 
-/// What closing the last open of a file marked for deletion leaves to do:
-/// remove it, as whoever opened it.
-pub struct Unlink {
-    pub vfs: Arc<dyn Vfs>,
-    pub who: Identity,
-    pub path: String,
-    pub is_dir: bool,
+/// What closing the last open of a file (or named stream) marked for
+/// deletion leaves to do: remove it, as whoever opened it.
+pub enum Unlink {
+    /// The file or folder at the real path `path`.
+    Name {
+        vfs: Arc<dyn Vfs>,
+        who: Identity,
+        path: String,
+        is_dir: bool,
+    },
+    /// A named stream, whose file stays.
+    Stream {
+        vfs: Arc<dyn Vfs>,
+        handle: Arc<FileHandle>,
+    },
+}
+
+impl Unlink {
+    /// The removal as a call's operation, with the VFS to make it
+    /// through, and the name it removes (path, and whether a folder), of
+    /// which watchers are told once it is gone.
+    pub fn into_call(self) -> (Arc<dyn Vfs>, CallOp, Option<(String, bool)>) {
+        match self {
+            Unlink::Name {
+                vfs,
+                who,
+                path,
+                is_dir,
+            } => {
+                let name = Some((path.clone(), is_dir));
+                (vfs, CallOp::Unlink { who, path, is_dir }, name)
+            }
+            Unlink::Stream { vfs, handle } => (vfs, CallOp::DeleteStream(handle), None),
+        }
+    }
+
+    /// Removes it on the calling thread; the name removed, if one was.
+    /// Failure (a folder no longer empty) leaves it, as Windows does
+    /// when the delete cannot happen.
+    pub fn remove_now(self) -> Option<(String, bool)> {
+        match self {
+            Unlink::Name {
+                vfs,
+                who,
+                path,
+                is_dir,
+            } => vfs
+                .unlink(&who, &path, is_dir)
+                .is_ok()
+                .then_some((path, is_dir)),
+            Unlink::Stream { vfs, handle } => {
+                let _ = vfs.delete_stream(&handle);
+                None
+            }
+        }
+    }
 }
 
 /// Releases an open: its share-mode entry, its locks and its oplock go.
-/// When it was the last open of a file marked for deletion, what is left
-/// to do is to remove the file, which the caller does. Returns what
+/// When it was the last open of a file or stream marked for deletion,
+/// what is left to do is to remove it, which the caller does. Returns what
 /// waited on the open, to be woken. Unless the caller holds the server's
 /// own-change mark (local.rs) from before this until the file is gone, a
 /// local watcher may report the removal as another process's.
@@ -106,16 +156,18 @@ pub fn let_go(server: &Server, open: Open) -> (Closed, Option<Unlink>) {
         server.unwatched();
     }
     let last = closed.last.take().filter(|last| last.delete_pending);
-    if last.as_ref().is_some_and(|l| !l.deletes_file) && f.handle.stream.is_some() {
-        let _ = f.vfs.delete_stream(&f.handle);
-        return (closed, None);
-    }
     // The last to close deletes, as themselves.
-    let unlink = last.map(|last| Unlink {
-        vfs: f.vfs.clone(),
-        who: f.handle.who().clone(),
-        path: last.path,
-        is_dir: last.is_dir,
+    let unlink = last.map(|last| match &f.handle.stream {
+        Some(_) if !last.deletes_file => Unlink::Stream {
+            vfs: f.vfs.clone(),
+            handle: f.handle.clone(),
+        },
+        _ => Unlink::Name {
+            vfs: f.vfs.clone(),
+            who: f.handle.who().clone(),
+            path: last.path,
+            is_dir: last.is_dir,
+        },
     });
     (closed, unlink)
 }

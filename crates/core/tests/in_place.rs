@@ -267,14 +267,21 @@ fn a_compound_that_opens_and_closes_is_handled_in_place_unless_its_close_may_rea
     assert!(!blocks, "attributes asked back");
     assert_eq!(replies[1].status(), status::SUCCESS);
     assert_eq!(replies[1].msg[64 + 2], CLOSE_FLAG_POSTQUERY_ATTRIB as u8);
-    // What the close would do in place may wait: a stream's removal.
+    // A stream's removal is a call as well, asked for at its open or
+    // marked in the chain.
+    let is_gone = |c: &mut Client| {
+        let open = create_request_with("doc:s", ALL, SHARE_ALL, OPEN, 0);
+        c.open(open) == Err(status::OBJECT_NAME_NOT_FOUND)
+    };
     let doomed_stream =
         create_request_with("doc:s", ALL, SHARE_ALL, OPEN_IF, OPTION_DELETE_ON_CLOSE);
-    let (blocks, _) = sent(&mut c, vec![doomed_stream, related_close()]);
-    assert!(blocks, "a stream deleted at its close");
+    let (blocks, statuses) = sent(&mut c, vec![doomed_stream, related_close()]);
+    assert_eq!((blocks, statuses), (false, vec![status::SUCCESS; 2]));
+    assert!(is_gone(&mut c), "a stream deleted at its close");
     let mark = related(set_info(CHAINED, FILE_DISPOSITION_INFORMATION, &[1]));
-    let (blocks, _) = sent(&mut c, vec![stream(), mark, related_close()]);
-    assert!(blocks, "a stream marked for deletion in the chain");
+    let (blocks, statuses) = sent(&mut c, vec![stream(), mark, related_close()]);
+    assert_eq!((blocks, statuses), (false, vec![status::SUCCESS; 3]));
+    assert!(is_gone(&mut c), "a stream marked for deletion in the chain");
 }
 
 #[test]

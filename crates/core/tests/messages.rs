@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use copyless_core::CallOp;
 use copyless_proto::client as wire;
 use copyless_proto::command;
 use copyless_proto::messages::FileId;
@@ -57,7 +58,10 @@ fn a_reconnect_naming_the_previous_session_ends_it_on_its_own_connection() {
     assert_eq!(server.sessions.len(), 1, "only the new session is listed");
 
     for m in letters {
-        assert!(m.letter.may_block(), "closing opens may touch the disk");
+        assert!(
+            !m.letter.may_block(),
+            "what closing opens removes goes by a call"
+        );
         let sent = old.receive(m.letter);
         assert!(sent.is_empty(), "the old client is told nothing");
     }
@@ -65,6 +69,31 @@ fn a_reconnect_naming_the_previous_session_ends_it_on_its_own_connection() {
     assert_eq!(r.status(), status::USER_SESSION_DELETED);
     assert!(!old.closed, "the old connection itself stays");
     assert!(open_exclusive(&mut new, "doc").is_ok(), "the open is gone");
+}
+
+#[test]
+fn a_session_ended_by_a_letter_removes_its_files_by_a_call() {
+    let (dir, server) = setup();
+    let mut old = Client::login(server.clone(), "alice", "pw-a");
+    // FILE_OPEN_IF with DELETE, deleted on close.
+    let doc = create_request_with("doc", 0x0013_019f, 0, 3, 0x40 | 0x1000);
+    old.open(doc).unwrap();
+    let on_disk = dir.path().join("doc");
+    assert!(on_disk.exists());
+    let mut new = reconnect(&server, "alice", "pw-a", old.session_id);
+    let letter = std::mem::take(&mut new.posted).remove(0).letter;
+    assert!(!letter.may_block());
+    let mut out = old.conn.receive(letter, &mut old.env);
+    assert_eq!(out.calls.len(), 1, "the removal");
+    assert!(on_disk.exists(), "not before the call");
+    let call = out.calls.remove(0);
+    assert!(matches!(call.op, CallOp::Unlink { .. }));
+    let (token, done) = call.perform();
+    let out = old.complete(token, done);
+    assert!(out.frames.is_empty() && out.calls.is_empty());
+    assert!(!on_disk.exists(), "removed by the call");
+    // Its close is finished: the name is free, and nobody holds it.
+    assert!(open_exclusive(&mut new, "doc").is_ok());
 }
 
 #[test]

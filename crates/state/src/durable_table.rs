@@ -100,11 +100,6 @@ impl<O> DurableTable<O> {
         expired.iter().filter_map(|id| parked.remove(id)).collect()
     }
 
-    /// Whether an open's time is up by `at` (FILETIME).
-    pub fn expires_by(&self, at: u64) -> bool {
-        self.lock().values().any(|p| p.expires <= at)
-    }
-
     pub fn len(&self) -> usize {
         self.lock().len()
     }

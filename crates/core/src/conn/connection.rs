@@ -24,6 +24,7 @@ use crate::conn::channels::{Binding, Bound, Relay, Via};
 use crate::conn::credits::CreditWindow;
 use crate::conn::pending::{Answer, Awaits, Pending};
 use crate::conn::post::{ConnectionId, Kind, Letter, Message};
+use crate::conn::removals::RemoveBy;
 use crate::conn::session::Session;
 use crate::conn::tree::{Tree, TreeKind};
 use crate::conn::waiting::{Hold, Wait, Waiting};
@@ -364,6 +365,8 @@ pub struct Connection {
     pub(crate) seen: Vec<Seen>,
     /// Changes on their way to this connection's watchers.
     pub(crate) sightings: crate::notify_sight::Sightings,
+    /// Closes whose file's removal is a call under way.
+    pub(crate) removals: crate::conn::removals::Removals,
     /// The time (FILETIME) when the connection last heard from the
     /// client or its timer: when opens kept after it ends expire.
     pub(crate) clock: u64,
@@ -421,6 +424,7 @@ impl Connection {
             notices: Vec::new(),
             seen: Vec::new(),
             sightings: Default::default(),
+            removals: Default::default(),
             retrying: false,
             interim_now: false,
             clock: 0,
@@ -574,6 +578,7 @@ impl Connection {
         self.send_notices(env, out);
         self.take_changes();
         out.calls.append(&mut self.sightings.calls);
+        out.calls.append(&mut self.removals.calls);
         self.send_answers(env, out);
         out.cancel.append(&mut self.cancelled);
         out.messages.append(&mut self.outbox);
@@ -605,7 +610,7 @@ impl Connection {
         match kind {
             Kind::EndSession { session_id } => {
                 if self.sessions.get(&session_id).is_some_and(|s| s.is_valid()) {
-                    self.remove_session(session_id, true);
+                    self.remove_session(session_id, true, RemoveBy::Call);
                 }
             }
             Kind::LocksReleased { async_id } => self.retry_lock(async_id),
@@ -613,7 +618,7 @@ impl Connection {
             Kind::LeaseBreak(b) => self.notices.push(Notice::Lease(b)),
             Kind::BreakResolved { token } => self.retries.push(token),
             Kind::Changed(seen) => self.sight(seen),
-            Kind::CloseOpen { open } => self.close_open_here(open),
+            Kind::CloseOpen { open } => self.close_open_here(open, RemoveBy::Call),
             Kind::ChangesLost => self.changes_lost(),
             Kind::Relay {
                 from,
@@ -711,62 +716,41 @@ impl Connection {
 
     /// Whether the CLOSE `m` only gives its open back: the server's tables
     /// change and the descriptor is closed, which on a local filesystem
-    /// never waits for the disk; a file it removes goes as a call, and so
-    /// do the attributes asked back (POSTQUERY_ATTRIB) where they are not
-    /// in memory (handlers/file.rs); a watch it ends is let go of by the
-    /// engine's watcher on its own thread. Anything more reaches the
-    /// filesystem while the close is handled, and is not done in place: a
-    /// stream to delete, held requests of this connection that the close
-    /// may let run again. (What watchers of a tree may see of its changes
-    /// is looked at by a call: notify_sight.rs.) An open not
-    /// found is not looked at further; one named by a related request is
-    /// judged by [`Connection::closes_made_in_place`].
+    /// never waits for the disk; a file or stream it removes goes as a
+    /// call, and so do the attributes asked back (POSTQUERY_ATTRIB) where
+    /// they are not in memory (handlers/file.rs); a watch it ends is let
+    /// go of by the engine's watcher on its own thread. (What watchers of
+    /// a tree may see of its changes is looked at by a call:
+    /// notify_sight.rs.) Held requests of this connection that the close
+    /// may let run again would reach the filesystem while it is handled:
+    /// then it is not done in place. An open not found is not looked at
+    /// further; one named by a related request is judged by
+    /// [`Connection::closes_made_in_place`].
     fn closes_in_place(&self, m: &copyless_proto::compound::Message<'_>) -> bool {
-        if !self.waiting.is_empty() || !self.retries.is_empty() {
+        if !self.nothing_held() {
             return false;
         }
-        let Ok(c) = messages::CloseRequest::parse(m.bytes) else {
-            return false;
-        };
-        let Some(f) = self.file_open(m.header.session_id, c.file_id.volatile) else {
-            return false;
-        };
-        let deletes = f.delete_on_close || self.server.files().deletes_at_close(&f.key);
-        // A file's removal leaves as a call, a stream's does not.
-        !(deletes && f.handle.stream.is_some())
+        messages::CloseRequest::parse(m.bytes).is_ok_and(|c| {
+            self.file_open(m.header.session_id, c.file_id.volatile)
+                .is_some()
+        })
     }
 
     /// Whether the CLOSE `m`, request `index` of the compound `frame`
     /// and related to those before it, closes what the compound's first
     /// request, a CREATE, opened (Explorer's and Finder's CREATE, QUERY,
     /// CLOSE) as [`Connection::closes_in_place`] would: that open is not
-    /// there yet to be looked at, so this holds only where none of what
-    /// sends a close elsewhere can be: the chain is the CREATE's alone;
-    /// a stream it opens (Finder's CREATE, READ, CLOSE of AFP_AfpInfo)
-    /// is not to be deleted by it, nor marked so in the chain (a stream's
-    /// removal is not a call); nothing is held.
+    /// there yet to be looked at, so this holds only where the chain is
+    /// the CREATE's alone and nothing is held.
     fn closes_made_in_place(
         &self,
         frame: &[u8],
         index: usize,
         m: &copyless_proto::compound::Message<'_>,
     ) -> bool {
-        if !self.waiting.is_empty() || !self.retries.is_empty() {
-            return false;
-        }
-        if messages::CloseRequest::parse(m.bytes).is_err() {
-            return false;
-        }
-        let Some((_, cr, name)) = chain_create(frame, index) else {
-            return false;
-        };
-        let deleting = cr.create_options & crate::handlers::create::FILE_DELETE_ON_CLOSE != 0;
-        let sets = || {
-            copyless_proto::compound::messages(frame)
-                .take(index)
-                .any(|m| m.is_ok_and(|m| m.header.command == cmd::SET_INFO))
-        };
-        name.stream.is_none() || !(deleting || sets())
+        self.nothing_held()
+            && messages::CloseRequest::parse(m.bytes).is_ok()
+            && chain_create(frame, index).is_some()
     }
 
     /// Whether no request of this connection is held or waits to run
@@ -943,22 +927,16 @@ impl Connection {
         }
     }
 
-    /// Whether [`Connection::handle_timeout`] may reach the filesystem
-    /// at `now` (FILETIME, the engine's clock): a held request to run
-    /// again, an open kept for a durable handle whose time is up (within
-    /// a second, the most a tick could start after this is asked) to
-    /// close, the opens of a user removed from the store to close, a
-    /// relayed request to run. An engine that serves sockets on one
-    /// thread runs the timeout elsewhere then, as it does frames
-    /// [`Connection::may_block`] names; otherwise the tick only sends
-    /// interim responses and checks sessions.
-    pub fn timeout_may_block(&self, now: u64) -> bool {
-        const TICK_STARTS_WITHIN: u64 = 10_000_000;
-        !self.waiting.is_empty()
-            || !self.retries.is_empty()
-            || !self.relays.is_empty()
-            || self.server.durable.expires_by(now + TICK_STARTS_WITHIN)
-            || self.server.credentials.generation() != self.credentials_generation
+    /// Whether [`Connection::handle_timeout`] may reach the filesystem:
+    /// a held request to run again, a relayed request to run. An engine
+    /// that serves sockets on one thread runs the timeout elsewhere then,
+    /// as it does frames [`Connection::may_block`] names; otherwise the
+    /// tick sends interim responses, checks sessions and closes what is
+    /// due (disconnected durable opens whose time is up, the opens of a
+    /// user removed from the store), whose files' removals are calls
+    /// (removals.rs).
+    pub fn timeout_may_block(&self) -> bool {
+        !self.waiting.is_empty() || !self.retries.is_empty() || !self.relays.is_empty()
     }
 
     /// Work that is due without a message: interim responses for requests
@@ -968,7 +946,7 @@ impl Connection {
         self.clock = env.now();
         self.end_sessions_of_removed_users();
         self.expire_holds(self.clock);
-        self.expire_parked(self.clock);
+        self.expire_parked(self.clock, RemoveBy::Call);
         let mut out = Output::default();
         self.send_interim_responses(env, &mut out);
         self.collect(&mut out, env);
@@ -993,7 +971,7 @@ impl Connection {
             .map(|s| s.id)
             .collect();
         for sid in removed {
-            self.remove_session(sid, false);
+            self.remove_session(sid, false, RemoveBy::Call);
         }
     }
 
@@ -1222,7 +1200,7 @@ impl Connection {
         self.settle_waiting();
         let ids: Vec<u64> = self.sessions.keys().copied().collect();
         for id in ids {
-            self.remove_session(id, true);
+            self.remove_session(id, true, RemoveBy::Here);
         }
         // Last: removing the sessions published the connection again.
         self.withdraw_status();

@@ -10,6 +10,7 @@ pub mod encryption;
 pub mod negotiate;
 pub mod pending;
 pub mod post;
+pub mod removals;
 pub mod session;
 pub mod tree;
 pub mod waiting;

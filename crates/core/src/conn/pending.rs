@@ -19,6 +19,7 @@ use copyless_proto::{Writer, HEADER_LEN};
 use crate::conn::channels::Via;
 use crate::conn::connection::{Begun, Chain, Connection, Output};
 use crate::conn::post::{ConnectionId, Kind};
+use crate::conn::removals::RemoveBy;
 use crate::env::Env;
 use crate::file_table::{Closed, FileKey, LockWaiter, Locked};
 use crate::leases::LeaseId;
@@ -250,18 +251,11 @@ impl Connection {
     /// Closes an open: what waited on it ends (a lock request with
     /// RANGE_NOT_LOCKED, a change notification with NOTIFY_CLEANUP, as
     /// on Windows), and lock requests its locks stood in the way of are
-    /// tried again.
-    pub(crate) fn release(&mut self, session_id: u64, open: Open) {
+    /// tried again. The file its close removes is removed at once.
+    pub(crate) fn release_here(&mut self, session_id: u64, open: Open) {
         let _own = self.mark_removal(&open);
         let (closing, unlink) = self.let_go(session_id, open);
-        // Failure here (the directory became non-empty) leaves the file,
-        // as Windows leaves it when the delete cannot happen.
-        let removed = unlink.and_then(|u| {
-            u.vfs
-                .unlink(&u.who, &u.path, u.is_dir)
-                .is_ok()
-                .then_some((u.path, u.is_dir))
-        });
+        let removed = unlink.and_then(Unlink::remove_now);
         self.released(closing, removed);
     }
 
@@ -371,9 +365,9 @@ impl Connection {
     }
 
     /// Closes every open of a session, or of one of its trees.
-    pub(crate) fn release_all(&mut self, session_id: u64, opens: Vec<Open>) {
+    pub(crate) fn release_all(&mut self, session_id: u64, opens: Vec<Open>, how: RemoveBy) {
         for open in opens {
-            self.release(session_id, open);
+            self.release(session_id, open, how);
         }
     }
 

@@ -112,17 +112,20 @@ impl Letter {
         Letter(Kind::ChangesLost)
     }
 
-    /// Whether handling it may call the filesystem (closing opens can
-    /// delete files), so that an engine keeps it off the thread that
-    /// serves sockets.
+    /// Whether handling it may call the filesystem, so that an engine
+    /// keeps it off the thread that serves sockets: a relayed request may
+    /// do anything a request does.
     pub fn may_block(&self) -> bool {
         match &self.0 {
-            Kind::EndSession { .. } | Kind::CloseOpen { .. } | Kind::Relay { .. } => true,
+            Kind::Relay { .. } => true,
             // A channel's going ends requests it relayed, which may close
             // nothing; lock waiters are forgotten in memory; what watchers
             // of a tree may see of changes is looked at by a call
-            // (notify_sight.rs).
-            Kind::Changed(_)
+            // (notify_sight.rs); the files that closes remove are removed
+            // by calls (removals.rs).
+            Kind::EndSession { .. }
+            | Kind::CloseOpen { .. }
+            | Kind::Changed(_)
             | Kind::LocksReleased { .. }
             | Kind::OplockBreak { .. }
             | Kind::LeaseBreak(_)

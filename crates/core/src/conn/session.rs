@@ -18,6 +18,7 @@ use copyless_vfs::Identity;
 use crate::conn::channels::{Binding, Bound};
 use crate::conn::connection::{Connection, Reply, Req};
 use crate::conn::post::{ChannelKey, ConnectionId, Kind, SessionFacts};
+use crate::conn::removals::RemoveBy;
 use crate::conn::tree::Tree;
 use crate::env::Env;
 use crate::event::Event;
@@ -286,7 +287,7 @@ impl Connection {
                     // connects stay, the keys stay (MS-SMB2 3.3.5.5.3),
                     // and what is done from now on is done as the new user.
                     let Some(who) = identity(&self.server, &auth) else {
-                        self.remove_session(sid, true);
+                        self.remove_session(sid, true, RemoveBy::Call);
                         return Err(status::LOGON_FAILURE);
                     };
                     session.who = who;
@@ -329,7 +330,7 @@ impl Connection {
                 if !was_valid {
                     self.sessions.remove(&sid);
                 } else {
-                    self.remove_session(sid, true);
+                    self.remove_session(sid, true, RemoveBy::Call);
                 }
                 Err(match e {
                     AuthError::Malformed => status::INVALID_PARAMETER,
@@ -523,7 +524,7 @@ impl Connection {
             self.server.sessions.remove(req.session_id);
             self.end_channels(req.session_id);
             // Durable opens outlive a logoff (MS-SMB2 3.3.5.6).
-            self.park_or_release(req.session_id, &user, opens);
+            self.park_or_release(req.session_id, &user, opens, RemoveBy::Here);
         }
         if !self.logged_off.contains(&req.session_id) {
             self.logged_off.push(req.session_id);
@@ -554,7 +555,7 @@ impl Connection {
     /// (a waiting change notification) is answered signed, and a late
     /// request on it gets a signed USER_SESSION_DELETED. With
     /// `keep_durable`, durable opens are kept for their user to reclaim.
-    pub(crate) fn remove_session(&mut self, sid: u64, keep_durable: bool) {
+    pub(crate) fn remove_session(&mut self, sid: u64, keep_durable: bool, how: RemoveBy) {
         self.server.sessions.remove(sid);
         self.end_channels(sid);
         let Some(s) = self.sessions.get_mut(&sid) else {
@@ -568,9 +569,9 @@ impl Connection {
         }
         if keep_durable {
             let user = s.user.clone();
-            self.park_or_release(sid, &user, opens);
+            self.park_or_release(sid, &user, opens, how);
         } else {
-            self.release_all(sid, opens);
+            self.release_all(sid, opens, how);
         }
         self.publish_status();
     }

@@ -9,6 +9,7 @@ use copyless_vfs::{Identity, RootState};
 
 use crate::access;
 use crate::conn::connection::{Connection, Reply, Req};
+use crate::conn::removals::RemoveBy;
 use crate::conn::session::Session;
 use crate::server::{includes, Server, Share, ShareAccess};
 
@@ -235,7 +236,7 @@ impl Connection {
             .iter()
             .filter_map(|id| session.opens.remove(id))
             .collect();
-        self.release_all(session_id, opens);
+        self.release_all(session_id, opens, RemoveBy::Here);
         Ok(())
     }
 

@@ -533,6 +533,12 @@ impl Connection {
             }
             return out;
         }
+        if let Completion::Unlinked(result) = &done {
+            if self.removed_by_call(token, result) {
+                self.collect(&mut out, env);
+                return out;
+            }
+        }
         let Some(Waiting {
             mut chain,
             mut begun,

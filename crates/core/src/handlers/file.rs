@@ -13,15 +13,16 @@ use crate::conn::waiting::{Wait, WaitOp};
 use crate::file_table::{LockWaiter, Locked};
 use crate::handlers::look::{self, Looked, Part};
 use crate::handlers::{file_times, Then};
-use crate::intent::{CallOp, WriteData};
+use crate::intent::WriteData;
 use crate::locks::ByteLock;
 use crate::open::{Open, OpenKind};
 
-/// A CLOSE that waits for its file to be removed.
+/// A CLOSE that waits for its file (or named stream) to be removed.
 pub(crate) struct Removing {
     pub closing: Closing,
-    path: String,
-    is_dir: bool,
+    /// The name it removes (path, and whether a folder); None for a
+    /// named stream.
+    name: Option<(String, bool)>,
     /// What the close reports of the file (POSTQUERY_ATTRIB).
     times: Option<messages::FileTimes>,
 }
@@ -81,17 +82,13 @@ impl Connection {
         let mark = self.mark_removal(&open);
         let (closing, unlink) = self.let_go(req.session_id, open);
         if let Some(u) = unlink {
+            let (vfs, op, name) = u.into_call();
             reply.wait = Some(Wait::Call {
-                vfs: u.vfs,
-                op: CallOp::Unlink {
-                    who: u.who,
-                    path: u.path.clone(),
-                    is_dir: u.is_dir,
-                },
+                vfs,
+                op,
                 then: Then::Close(Box::new(Removing {
                     closing,
-                    path: u.path,
-                    is_dir: u.is_dir,
+                    name,
                     times,
                 })),
                 mark: Some(mark),
@@ -104,16 +101,16 @@ impl Connection {
         Ok(status::SUCCESS)
     }
 
-    /// A CLOSE whose file was to be removed goes on: it was, or (when
-    /// `result` failed: a directory that is no longer empty) it stays, as
-    /// on Windows, and the close succeeds either way.
+    /// A CLOSE whose file (or stream) was to be removed goes on: it was,
+    /// or (when `result` failed: a directory that is no longer empty) it
+    /// stays, as on Windows, and the close succeeds either way.
     pub(crate) fn removed(
         &mut self,
         r: Box<Removing>,
         result: copyless_vfs::VfsResult<()>,
         w: &mut Writer,
     ) -> NtStatus {
-        let removed = result.is_ok().then_some((r.path, r.is_dir));
+        let removed = r.name.filter(|_| result.is_ok());
         self.released(r.closing, removed);
         messages::write_close_response(w, r.times.as_ref());
         status::SUCCESS

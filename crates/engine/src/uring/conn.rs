@@ -360,7 +360,7 @@ impl Conn {
         let may_block = match &work {
             Work::Frame(frame, how) => conn.unsealed_may_block(frame, *how),
             Work::Letter(letter) => letter.may_block(),
-            Work::Timeout => conn.timeout_may_block(crate::env::filetime_now()),
+            Work::Timeout => conn.timeout_may_block(),
         };
         if !may_block {
             let (out, frame, disk) = run_core(&mut conn, work, scope.as_ref());
