@@ -7,6 +7,11 @@ const FILETIME_UNIX_EPOCH: u64 = 116_444_736_000_000_000;
 
 pub struct SystemEnv;
 
+/// [`SystemEnv`] on an io_uring loop's thread, which serves every
+/// connection of its ring: the core leaves there what may wait for a
+/// filesystem (`Env::may_wait`).
+pub struct LoopEnv;
+
 pub fn filetime_now() -> u64 {
     let d = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -23,5 +28,19 @@ impl copyless_core::Env for SystemEnv {
         // The kernel's generator does not fail on Linux once booted; a
         // failure here means no safe challenge can be made at all.
         getrandom::fill(buf).expect("kernel random number generator");
+    }
+}
+
+impl copyless_core::Env for LoopEnv {
+    fn now(&self) -> u64 {
+        SystemEnv.now()
+    }
+
+    fn fill_random(&mut self, buf: &mut [u8]) {
+        SystemEnv.fill_random(buf);
+    }
+
+    fn may_wait(&self) -> bool {
+        false
     }
 }

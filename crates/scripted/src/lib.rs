@@ -97,6 +97,9 @@ pub struct TestEnv {
     state: u64,
     /// Windows FILETIME; starts at [`NOW`], moved on by whoever drives.
     pub now: u64,
+    /// The core is driven as an engine's loop drives it, where it may not
+    /// wait for a filesystem (`Env::may_wait`).
+    pub on_loop: bool,
 }
 
 impl TestEnv {
@@ -105,6 +108,7 @@ impl TestEnv {
             // xorshift never leaves zero.
             state: seed.max(1),
             now: NOW,
+            on_loop: false,
         }
     }
 
@@ -126,6 +130,10 @@ impl Env for TestEnv {
         for b in buf {
             *b = self.next_u64() as u8;
         }
+    }
+
+    fn may_wait(&self) -> bool {
+        !self.on_loop
     }
 }
 

@@ -571,7 +571,9 @@ impl Connection {
     pub(crate) fn collect(&mut self, out: &mut Output, env: &mut dyn Env) {
         self.run_relays(env, out);
         self.relayed_frames(out);
-        self.run_retries(env, out);
+        if env.may_wait() {
+            self.run_retries(env, out);
+        }
         if std::mem::take(&mut self.interim_now) {
             self.send_interim_responses(env, out);
         }
@@ -659,13 +661,12 @@ impl Connection {
     /// reaches file data through intents (READ, WRITE, FLUSH), the
     /// filesystem through calls or not at all (a SET_INFO that changes
     /// only what the server keeps: see `sets_in_place`; a LOCK; a break
-    /// acknowledgement that lets no request of this connection run again;
-    /// a CHANGE_NOTIFY), only to close a
-    /// descriptor (a CLOSE that deletes nothing: `closes_in_place`), or
+    /// acknowledgement; a CHANGE_NOTIFY; a CLOSE: `closes_in_place`), or
     /// only where the kernel answers from memory (an open of what the
     /// kernel's cache finds, the stat of an open file: `opens_in_place`
     /// and handlers/look.rs `looks_in_place`), so that an engine may run
-    /// those on the thread that serves sockets. A sealed frame is judged
+    /// those on the thread that serves sockets, with an [`Env`] that may
+    /// not wait: held requests they let go run again on a tick. A sealed frame is judged
     /// by what it holds once opened ([`Connection::unseal`] and
     /// [`Connection::unsealed_may_block`]); as it came, it may block (a
     /// bound channel's, relayed to its home, or one not yet opened). An SMB1
@@ -702,7 +703,9 @@ impl Connection {
                 cmd::LOCK => true,
                 // What a listing needs of the filesystem is its call.
                 cmd::QUERY_DIRECTORY => true,
-                cmd::OPLOCK_BREAK => self.nothing_held(),
+                // The server's tables; held requests it lets go run
+                // again on a tick where they may wait (`Env::may_wait`).
+                cmd::OPLOCK_BREAK => true,
                 cmd::TREE_DISCONNECT | cmd::LOGOFF => self.ends_nothing_open(&m),
                 // What a watch gathers is memory; the engine's watch of
                 // the folder is set up by a call.
@@ -721,15 +724,10 @@ impl Connection {
     /// they are not in memory (handlers/file.rs); a watch it ends is let
     /// go of by the engine's watcher on its own thread. (What watchers of
     /// a tree may see of its changes is looked at by a call:
-    /// notify_sight.rs.) Held requests of this connection that the close
-    /// may let run again would reach the filesystem while it is handled:
-    /// then it is not done in place. An open not found is not looked at
-    /// further; one named by a related request is judged by
-    /// [`Connection::closes_made_in_place`].
+    /// notify_sight.rs; held requests it lets go run again on a tick.)
+    /// An open not found is not looked at further; one named by a
+    /// related request is judged by [`Connection::closes_made_in_place`].
     fn closes_in_place(&self, m: &copyless_proto::compound::Message<'_>) -> bool {
-        if !self.nothing_held() {
-            return false;
-        }
         messages::CloseRequest::parse(m.bytes).is_ok_and(|c| {
             self.file_open(m.header.session_id, c.file_id.volatile)
                 .is_some()
@@ -741,33 +739,24 @@ impl Connection {
     /// request, a CREATE, opened (Explorer's and Finder's CREATE, QUERY,
     /// CLOSE) as [`Connection::closes_in_place`] would: that open is not
     /// there yet to be looked at, so this holds only where the chain is
-    /// the CREATE's alone and nothing is held.
+    /// the CREATE's alone.
     fn closes_made_in_place(
         &self,
         frame: &[u8],
         index: usize,
         m: &copyless_proto::compound::Message<'_>,
     ) -> bool {
-        self.nothing_held()
-            && messages::CloseRequest::parse(m.bytes).is_ok()
-            && chain_create(frame, index).is_some()
-    }
-
-    /// Whether no request of this connection is held or waits to run
-    /// again: then an acknowledged break lets only other connections'
-    /// requests go on (by letter), and this one opens nothing.
-    fn nothing_held(&self) -> bool {
-        self.waiting.is_empty() && self.retries.is_empty()
+        messages::CloseRequest::parse(m.bytes).is_ok() && chain_create(frame, index).is_some()
     }
 
     /// Whether the TREE_DISCONNECT or LOGOFF `m` ends a tree or session
     /// through which nothing is open (as clients mostly end them, having
     /// closed what they opened): the server's tables alone change. One
-    /// that closes opens may remove files, and a held request it lets go
-    /// may open some; a related one's ids are not looked into.
+    /// that closes opens may remove files before it answers; a related
+    /// one's ids are not looked into.
     fn ends_nothing_open(&self, m: &copyless_proto::compound::Message<'_>) -> bool {
         let h = &m.header;
-        if h.is_related() || !self.nothing_held() {
+        if h.is_related() {
             return false;
         }
         let Some(session) = self.sessions.get(&h.session_id) else {
@@ -920,6 +909,10 @@ impl Connection {
     /// How long the engine may wait, when no message arrives, before
     /// calling [`Connection::handle_timeout`]; None when nothing is due.
     pub fn timeout(&self) -> Option<Duration> {
+        // Held requests to run again, left by a call that could not wait.
+        if !self.retries.is_empty() {
+            return Some(Duration::ZERO);
+        }
         let sessions = self.has_valid_session().then_some(SESSION_CHECK_INTERVAL);
         match (sessions, self.interim_due()) {
             (Some(a), Some(b)) => Some(a.min(b)),

@@ -133,9 +133,10 @@ impl Letter {
             | Kind::Relayed { .. }
             | Kind::ChannelAdded { .. }
             | Kind::ChannelGone { .. }
-            | Kind::SessionEnded { .. } => false,
-            // The request runs again, and opens files.
-            Kind::BreakResolved { .. } => true,
+            | Kind::SessionEnded { .. }
+            // The held request runs again on a tick where it may wait
+            // (`Env::may_wait`).
+            | Kind::BreakResolved { .. } => false,
         }
     }
 }

@@ -22,7 +22,7 @@ use super::ops::{Fd, Kept, Key, Ops};
 use super::pool::{Pool, Results};
 use super::room;
 use super::worker::Tag;
-use crate::env::SystemEnv;
+use crate::env::{LoopEnv, SystemEnv};
 use crate::framing;
 use crate::logons::Logons;
 use crate::post::{Arrivals, Inbox, PostOffice, Posted};
@@ -363,7 +363,7 @@ impl Conn {
             Work::Timeout => conn.timeout_may_block(),
         };
         if !may_block {
-            let (out, frame, disk) = run_core(&mut conn, work, scope.as_ref());
+            let (out, frame, disk) = run_core(&mut conn, work, scope.as_ref(), &mut LoopEnv);
             self.conn = Some(conn);
             let out = out.unwrap_or_else(|| self.internal_error());
             self.frame_done(ctx, out, frame, t, disk);
@@ -372,7 +372,7 @@ impl Conn {
         self.pending_frame = Some(t);
         self.handling = true;
         ctx.pool.run(&ctx.results, self.slot, move || {
-            let (out, frame, disk) = run_core(&mut conn, work, scope.as_ref());
+            let (out, frame, disk) = run_core(&mut conn, work, scope.as_ref(), &mut SystemEnv);
             Back::Handled(Box::new((conn, out, frame, disk)))
         });
     }
@@ -446,7 +446,7 @@ impl Conn {
             return;
         };
         let out = catch_unwind(AssertUnwindSafe(|| {
-            conn.complete(done.token, done.completion, &mut SystemEnv)
+            conn.complete(done.token, done.completion, &mut LoopEnv)
         }))
         .ok();
         let mut out = out.unwrap_or_else(|| self.internal_error());
@@ -1467,16 +1467,17 @@ fn run_core(
     conn: &mut Connection,
     work: Work,
     scope: Option<&Scope>,
+    env: &mut dyn copyless_core::Env,
 ) -> (Option<Output>, Frame, u64) {
     let go = || {
         let mut frame = Frame::empty();
         let out = catch_unwind(AssertUnwindSafe(|| match work {
             Work::Frame(f, how) => {
                 frame = f;
-                conn.handle_unsealed(&mut frame, how, &mut SystemEnv)
+                conn.handle_unsealed(&mut frame, how, env)
             }
-            Work::Letter(letter) => conn.receive(letter, &mut SystemEnv),
-            Work::Timeout => conn.handle_timeout(&mut SystemEnv),
+            Work::Letter(letter) => conn.receive(letter, env),
+            Work::Timeout => conn.handle_timeout(env),
         }))
         .ok();
         (out, frame)
