@@ -15,6 +15,8 @@ use std::sync::Arc;
 const READ_WRITE: u32 = 0x0012_019f;
 const OPEN_IF: u32 = 3;
 const OVERWRITE_IF: u32 = 5;
+const DELETE: u32 = 0x0001_0000;
+const DELETE_ON_CLOSE: u32 = 0x1000;
 
 fn create(name: &str, oplock_level: u8, disposition: u32) -> Request {
     copyless_scripted::create_request_from(&wire::CreateParams {
@@ -259,6 +261,49 @@ fn a_held_open_woken_on_the_loop_runs_again_on_a_tick_that_may_wait() {
     let (_, level) = opened(&replies[0]);
     assert_eq!(level, OPLOCK_LEVEL_II);
     assert_ne!(b.conn.timeout(), Some(std::time::Duration::ZERO));
+}
+
+#[test]
+fn a_connection_that_ends_before_a_removal_comes_back_wakes_who_waited_on_it() {
+    let users = Arc::new(Users::default());
+    users.add("u", "pw");
+    let (server, vfs) = memory_server(config(), users);
+    put_file(vfs.as_ref(), "doc", &[1; 100]);
+    let mut a = Client::login(server.clone(), "u", "pw");
+    let mut b = Client::login(server.clone(), "u", "pw");
+    // a's open is to be deleted at its close; b's open waits for a's break.
+    let doomed = copyless_scripted::create_request_from(&wire::CreateParams {
+        oplock_level: OPLOCK_LEVEL_BATCH,
+        desired_access: READ_WRITE | DELETE,
+        file_attributes: 0,
+        share_access: 7,
+        disposition: OPEN_IF,
+        options: 0x40 | DELETE_ON_CLOSE,
+        name: "doc",
+        contexts: &[],
+    });
+    opened(&a.call(doomed));
+    let interim = b.send(vec![create("doc", OPLOCK_LEVEL_BATCH, OPEN_IF)]);
+    assert_eq!(interim[0].status(), status::PENDING);
+    a.receive(b.posted.pop().expect("a break for a").letter);
+    // A later connection names a's session: a's letter ends it, and the
+    // file's removal leaves as a call...
+    let mut c = Client::connect(server);
+    c.negotiate();
+    c.session_setup_after("u", "pw", a.session_id).unwrap();
+    let letter = c.posted.pop().expect("a letter for a").letter;
+    let out = a.conn.receive(letter, &mut a.env);
+    assert_eq!(out.calls.len(), 1, "the removal");
+    // ...whose result a does not live to hear.
+    let letters = a.conn.shutdown();
+    let to_b: Vec<_> = letters
+        .into_iter()
+        .filter(|m| m.to == b.conn.id())
+        .collect();
+    assert_eq!(to_b.len(), 1, "b's held open is woken");
+    let replies = b.receive(to_b.into_iter().next().unwrap().letter);
+    assert_eq!(replies.len(), 1);
+    assert_eq!(replies[0].header.command, command::CREATE);
 }
 
 #[test]

@@ -1191,6 +1191,7 @@ impl Connection {
         }
         self.leave_channels();
         self.settle_waiting();
+        self.settle_removals();
         let ids: Vec<u64> = self.sessions.keys().copied().collect();
         for id in ids {
             self.remove_session(id, true, RemoveBy::Here);

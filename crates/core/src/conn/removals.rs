@@ -1,16 +1,17 @@
 //! Closes the connection makes on its own (a letter ends a session or asks
 //! for an open, a disconnected durable open's time is up, a user leaves
-//! the store): the last close of a file to be deleted removes it, which
-//! may wait for a disk, so the removal leaves as a call and the close is
-//! finished ([`Connection::released`]) when it comes back. An engine then
-//! never waits for a disk on the thread that serves sockets for these.
+//! the store, a re-authentication fails): the last close of a file to be
+//! deleted removes it, which may wait for a disk, so the removal leaves as
+//! a call and the close is finished ([`Connection::released`]) when it
+//! comes back. An engine then never waits for a disk on the thread that
+//! serves sockets for these.
 //!
 //! A close a request asks for (CLOSE, TREE_DISCONNECT, LOGOFF, a CREATE
 //! that ends a parked open in its way) removes the file before its reply
 //! goes: the client may look for the file as soon as it hears, and a
-//! CREATE goes on to open the name. Both engines deliver every call's
-//! result before [`Connection::shutdown`], so a removal under way is
-//! always finished.
+//! CREATE goes on to open the name. A connection that ends before a
+//! removal's result is handed in finishes its close without it
+//! ([`Connection::settle_removals`]), as it abandons a CLOSE.
 
 use std::collections::HashMap;
 
@@ -74,6 +75,15 @@ impl Connection {
             _mark: mark,
         };
         self.removals.under_way.insert(token, removal);
+    }
+
+    /// Finishes the closes whose removals did not come back before the
+    /// connection ended: what waited on their opens is woken; watchers
+    /// are not told of a removal that is not known to be made.
+    pub(crate) fn settle_removals(&mut self) {
+        for (_, r) in std::mem::take(&mut self.removals.under_way) {
+            self.released(r.closing, None);
+        }
     }
 
     /// The removal `token` was made (or failed: a folder no longer
