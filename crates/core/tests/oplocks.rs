@@ -137,6 +137,15 @@ fn a_break_nobody_answers_ends_after_35_seconds() {
         "still waiting at 34 s"
     );
     b.env.now += 2 * 10_000_000;
+    // The tick that ends the break is memory; the open it lets go runs
+    // on the next, where it may wait.
+    assert!(!b.conn.timeout_may_block());
+    b.env.on_loop = true;
+    let replies = b.tick();
+    assert!(replies.iter().all(|r| r.header.command != command::CREATE));
+    assert_eq!(b.conn.timeout(), Some(std::time::Duration::ZERO));
+    assert!(b.conn.timeout_may_block());
+    b.env.on_loop = false;
     let replies = b.tick();
     let done: Vec<&Reply> = replies
         .iter()

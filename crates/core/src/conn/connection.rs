@@ -924,12 +924,13 @@ impl Connection {
     /// a held request to run again, a relayed request to run. An engine
     /// that serves sockets on one thread runs the timeout elsewhere then,
     /// as it does frames [`Connection::may_block`] names; otherwise the
-    /// tick sends interim responses, checks sessions and closes what is
-    /// due (disconnected durable opens whose time is up, the opens of a
-    /// user removed from the store), whose files' removals are calls
-    /// (removals.rs).
+    /// tick sends interim responses, checks sessions, ends breaks nobody
+    /// answered (the requests they held run again on the next tick, see
+    /// [`Env::may_wait`]) and closes what is due (disconnected durable
+    /// opens whose time is up, the opens of a user removed from the
+    /// store), whose files' removals are calls (removals.rs).
     pub fn timeout_may_block(&self) -> bool {
-        !self.waiting.is_empty() || !self.retries.is_empty() || !self.relays.is_empty()
+        !self.retries.is_empty() || !self.relays.is_empty()
     }
 
     /// Work that is due without a message: interim responses for requests
