@@ -571,9 +571,7 @@ impl Connection {
     pub(crate) fn collect(&mut self, out: &mut Output, env: &mut dyn Env) {
         self.run_relays(env, out);
         self.relayed_frames(out);
-        if env.may_wait() {
-            self.run_retries(env, out);
-        }
+        self.run_retries(env, out);
         if std::mem::take(&mut self.interim_now) {
             self.send_interim_responses(env, out);
         }
@@ -785,7 +783,8 @@ impl Connection {
     /// to be deleted, which a reconnecting client rarely leaves).
     fn opens_in_place(&self, m: &copyless_proto::compound::Message<'_>) -> bool {
         use copyless_proto::create_context as cc;
-        if m.header.is_related() || !self.waiting.is_empty() || !self.retries.is_empty() {
+        // Held requests let go run first (`run_retries`).
+        if m.header.is_related() || !self.retries.is_empty() {
             return false;
         }
         let Ok(cr) = messages::CreateRequest::parse(m.bytes) else {
@@ -817,7 +816,8 @@ impl Connection {
     /// its result with nothing but memory
     /// ([`crate::handlers::create::opens_by_call`]).
     fn opens_by_call(&self, m: &copyless_proto::compound::Message<'_>) -> bool {
-        if m.header.is_related() || !self.waiting.is_empty() || !self.retries.is_empty() {
+        // Held requests let go run first (`run_retries`).
+        if m.header.is_related() || !self.retries.is_empty() {
             return false;
         }
         let Ok(cr) = messages::CreateRequest::parse(m.bytes) else {

@@ -355,10 +355,33 @@ impl Connection {
     /// Runs held requests again: those woken since the last output, and
     /// those whose wait was cancelled (they end with STATUS_CANCELLED).
     pub(crate) fn run_retries(&mut self, env: &mut dyn Env, out: &mut Output) {
-        while !self.retries.is_empty() {
-            for token in mem::take(&mut self.retries) {
+        loop {
+            let (now, later): (Vec<Token>, Vec<Token>) = mem::take(&mut self.retries)
+                .into_iter()
+                .partition(|t| env.may_wait() || self.retries_in_place(*t));
+            self.retries = later;
+            if now.is_empty() {
+                return;
+            }
+            for token in now {
                 self.retry(token, env, out);
             }
+        }
+    }
+
+    /// Whether the held request `token` runs again as
+    /// [`Connection::may_block`] would let its frame run where nothing
+    /// may wait: alone (nothing of its compound behind it) and cleared.
+    /// Others wait for a tick where they may ([`Env::may_wait`]).
+    fn retries_in_place(&self, token: Token) -> bool {
+        match self.waiting.get(&token) {
+            Some(Waiting {
+                finish: Finish::Retry { msg, .. },
+                rest,
+                ..
+            }) => rest.is_empty() && !self.may_block(msg),
+            // No longer held: nothing runs.
+            _ => true,
         }
     }
 
