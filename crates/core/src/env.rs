@@ -9,8 +9,9 @@ pub trait Env {
     /// Whether the core may wait for a filesystem where it is called:
     /// false on a thread that serves other connections too (an engine's
     /// loop), which hands the core only what [`crate::Connection::may_block`]
-    /// and its kin clear. Held requests that may run again then wait for
-    /// a tick ([`crate::Connection::timeout`] is zero), which
+    /// and its kin clear. A held request let go there runs again there
+    /// only where its frame would; others wait for a tick
+    /// ([`crate::Connection::timeout`] is zero), which
     /// [`crate::Connection::timeout_may_block`] sends elsewhere.
     fn may_wait(&self) -> bool {
         true

@@ -7,7 +7,7 @@ use copyless_proto::messages::FileId;
 use copyless_vfs::{FileHandle, Identity, Vfs};
 
 use crate::file_table::{Closed, FileKey};
-use crate::intent::CallOp;
+use crate::intent::{Call, CallOp, Completion};
 use crate::server::Server;
 
 pub struct Open {
@@ -118,21 +118,9 @@ impl Unlink {
     /// Failure (a folder no longer empty) leaves it, as Windows does
     /// when the delete cannot happen.
     pub fn remove_now(self) -> Option<(String, bool)> {
-        match self {
-            Unlink::Name {
-                vfs,
-                who,
-                path,
-                is_dir,
-            } => vfs
-                .unlink(&who, &path, is_dir)
-                .is_ok()
-                .then_some((path, is_dir)),
-            Unlink::Stream { vfs, handle } => {
-                let _ = vfs.delete_stream(&handle);
-                None
-            }
-        }
+        let (vfs, op, name) = self.into_call();
+        let (_, done) = Call { token: 0, vfs, op }.perform();
+        name.filter(|_| matches!(done, Completion::Unlinked(Ok(()))))
     }
 }
 

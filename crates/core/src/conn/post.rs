@@ -134,8 +134,8 @@ impl Letter {
             | Kind::ChannelAdded { .. }
             | Kind::ChannelGone { .. }
             | Kind::SessionEnded { .. }
-            // The held request runs again on a tick where it may wait
-            // (`Env::may_wait`).
+            // The held request runs again as its frame would, or else
+            // on a tick where it may wait (`run_retries`).
             | Kind::BreakResolved { .. } => false,
         }
     }
