@@ -260,22 +260,40 @@ fn a_held_open_woken_on_the_loop_runs_there_when_its_open_is_a_call() {
     assert_ne!(b.conn.timeout(), Some(std::time::Duration::ZERO));
 }
 
-#[test]
-fn a_held_compound_woken_on_the_loop_runs_again_on_a_tick_that_may_wait() {
-    let (mut a, mut b) = setup();
+/// `b`'s compound of an open of "doc" and `then`, related to it, held
+/// for `a`'s break until `a` acknowledges: the letter that wakes it.
+fn held_compound(a: &mut Client, b: &mut Client, mut then: Request) -> copyless_core::Letter {
     let (fa, _) = opened(&a.call(create("doc", OPLOCK_LEVEL_BATCH, OPEN_IF)));
-    let mut close = copyless_scripted::close_request(FileId {
-        persistent: u64::MAX,
-        volatile: u64::MAX,
-    });
-    close.related = true;
-    let early = b.send(vec![create("doc", OPLOCK_LEVEL_BATCH, OPEN_IF), close]);
+    then.related = true;
+    let early = b.send(vec![create("doc", OPLOCK_LEVEL_BATCH, OPEN_IF), then]);
     assert!(early.is_empty(), "a compound waits whole");
     a.receive(b.posted.pop().expect("a break for a").letter);
     assert_eq!(a.call(ack(fa, OPLOCK_LEVEL_II)).status(), status::SUCCESS);
-    let letter = a.posted.pop().expect("b is woken").letter;
+    a.posted.pop().expect("b is woken").letter
+}
+
+const CHAINED: FileId = FileId {
+    persistent: u64::MAX,
+    volatile: u64::MAX,
+};
+
+#[test]
+fn a_held_compound_woken_on_the_loop_runs_there_or_on_a_tick_as_its_frame_would() {
+    // Explorer's open and close: on the loop.
+    let (mut a, mut b) = setup();
+    let letter = held_compound(&mut a, &mut b, copyless_scripted::close_request(CHAINED));
     b.env.on_loop = true;
-    assert!(b.receive(letter).is_empty(), "its close is judged with it");
+    let replies = b.receive(letter);
+    let statuses: Vec<u32> = replies.iter().map(Reply::status).collect();
+    assert_eq!(statuses, vec![status::SUCCESS; 2]);
+    // With a tree's end behind it, which may remove files: on a tick.
+    let (mut a, mut b) = setup();
+    let disconnect = Request::new(command::TREE_DISCONNECT, 1, |w| {
+        w.u16(4).u16(0);
+    });
+    let letter = held_compound(&mut a, &mut b, disconnect);
+    b.env.on_loop = true;
+    assert!(b.receive(letter).is_empty());
     assert_eq!(b.conn.timeout(), Some(std::time::Duration::ZERO));
     assert!(
         b.conn.timeout_may_block(),

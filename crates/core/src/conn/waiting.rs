@@ -369,17 +369,19 @@ impl Connection {
         }
     }
 
-    /// Whether the held request `token` runs again as
-    /// [`Connection::may_block`] would let its frame run where nothing
-    /// may wait: alone (nothing of its compound behind it) and cleared.
-    /// Others wait for a tick where they may ([`Env::may_wait`]).
+    /// Whether the held request `token`, with the rest of its compound,
+    /// runs again where nothing may wait, as [`Connection::may_block`]
+    /// would let that frame run. Others wait for a tick where they may
+    /// ([`Env::may_wait`]).
     fn retries_in_place(&self, token: Token) -> bool {
         match self.waiting.get(&token) {
+            // The held message keeps its padding: the two are the
+            // compound from it on, as it came.
             Some(Waiting {
                 finish: Finish::Retry { msg, .. },
                 rest,
                 ..
-            }) => rest.is_empty() && !self.may_block(msg),
+            }) => !self.may_block(&[msg.as_slice(), rest].concat()),
             // No longer held: nothing runs.
             _ => true,
         }
