@@ -664,8 +664,9 @@ impl Connection {
     /// kernel's cache finds, the stat of an open file: `opens_in_place`
     /// and handlers/look.rs `looks_in_place`), so that an engine may run
     /// those on the thread that serves sockets, with an [`Env`] that may
-    /// not wait: held requests they let go run again on a tick. A sealed frame is judged
-    /// by what it holds once opened ([`Connection::unseal`] and
+    /// not wait (held requests they let go run again there only as their
+    /// frames would, see `run_retries`). A sealed frame is judged by what
+    /// it holds once opened ([`Connection::unseal`] and
     /// [`Connection::unsealed_may_block`]); as it came, it may block (a
     /// bound channel's, relayed to its home, or one not yet opened). An SMB1
     /// frame, the NEGOTIATE that begins a connection or anything refused,
@@ -702,7 +703,7 @@ impl Connection {
                 // What a listing needs of the filesystem is its call.
                 cmd::QUERY_DIRECTORY => true,
                 // The server's tables; held requests it lets go run
-                // again on a tick where they may wait (`Env::may_wait`).
+                // again as their frames would (`run_retries`).
                 cmd::OPLOCK_BREAK => true,
                 cmd::TREE_DISCONNECT | cmd::LOGOFF => self.ends_nothing_open(&m),
                 // What a watch gathers is memory; the engine's watch of
@@ -722,7 +723,7 @@ impl Connection {
     /// they are not in memory (handlers/file.rs); a watch it ends is let
     /// go of by the engine's watcher on its own thread. (What watchers of
     /// a tree may see of its changes is looked at by a call:
-    /// notify_sight.rs; held requests it lets go run again on a tick.)
+    /// notify_sight.rs; held requests it lets go, see `run_retries`.)
     /// An open not found is not looked at further; one named by a
     /// related request is judged by [`Connection::closes_made_in_place`].
     fn closes_in_place(&self, m: &copyless_proto::compound::Message<'_>) -> bool {
