@@ -74,8 +74,8 @@ fn submit_all(ring: &mut IoUring, entries: &[squeue::Entry]) -> Vec<i32> {
     ring.completion().map(|c| c.result()).collect()
 }
 
-/// Runs `make(i)` for every file, directly and then as ring entries in
-/// batches of 1 and of 32.
+/// Runs one operation per file, directly and then as ring entries in
+/// batches of 1 and of 32 (each entry's result checked).
 fn compare(
     what: &str,
     ring: &mut IoUring,
@@ -83,23 +83,32 @@ fn compare(
     entry: &mut dyn FnMut(usize) -> squeue::Entry,
     check: fn(i32),
 ) {
+    compare_batched(what, ring, direct, &mut |ring, chunk| {
+        let entries: Vec<squeue::Entry> = chunk.iter().map(|&i| entry(i)).collect();
+        submit_all(ring, &entries).into_iter().for_each(check);
+    });
+}
+
+/// Runs `direct(i)` for every file, then `batched` over the files in
+/// chunks of 1 and of 32.
+fn compare_batched(
+    what: &str,
+    ring: &mut IoUring,
+    direct: &mut dyn FnMut(usize),
+    batched: &mut dyn FnMut(&mut IoUring, &[usize]),
+) {
     let (start, cpu_start) = (Instant::now(), cpu());
     for _ in 0..ROUNDS {
         (0..FILES).for_each(&mut *direct);
     }
-    report(
-        &format!("{what}, system call"),
-        ROUNDS * FILES,
-        start,
-        cpu_start,
-    );
+    let label = format!("{what}, system calls");
+    report(&label, ROUNDS * FILES, start, cpu_start);
+    let all: Vec<usize> = (0..FILES).collect();
     for batch in [1, 32] {
         let (start, cpu_start) = (Instant::now(), cpu());
         for _ in 0..ROUNDS {
-            let all: Vec<usize> = (0..FILES).collect();
             for chunk in all.chunks(batch) {
-                let entries: Vec<squeue::Entry> = chunk.iter().map(|&i| entry(i)).collect();
-                submit_all(ring, &entries).into_iter().for_each(check);
+                batched(ring, chunk);
             }
         }
         let label = format!("{what}, ring, {batch} per enter");
@@ -222,50 +231,37 @@ fn metadata(folder: &str) {
         |r| assert_eq!(r, 0),
     );
 
-    let (start, cpu_start) = (Instant::now(), cpu());
-    for _ in 0..ROUNDS {
-        for i in 0..FILES {
+    compare_batched(
+        "openat and close",
+        &mut ring,
+        &mut |i| {
             // SAFETY: a live name; the descriptor is closed at once.
             let fd = unsafe { libc::openat(dir, name_of(i).as_ptr(), libc::O_RDONLY) };
             assert!(fd >= 0);
             // SAFETY: just opened here.
             unsafe { libc::close(fd) };
-        }
-    }
-    report(
-        "openat and close, system calls",
-        ROUNDS * FILES,
-        start,
-        cpu_start,
-    );
-    for batch in [1, 32] {
-        let (start, cpu_start) = (Instant::now(), cpu());
-        for _ in 0..ROUNDS {
-            let all: Vec<usize> = (0..FILES).collect();
-            for chunk in all.chunks(batch) {
-                let opens: Vec<squeue::Entry> = chunk
-                    .iter()
-                    .map(|&i| {
-                        opcode::OpenAt::new(types::Fd(dir), name_of(i).as_ptr())
-                            .flags(libc::O_RDONLY)
-                            .build()
-                    })
-                    .collect();
-                let closes: Vec<squeue::Entry> = submit_all(&mut ring, &opens)
-                    .into_iter()
-                    .map(|fd| {
-                        assert!(fd >= 0);
-                        opcode::Close::new(types::Fd(fd)).build()
-                    })
-                    .collect();
-                for r in submit_all(&mut ring, &closes) {
-                    assert_eq!(r, 0);
-                }
+        },
+        &mut |ring, chunk| {
+            let opens: Vec<squeue::Entry> = chunk
+                .iter()
+                .map(|&i| {
+                    opcode::OpenAt::new(types::Fd(dir), name_of(i).as_ptr())
+                        .flags(libc::O_RDONLY)
+                        .build()
+                })
+                .collect();
+            let closes: Vec<squeue::Entry> = submit_all(ring, &opens)
+                .into_iter()
+                .map(|fd| {
+                    assert!(fd >= 0);
+                    opcode::Close::new(types::Fd(fd)).build()
+                })
+                .collect();
+            for r in submit_all(ring, &closes) {
+                assert_eq!(r, 0);
             }
-        }
-        let label = format!("openat and close, ring, {batch} per enter");
-        report(&label, ROUNDS * FILES, start, cpu_start);
-    }
+        },
+    );
 
     for i in 0..FILES {
         // SAFETY: a live name.
