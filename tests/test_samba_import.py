@@ -142,6 +142,8 @@ def test_an_office_smb_conf_becomes_a_config_check_config_accepts(base):
         "read_only": False,
         "valid_users": ["alice", "bob", f"@{group}"],
         "read_only_users": ["carol"],
+        "create_mask": "0660",
+        "directory_mask": "2770",
     }
     assert shares["public"] == {
         "name": "public",
@@ -182,8 +184,6 @@ def test_an_office_smb_conf_becomes_a_config_check_config_accepts(base):
         note("Projects of everyone", "option `comment` not carried over: "),
         note("valid users", "option `valid users` carried over in part: "
              "`+copyless-no-such-group` left out: no Unix group"),
-        note("create mask", "option `create mask` not carried over: "),
-        note("directory mask", "option `directory mask` not carried over: "),
         note("streams_xattr", "option `vfs objects` (`acl_xattr`) needs nothing: "),
         note("streams_xattr", "option `vfs objects` (`streams_xattr`) needs nothing: "),
         note("streams_xattr", "option `vfs objects` (`recycle`) not carried over: copyless has "

@@ -95,7 +95,10 @@ def family():
         f'[[share]]\nname = "alices"\npath = "{path}"\nvalid_users = ["alice"]\n'
         f'[[share]]\nname = "guests"\npath = "{path}"\nguest_ok = true\n'
         f'[[share]]\nname = "abe"\npath = "{path}"\naccess_based_enumeration = true\n'
-        f'[[share]]\nname = "forced"\npath = "{path}"\nforce_user = "nobody"\n'))
+        f'[[share]]\nname = "forced"\npath = "{path}"\nforce_user = "nobody"\n'
+        f'[[share]]\nname = "group"\npath = "{path}"\ninherit_permissions = true\n'
+        f'[[share]]\nname = "masked"\npath = "{path}"\ncreate_mask = "0770"\n'
+        'force_create_mode = 0o660\ndirectory_mask = "0770"\nforce_directory_mode = "2770"\n'))
     try:
         lay_out(running.info.share_path)
         yield running.info
@@ -170,6 +173,60 @@ def test_users_act_as_their_own_accounts(family):
     finally:
         alice.session.connection.disconnect()
         bob.session.connection.disconnect()
+
+
+def mode_of(path) -> int:
+    return path.stat().st_mode & 0o7777
+
+
+def make_folder(tree, name) -> None:
+    open_(tree, name, READ, CreateDisposition.FILE_CREATE, directory=True).close()
+
+
+def test_a_shared_folder_stays_shared(family):
+    """With inherit_permissions, what alice saves in the family folder
+    (0o2770, group copyless-family) gets the folder's mode, so bob, in the
+    group, may change it and add to the folders she makes; on a share with
+    Samba's default masks he may only read it."""
+    share = family.share_path
+    family_gid = grp.getgrnam(GROUP).gr_gid
+    alice, bob = connect(family, ALICE, "group"), connect(family, BOB, "group")
+    try:
+        write_file(alice, "family\\list.txt", b"milk")
+        make_folder(alice, "family\\photos")
+        assert mode_of(share / "family" / "list.txt") == 0o660
+        assert mode_of(share / "family" / "photos") == 0o2770
+        assert (share / "family" / "photos").stat().st_gid == family_gid
+        write_file(bob, "family\\list.txt", b"milk, eggs")
+        assert (share / "family" / "list.txt").read_bytes() == b"milk, eggs"
+        write_file(bob, "family\\photos\\beach.txt", b"sand")
+        assert mode_of(share / "family" / "photos" / "beach.txt") == 0o660
+    finally:
+        alice.session.connection.disconnect()
+        bob.session.connection.disconnect()
+
+    alice, bob = connect(family, ALICE), connect(family, BOB)
+    try:
+        write_file(alice, "family\\own.txt", b"alice's")
+        assert mode_of(share / "family" / "own.txt") == 0o644
+        assert status_of(lambda: open_(bob, "family\\own.txt", WRITE)) \
+            == NtStatus.STATUS_ACCESS_DENIED
+    finally:
+        alice.session.connection.disconnect()
+        bob.session.connection.disconnect()
+
+
+def test_masks_and_forced_modes_decide_new_modes(family):
+    share = family.share_path
+    alice = connect(family, ALICE, "masked")
+    try:
+        write_file(alice, "alice\\notes.txt", b"x")
+        make_folder(alice, "alice\\work")
+        assert mode_of(share / "alice" / "notes.txt") == 0o660
+        # setgid, which mkdir alone would not give.
+        assert mode_of(share / "alice" / "work") == 0o2770
+    finally:
+        alice.session.connection.disconnect()
 
 
 def test_a_stored_dacl_tells_alice_from_bob(family):

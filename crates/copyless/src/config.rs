@@ -19,6 +19,7 @@ use copyless_core::hosts::{HostFilter, Network};
 use copyless_core::{Principal, ShareAccess};
 use copyless_engine::EngineKind;
 use copyless_vfs::Identity;
+use copyless_vfs::NewModes;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -72,6 +73,8 @@ pub struct ShareConfig {
     pub access: ShareAccess,
     /// Where it was configured, for what later checks say of it.
     pub source: ShareSource,
+    /// The modes of what clients create in it.
+    pub modes: NewModes,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -466,6 +469,7 @@ impl Config {
                 read_only: false,
                 access: ShareAccess::default(),
                 source: ShareSource::Builtin,
+                modes: NewModes::default(),
             }],
             limits: Limits::default(),
             server_name: default_server_name(),
@@ -600,6 +604,7 @@ fn parse_share_args(args: &[String]) -> Result<Vec<ShareConfig>, ConfigError> {
             read_only: false,
             access: ShareAccess::default(),
             source: ShareSource::Argument(arg.clone()),
+            modes: NewModes::default(),
         });
     }
     Ok(shares)
@@ -738,6 +743,14 @@ mod raw {
         pub force_group: Option<Spanned<String>>,
         pub hosts_allow: Option<Spanned<Vec<Spanned<String>>>>,
         pub hosts_deny: Option<Spanned<Vec<Spanned<String>>>>,
+        pub create_mask: Option<Spanned<toml::Value>>,
+        pub directory_mask: Option<Spanned<toml::Value>>,
+        pub force_create_mode: Option<Spanned<toml::Value>>,
+        pub force_directory_mode: Option<Spanned<toml::Value>>,
+        #[serde(default)]
+        pub inherit_permissions: bool,
+        #[serde(default)]
+        pub inherit_acls: bool,
     }
 
     #[derive(Deserialize)]
@@ -833,7 +846,7 @@ fn parse(text: &str, base: &Path, file_name: &Path) -> Result<Config, SpanError>
             .map(|(key, span)| (key, line_of(text, span.start)))
             .collect(),
     };
-    let shares = parse_shares(file.share.unwrap_or_default(), base, &source)?;
+    let shares = parse_shares(file.share.unwrap_or_default(), text, base, &source)?;
     let limits = parse_limits(file.limits)?;
 
     let control = match file.control {
@@ -1086,6 +1099,7 @@ fn check_guest_account(security: Option<&raw::Security>, account: &str) -> Resul
 
 fn parse_shares(
     raw: Vec<raw::Share>,
+    text: &str,
     base: &Path,
     source: &dyn Fn(Vec<(&'static str, Range<usize>)>) -> ShareSource,
 ) -> Result<Vec<ShareConfig>, SpanError> {
@@ -1142,15 +1156,62 @@ fn parse_shares(
                 .filter_map(|(k, l)| Some((*k, l.as_ref()?.span()))),
         );
         spans.extend(share.guest_ok.as_ref().map(|g| ("guest_ok", g.span())));
+        let defaults = NewModes::default();
+        let mode = |value: &Option<Spanned<toml::Value>>, key, default| {
+            value
+                .as_ref()
+                .map_or(Ok(default), |v| octal_mode(v, text, key))
+        };
+        let modes = NewModes {
+            create_mask: mode(&share.create_mask, "create_mask", defaults.create_mask)?,
+            directory_mask: mode(
+                &share.directory_mask,
+                "directory_mask",
+                defaults.directory_mask,
+            )?,
+            force_create_mode: mode(&share.force_create_mode, "force_create_mode", 0)?,
+            force_directory_mode: mode(&share.force_directory_mode, "force_directory_mode", 0)?,
+            inherit_permissions: share.inherit_permissions,
+            inherit_acls: share.inherit_acls,
+        };
         shares.push(ShareConfig {
             name: name.clone(),
             path: file_path(&share.path, base, "path")?,
             read_only: share.read_only,
             access,
             source: source(spans),
+            modes,
         });
     }
     Ok(shares)
+}
+
+/// A mode key (`create_mask = "0664"`, or the TOML octal `0o664`): a
+/// decimal number is refused, since `664` would not be the mode meant.
+fn octal_mode(value: &Spanned<toml::Value>, text: &str, key: &str) -> Result<u32, SpanError> {
+    let wrong = || {
+        SpanError::at(
+            value,
+            format!("{key}: write the mode in octal, as \"0664\" or 0o664 (at most 7777)"),
+        )
+    };
+    let mode = match value.get_ref() {
+        toml::Value::String(s) => {
+            let digits = s.strip_prefix("0o").unwrap_or(s);
+            if digits.is_empty() || !digits.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
+                return Err(wrong());
+            }
+            u32::from_str_radix(digits, 8).map_err(|_| wrong())?
+        }
+        toml::Value::Integer(n) if text.get(value.span()).is_some_and(|t| t.starts_with("0o")) => {
+            u32::try_from(*n).map_err(|_| wrong())?
+        }
+        _ => return Err(wrong()),
+    };
+    if mode > 0o7777 {
+        return Err(wrong());
+    }
+    Ok(mode)
 }
 
 /// `force_user`: an existing account without root's powers.
@@ -1601,6 +1662,40 @@ max_listing_bytes_total = 134217728
         ] {
             let m = error_at(&format!("{share}{key}\n"), line);
             assert!(m.contains(key.split(' ').next().unwrap()), "{m}");
+        }
+    }
+
+    #[test]
+    fn modes_of_new_files_are_written_in_octal() {
+        let share = "[[share]]\nname = \"s\"\npath = \"/srv/s\"\n";
+        let (_dir, config) = load_text(&format!(
+            "{share}create_mask = \"0770\"\nforce_create_mode = 0o660\n\
+             directory_mask = \"0o770\"\nforce_directory_mode = \"2770\"\n\
+             inherit_permissions = true\ninherit_acls = true\n"
+        ));
+        let m = config.shares[0].modes;
+        assert_eq!(
+            (
+                m.create_mask,
+                m.force_create_mode,
+                m.directory_mask,
+                m.force_directory_mode
+            ),
+            (0o770, 0o660, 0o770, 0o2770)
+        );
+        assert!(m.inherit_permissions && m.inherit_acls);
+        let (_dir, config) = load_text(share);
+        assert_eq!(config.shares[0].modes, NewModes::default());
+        for bad in [
+            "create_mask = 664",
+            "create_mask = \"0678\"",
+            "create_mask = \"\"",
+            "force_create_mode = 0o17777",
+            "directory_mask = true",
+        ] {
+            let m = error_at(&format!("{share}{bad}\n"), 4);
+            assert!(m.contains("write the mode in octal"), "{bad}: {m}");
+            assert!(m.contains(bad.split(' ').next().unwrap()), "{bad}: {m}");
         }
     }
 

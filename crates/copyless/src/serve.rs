@@ -297,7 +297,8 @@ pub fn engine_limits(limits: &Limits, budget: &Budget) -> EngineLimits {
 /// A configured share, served at `index` (its figures go there).
 pub fn make_share(s: &ShareConfig, index: usize, tracer: &Arc<Tracer>) -> Result<Share, String> {
     let vfs = PosixVfs::new(&s.path)
-        .map_err(|e| format!("share {}: {}: {e}", s.name, s.path.display()))?;
+        .map_err(|e| format!("share {}: {}: {e}", s.name, s.path.display()))?
+        .with_modes(s.modes);
     let vfs: Arc<dyn Vfs> = if tracer.enabled() {
         Arc::new(TimedVfs::new(Arc::new(vfs), tracer.clone(), index))
     } else {

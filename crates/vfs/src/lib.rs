@@ -14,9 +14,11 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 mod identity;
 pub mod memory;
 mod names;
+mod new_modes;
 pub mod posix;
 
 pub use identity::{Identity, UnixIds};
+pub use new_modes::NewModes;
 
 /// FILE_ATTRIBUTE_* bits (MS-FSCC 2.6) the VFS stores and reports.
 pub mod attr {

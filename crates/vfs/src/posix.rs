@@ -28,14 +28,17 @@ use rustix::io::{pread, pwrite, Errno};
 
 use crate::names::{fold, join, split};
 use crate::{
-    attr, CreateAction, Disposition, FileHandle, FileStat, FsStat, Identity, Kind, OpenRequest,
-    Opened, RootState, SetTimes, UnixAccess, Vfs, VfsError, VfsResult,
+    attr, CreateAction, Disposition, FileHandle, FileStat, FsStat, Identity, Kind, NewModes,
+    OpenRequest, Opened, RootState, SetTimes, UnixAccess, Vfs, VfsError, VfsResult,
 };
 use case_cache::{CaseCache, DirKey, Lookup};
 use errno::{io_err, path_err};
 use meta::{MetaStore, Stored, Target};
 use ntacl::AclStore;
-use sys::{file_key, file_type, filetime, has_btime, lstat_at, open_beneath, stamp, statx_fd};
+use sys::{
+    file_key, file_type, filetime, has_btime, has_default_acl, lstat_at, open_beneath, settle_mode,
+    stamp, statx_fd,
+};
 
 pub use time::{filetime_from_unix, unix_from_filetime, UNIX_EPOCH_AS_FILETIME};
 
@@ -61,6 +64,8 @@ pub struct PosixVfs {
     change_times: ChangeTimes,
     /// Serializes read-modify-write of stream xattrs.
     stream_lock: std::sync::Mutex<()>,
+    /// The modes of what the share creates.
+    modes: NewModes,
 }
 
 /// Change times set by clients. Linux owns ctime, so a set value is kept
@@ -164,7 +169,15 @@ impl PosixVfs {
             meta: MetaStore::new(),
             change_times: ChangeTimes::default(),
             stream_lock: std::sync::Mutex::new(()),
+            modes: NewModes::default(),
         })
+    }
+
+    /// The share's modes for what it creates ([`NewModes::default`] until
+    /// set).
+    pub fn with_modes(mut self, modes: NewModes) -> PosixVfs {
+        self.modes = modes;
+        self
     }
 
     /// Opens a directory by its real path beneath the root.
@@ -447,8 +460,22 @@ impl PosixVfs {
             Some(key) => self.cache.changing(&[key]),
             None => self.changing(&[dir]),
         };
+        let parent = match self.modes.needs_parent() {
+            true => statx_fd(dir).map_err(io_err)?.stx_mode.into(),
+            false => 0,
+        };
+        let wanted = self.modes.mode(is_dir, parent);
+        let acl_inherited = self.modes.inherit_acls && has_default_acl(dir);
+        // Writable by its owner until its attributes are stored (a user
+        // xattr needs write permission); `settle_mode` then gives the
+        // mode wanted.
+        let given = match (acl_inherited, is_dir) {
+            (true, true) => 0o777,
+            (true, false) => 0o666,
+            (false, _) => wanted | 0o200,
+        };
         let fd = if is_dir {
-            mkdirat(dir, name, Mode::from_raw_mode(0o777)).map_err(|e| path_err(e, true))?;
+            mkdirat(dir, name, Mode::from_raw_mode(given)).map_err(|e| path_err(e, true))?;
             self.note_added(dir, name);
             open_beneath(
                 dir,
@@ -466,7 +493,7 @@ impl PosixVfs {
             // O_EXCL: an existing name, even a dangling symlink, is a
             // collision and is never followed.
             let flags = access | OFlags::CREATE | OFlags::EXCL | OFlags::NOCTTY;
-            let fd = open_beneath(dir, name, flags, Mode::from_raw_mode(0o666))
+            let fd = open_beneath(dir, name, flags, Mode::from_raw_mode(given))
                 .map_err(|e| path_err(e, true))?;
             self.note_added(dir, name);
             fd
@@ -486,7 +513,10 @@ impl PosixVfs {
             }
             // A new object holds only what was just written: nothing to
             // read back.
-            let stx = statx_fd(fd.as_fd()).map_err(io_err)?;
+            let mut stx = statx_fd(fd.as_fd()).map_err(io_err)?;
+            if !acl_inherited && settle_mode(dir, fd.as_fd(), &stx, wanted).map_err(io_err)? {
+                stx = statx_fd(fd.as_fd()).map_err(io_err)?;
+            }
             let stored = Stored { attrs, btime: None };
             Ok(self.change_times.apply(&stx, build_stat(&stx, stored)))
         };

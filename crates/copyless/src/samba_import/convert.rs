@@ -94,6 +94,14 @@ const SHARE_KEYS: &[&str] = &[
     "allowhosts",
     "hostsdeny",
     "denyhosts",
+    "createmask",
+    "createmode",
+    "directorymask",
+    "directorymode",
+    "forcecreatemode",
+    "forcedirectorymode",
+    "inheritpermissions",
+    "inheritacls",
 ];
 
 const HOSTS_ALLOW: &[&str] = &["hostsallow", "allowhosts"];
@@ -712,6 +720,24 @@ impl Converter<'_> {
                 e.push(Entry::new("force_group", group, &[p]));
             }
         }
+        for (keys, key) in [
+            (&["createmask", "createmode"][..], "create_mask"),
+            (&["directorymask", "directorymode"], "directory_mask"),
+            (&["forcecreatemode"], "force_create_mode"),
+            (&["forcedirectorymode"], "force_directory_mode"),
+        ] {
+            if let Some(p) = last(&params, keys) {
+                e.push(Entry::new(key, octal(p)?, &[p]));
+            }
+        }
+        for (samba, key) in [
+            ("inheritpermissions", "inherit_permissions"),
+            ("inheritacls", "inherit_acls"),
+        ] {
+            if let Some(p) = last(&params, &[samba]) {
+                e.push(Entry::new(key, boolean(p)?, &[p]));
+            }
+        }
         if let Some(p) = last(&params, &["vfsobjects", "vfsobject"]) {
             self.vfs_objects(p);
         }
@@ -884,6 +910,16 @@ fn boolean(p: &Param) -> Result<bool, ParseError> {
         "yes" | "true" | "1" | "on" => Ok(true),
         "no" | "false" | "0" | "off" => Ok(false),
         _ => Err(bad_value(p, "yes or no")),
+    }
+}
+
+/// A mode as Samba reads it (octal, with or without a leading 0), written
+/// as copyless's `"0664"`.
+fn octal(p: &Param) -> Result<String, ParseError> {
+    let v = p.value.trim();
+    match u32::from_str_radix(v, 8) {
+        Ok(mode) if mode <= 0o7777 => Ok(format!("{mode:04o}")),
+        _ => Err(bad_value(p, "an octal mode such as 0664")),
     }
 }
 

@@ -23,7 +23,7 @@ pub fn verdict(key: &str, value: &str) -> Verdict {
         "serverrole" => matches!(v.as_str(), "standalone" | "standaloneserver" | "auto"),
         "security" => matches!(v.as_str(), "user" | "auto"),
         "disablenetbios" | "storedosattributes" | "followsymlinks" | "encryptpasswords"
-        | "ntaclsupport" | "inheritacls" | "mapaclinherit" => yes,
+        | "ntaclsupport" | "mapaclinherit" => yes,
         "widelinks" | "lanmanauth" | "nullpasswords" => no,
         "ntlmauth" => matches!(
             v.as_str(),
@@ -121,12 +121,12 @@ fn reason(key: &str, value: &str) -> &'static str {
         "guestonly" | "onlyguest" => {
             "copyless has no guest-only shares: users who log on keep their own identity"
         }
-        "createmask" | "createmode" | "directorymask" | "directorymode" | "forcecreatemode"
-        | "forcedirectorymode" | "forcesecuritymode" | "forcedirectorysecuritymode"
-        | "securitymask" | "directorysecuritymask" | "inheritpermissions" | "inheritowner" => {
-            "copyless has no mode masks: new files are made 0666 and folders 0777, less the \
-             umask and as the folder's default ACL says"
+        "forcesecuritymode" | "forcedirectorysecuritymode" | "securitymask"
+        | "directorysecuritymask" => {
+            "copyless has no masks for modes set through security descriptors (Samba 4 \
+             ignores them too)"
         }
+        "inheritowner" => "new files belong to who creates them (or to force_user)",
         "vetofiles" | "hidefiles" | "hidedotfiles" | "deletevetofiles" | "hidespecialfiles"
         | "hideunwriteablefiles" | "hidenewfilestimeout" | "vetooplockfiles" => {
             "copyless hides and vetoes no file names"
@@ -154,7 +154,7 @@ fn reason(key: &str, value: &str) -> &'static str {
         "storedosattributes" | "mapreadonly" | "maparchive" | "maphidden" | "mapsystem" => {
             "copyless always keeps DOS attributes in an xattr (user.copyless.dosattrib)"
         }
-        "ntaclsupport" | "inheritacls" | "mapaclinherit" | "aclgroupcontrol"
+        "ntaclsupport" | "mapaclinherit" | "aclgroupcontrol"
         | "aclmapfullcontrol" | "aclallowexecutealways" => {
             "copyless always keeps the NT ACLs clients set and applies their inheritance"
         }

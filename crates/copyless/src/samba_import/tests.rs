@@ -197,6 +197,7 @@ fn a_family_nas() {
         strings(&["alice", "@family", "@staff"])
     );
     assert_eq!(family["force_group"].as_str(), Some("family"));
+    assert_eq!(family["create_mask"].as_str(), Some("0660"));
     let public = &shares[1];
     assert_eq!(public["read_only"].as_bool(), Some(true));
     assert_eq!(public["write_users"], strings(&["alice"]));
@@ -235,9 +236,6 @@ fn a_family_nas() {
              no printers",
             "smb.conf:33: option `valid users` carried over in part: `&nosuch` left out: no \
              Unix group \"nosuch\" on this machine",
-            "smb.conf:35: option `create mask` not carried over: copyless has no mode masks: \
-             new files are made 0666 and folders 0777, less the umask and as the folder's \
-             default ACL says",
             "smb.conf:36: option `vfs objects` (`acl_xattr`) needs nothing: copyless keeps the \
              NT ACLs clients set natively, in the xattr user.copyless.ntacl (ACLs Samba kept \
              in security.NTACL are not read)",
@@ -262,7 +260,8 @@ fn the_config_written_passes_check_config() {
     let text = format!(
         "[global]\nnetbios name = files\nguest account = nobody\n\
          [s]\npath = {}\nvalid users = @users alice\nforce user = nobody\n\
-         force group = users\nguest ok = yes\n",
+         force group = users\nguest ok = yes\ncreate mask = 775\n\
+         force directory mode = 02770\ninherit permissions = yes\ninherit acls = yes\n",
         dir.path().display()
     );
     let conf = smbconf::load(Path::new("smb.conf"), &mut |_| Ok(text.as_bytes().to_vec())).unwrap();
@@ -280,6 +279,12 @@ fn the_config_written_passes_check_config() {
         share.access.force_group,
         copyless_auth::unix::group_id("users")
     );
+    let m = share.modes;
+    assert_eq!(
+        (m.create_mask, m.force_directory_mode, m.directory_mask),
+        (0o775, 0o2770, 0o755)
+    );
+    assert!(m.inherit_permissions && m.inherit_acls);
     crate::validate::validate(&config, Err(String::new())).unwrap();
     // Each key says where it came from.
     assert!(

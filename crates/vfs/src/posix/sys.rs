@@ -79,3 +79,34 @@ pub fn filetime(t: &StatxTimestamp) -> u64 {
 pub fn has_btime(stx: &Statx) -> bool {
     stx.stx_mask & StatxFlags::BTIME.bits() != 0
 }
+
+/// Whether the folder `dir` has a POSIX default ACL, which the kernel
+/// gives what is made in it instead of applying the umask.
+pub fn has_default_acl(dir: BorrowedFd<'_>) -> bool {
+    // Size 0 asks only whether it is there.
+    rustix::fs::fgetxattr(dir, "system.posix_acl_default", &mut [0u8; 0]).is_ok()
+}
+
+/// Gives the object `fd` just made in `dir` the mode `wanted` where the
+/// kernel did not (the process's umask narrowed it, or mkdir dropped a
+/// setgid bit asked for), unless the folder's default ACL decided it, as
+/// it does under Samba. A folder keeps the setgid bit it got from its
+/// parent. True when the mode was changed.
+pub fn settle_mode(
+    dir: BorrowedFd<'_>,
+    fd: BorrowedFd<'_>,
+    stx: &Statx,
+    wanted: u32,
+) -> Result<bool, Errno> {
+    let is_dir = file_type(stx) == FileType::Directory;
+    let got = u32::from(stx.stx_mode) & 0o7777;
+    let wanted = match is_dir {
+        true => wanted | (got & 0o2000),
+        false => wanted,
+    };
+    if got == wanted || has_default_acl(dir) {
+        return Ok(false);
+    }
+    rustix::fs::fchmod(fd, Mode::from_raw_mode(wanted))?;
+    Ok(true)
+}

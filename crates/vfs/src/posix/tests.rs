@@ -832,3 +832,126 @@ fn a_listing_can_tell_what_its_reader_may_read() {
     assert!(s.vfs.may_read_entry(&as_nobody.handle, "open").unwrap());
     assert!(!s.vfs.may_read_entry(&as_nobody.handle, "closed").unwrap());
 }
+
+fn mode_of(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    fs::metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+#[test]
+fn new_objects_get_the_share_s_modes_whatever_the_umask() {
+    let s = share();
+    // Samba's defaults, whatever the test's umask (changing it here would
+    // race the other tests' files).
+    create_file(&s.vfs, "plain.txt", b"x");
+    create_dir(&s.vfs, "plain");
+    assert_eq!(mode_of(&s.root.join("plain.txt")), 0o644);
+    assert_eq!(mode_of(&s.root.join("plain")), 0o755);
+
+    // A group share: files and folders the group may change (which a
+    // umask of 022 would not let through), folders setgid (which mkdir
+    // alone does not set).
+    let vfs = PosixVfs::new(&s.root).unwrap().with_modes(NewModes {
+        create_mask: 0o770,
+        force_create_mode: 0o660,
+        directory_mask: 0o770,
+        force_directory_mode: 0o2770,
+        ..NewModes::default()
+    });
+    create_file(&vfs, "group.txt", b"x");
+    create_dir(&vfs, "group");
+    assert_eq!(mode_of(&s.root.join("group.txt")), 0o660);
+    assert_eq!(mode_of(&s.root.join("group")), 0o2770);
+}
+
+#[test]
+fn what_is_made_read_only_still_gets_its_attributes() {
+    let s = share();
+    let vfs = PosixVfs::new(&s.root).unwrap().with_modes(NewModes {
+        create_mask: 0o444,
+        directory_mask: 0o555,
+        ..NewModes::default()
+    });
+    // As its owner, who may not write a user xattr of a read-only object
+    // without the server's powers.
+    let who = match rustix::process::geteuid().is_root() {
+        true => {
+            chmod(s.root.parent().unwrap(), 0o755);
+            std::os::unix::fs::chown(&s.root, Some(65534), Some(65534)).unwrap();
+            nobody()
+        }
+        false => Identity::Server,
+    };
+    for (name, kind, mode) in [
+        ("ro.txt", Kind::NonDirectory, 0o444),
+        ("ro", Kind::Directory, 0o555),
+    ] {
+        let o = vfs
+            .open(&OpenRequest {
+                who: &who,
+                attributes: attr::HIDDEN,
+                ..req(name, Disposition::Create, kind)
+            })
+            .unwrap();
+        assert_eq!(o.stat.attributes & attr::HIDDEN, attr::HIDDEN, "{name}");
+        assert_eq!(mode_of(&s.root.join(name)), mode, "{name}");
+    }
+}
+
+#[test]
+fn inherited_permissions_follow_the_folder() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = share();
+    fs::create_dir(s.root.join("family")).unwrap();
+    fs::set_permissions(s.root.join("family"), fs::Permissions::from_mode(0o2770)).unwrap();
+    let vfs = PosixVfs::new(&s.root).unwrap().with_modes(NewModes {
+        inherit_permissions: true,
+        ..NewModes::default()
+    });
+    create_file(&vfs, "family/plan.txt", b"x");
+    create_dir(&vfs, "family/photos");
+    create_file(&vfs, "family/photos/beach.jpg", b"x");
+    assert_eq!(mode_of(&s.root.join("family/plan.txt")), 0o660);
+    assert_eq!(mode_of(&s.root.join("family/photos")), 0o2770);
+    assert_eq!(mode_of(&s.root.join("family/photos/beach.jpg")), 0o660);
+}
+
+/// A POSIX default ACL in its binary xattr form: the owner and the group
+/// `rwx`, others nothing.
+fn default_acl_owner_and_group_only() -> Vec<u8> {
+    let mut acl = 2u32.to_le_bytes().to_vec();
+    for (tag, perm) in [(0x01u16, 7u16), (0x04, 7), (0x20, 0)] {
+        acl.extend(tag.to_le_bytes());
+        acl.extend(perm.to_le_bytes());
+        acl.extend(u32::MAX.to_le_bytes());
+    }
+    acl
+}
+
+#[test]
+fn a_default_acl_decides_and_inherit_acls_lets_it_through() {
+    let s = share();
+    let dir = s.root.join("acl");
+    fs::create_dir(&dir).unwrap();
+    let d = fs::File::open(&dir).unwrap();
+    rustix::fs::fsetxattr(
+        &d,
+        "system.posix_acl_default",
+        &default_acl_owner_and_group_only(),
+        rustix::fs::XattrFlags::empty(),
+    )
+    .expect("a filesystem with POSIX ACLs under the temporary directory");
+    assert!(has_default_acl(d.as_fd()));
+    // The mode narrows what the ACL gives (the kernel's rule, and
+    // Samba's), and the mode is not then forced.
+    create_file(&s.vfs, "acl/narrow.txt", b"x");
+    assert_eq!(mode_of(&dir.join("narrow.txt")), 0o640);
+    let vfs = PosixVfs::new(&s.root).unwrap().with_modes(NewModes {
+        inherit_acls: true,
+        ..NewModes::default()
+    });
+    create_file(&vfs, "acl/whole.txt", b"x");
+    create_dir(&vfs, "acl/sub");
+    assert_eq!(mode_of(&dir.join("whole.txt")), 0o660);
+    assert_eq!(mode_of(&dir.join("sub")), 0o770);
+}
