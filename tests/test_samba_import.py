@@ -144,6 +144,7 @@ def test_an_office_smb_conf_becomes_a_config_check_config_accepts(base):
         "read_only_users": ["carol"],
         "create_mask": "0660",
         "directory_mask": "2770",
+        "comment": "Projects of everyone in the office",
     }
     assert shares["public"] == {
         "name": "public",
@@ -181,7 +182,6 @@ def test_an_office_smb_conf_becomes_a_config_check_config_accepts(base):
         note("[homes]", "share [homes] not carried over: "),
         note("[printers]", "share [printers] not carried over: copyless serves no printers"),
         note("[print$]", "share [print$] not carried over: "),
-        note("Projects of everyone", "option `comment` not carried over: "),
         note("valid users", "option `valid users` carried over in part: "
              "`+copyless-no-such-group` left out: no Unix group"),
         note("streams_xattr", "option `vfs objects` (`acl_xattr`) needs nothing: "),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import grp
 import os
 import pwd
+import re
 import subprocess
 import uuid
 
@@ -26,7 +27,7 @@ from smbprotocol.session import Session
 from smbprotocol.tree import TreeConnect
 
 from conftest import SERVER_KIND, SHARE_NAME, _start_copyless, _stop_copyless, make_temp_dir
-from support import run
+from support import run, smbclient_argv
 from test_acl import DACL, open_, set_sd, status_of
 
 pytestmark = [
@@ -38,6 +39,7 @@ pytestmark = [
 ALICE = ("alice", "Alice-Passw0rd")
 BOB = ("bob", "Bob-Passw0rd")
 GROUP = "copyless-family"
+GROUP_COMMENT = "Family folder: what one saves, all may change"
 
 READ = 0x00120089  # FILE_GENERIC_READ
 WRITE = 0x00120116  # FILE_GENERIC_WRITE
@@ -97,6 +99,7 @@ def family():
         f'[[share]]\nname = "abe"\npath = "{path}"\naccess_based_enumeration = true\n'
         f'[[share]]\nname = "forced"\npath = "{path}"\nforce_user = "nobody"\n'
         f'[[share]]\nname = "group"\npath = "{path}"\ninherit_permissions = true\n'
+        f'comment = "{GROUP_COMMENT}"\n'
         f'[[share]]\nname = "masked"\npath = "{path}"\ncreate_mask = "0770"\n'
         'force_create_mode = 0o660\ndirectory_mask = "0770"\nforce_directory_mode = "2770"\n'))
     try:
@@ -214,6 +217,14 @@ def test_a_shared_folder_stays_shared(family):
     finally:
         alice.session.connection.disconnect()
         bob.session.connection.disconnect()
+
+
+def test_smbclient_lists_a_share_s_comment(family, client_conf):
+    result = run(smbclient_argv(family, client_conf, user=ALICE[0], password=ALICE[1]))
+    assert result.returncode == 0, result.describe()
+    listed = re.findall(r"^[ \t]+(\S+)[ \t]+Disk[ \t]*(.*?)[ \t]*$", result.output, re.MULTILINE)
+    assert ("group", GROUP_COMMENT) in listed, result.describe()
+    assert ("masked", "") in listed, result.describe()
 
 
 def test_masks_and_forced_modes_decide_new_modes(family):

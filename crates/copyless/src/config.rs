@@ -75,6 +75,8 @@ pub struct ShareConfig {
     pub source: ShareSource,
     /// The modes of what clients create in it.
     pub modes: NewModes,
+    /// Shown beside its name when clients list the shares.
+    pub comment: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -470,6 +472,7 @@ impl Config {
                 access: ShareAccess::default(),
                 source: ShareSource::Builtin,
                 modes: NewModes::default(),
+                comment: String::new(),
             }],
             limits: Limits::default(),
             server_name: default_server_name(),
@@ -605,6 +608,7 @@ fn parse_share_args(args: &[String]) -> Result<Vec<ShareConfig>, ConfigError> {
             access: ShareAccess::default(),
             source: ShareSource::Argument(arg.clone()),
             modes: NewModes::default(),
+            comment: String::new(),
         });
     }
     Ok(shares)
@@ -751,6 +755,7 @@ mod raw {
         pub inherit_permissions: bool,
         #[serde(default)]
         pub inherit_acls: bool,
+        pub comment: Option<Spanned<String>>,
     }
 
     #[derive(Deserialize)]
@@ -1181,9 +1186,26 @@ fn parse_shares(
             access,
             source: source(spans),
             modes,
+            comment: share_comment(share.comment.as_ref())?,
         });
     }
     Ok(shares)
+}
+
+/// A share's `comment`: one line of what Windows shows (at most 256
+/// characters, NetShareEnum's remark; no control characters).
+fn share_comment(comment: Option<&Spanned<String>>) -> Result<String, SpanError> {
+    let Some(c) = comment else {
+        return Ok(String::new());
+    };
+    let text = c.get_ref();
+    if text.chars().count() > 256 || text.chars().any(char::is_control) {
+        return Err(SpanError::at(
+            c,
+            "comment: one line of at most 256 characters",
+        ));
+    }
+    Ok(text.clone())
 }
 
 /// A mode key (`create_mask = "0664"`, or the TOML octal `0o664`): a
@@ -1662,6 +1684,22 @@ max_listing_bytes_total = 134217728
         ] {
             let m = error_at(&format!("{share}{key}\n"), line);
             assert!(m.contains(key.split(' ').next().unwrap()), "{m}");
+        }
+    }
+
+    #[test]
+    fn a_share_s_comment_is_one_line() {
+        let share = "[[share]]\nname = \"s\"\npath = \"/srv/s\"\n";
+        let (_dir, config) = load_text(&format!("{share}comment = \"Photos, 100% family\"\n"));
+        assert_eq!(config.shares[0].comment, "Photos, 100% family");
+        let (_dir, config) = load_text(share);
+        assert_eq!(config.shares[0].comment, "");
+        for bad in [
+            "comment = \"two\\nlines\"".to_string(),
+            format!("comment = \"{}\"", "x".repeat(257)),
+        ] {
+            let m = error_at(&format!("{share}{bad}\n"), 4);
+            assert!(m.contains("comment: one line of at most 256"), "{m}");
         }
     }
 

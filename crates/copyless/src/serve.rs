@@ -309,6 +309,7 @@ pub fn make_share(s: &ShareConfig, index: usize, tracer: &Arc<Tracer>) -> Result
         vfs,
         read_only: s.read_only,
         path: display_path(&s.path),
+        comment: s.comment.clone(),
         access: s.access.clone(),
     })
 }

@@ -61,6 +61,9 @@ pub struct Share {
     pub read_only: bool,
     /// The local path, shown by NetrShareGetInfo.
     pub path: String,
+    /// What clients show beside the share's name (Explorer's "Comment",
+    /// `smbclient -L`'s last column).
+    pub comment: String,
     pub access: ShareAccess,
 }
 

@@ -40,6 +40,7 @@ fn added_shares_serve_at_once_and_removed_ones_end_their_trees() {
             vfs: vfs.clone(),
             read_only: false,
             path: "memory".into(),
+            comment: String::new(),
             access: ShareAccess::default(),
         }),
     );

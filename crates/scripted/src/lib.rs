@@ -224,6 +224,7 @@ pub fn shares_over(
             vfs: vfs.clone(),
             read_only: *read_only,
             path: path.into(),
+            comment: String::new(),
             access: access.clone(),
         })
         .collect();

@@ -102,6 +102,7 @@ const SHARE_KEYS: &[&str] = &[
     "forcedirectorymode",
     "inheritpermissions",
     "inheritacls",
+    "comment",
 ];
 
 const HOSTS_ALLOW: &[&str] = &["hostsallow", "allowhosts"];
@@ -738,6 +739,9 @@ impl Converter<'_> {
                 e.push(Entry::new(key, boolean(p)?, &[p]));
             }
         }
+        if let Some(p) = last(&params, &["comment"]) {
+            e.push(Entry::new("comment", self.comment(p), &[p]));
+        }
         if let Some(p) = last(&params, &["vfsobjects", "vfsobject"]) {
             self.vfs_objects(p);
         }
@@ -777,6 +781,27 @@ impl Converter<'_> {
             }
         }
         params
+    }
+
+    /// A share's comment as copyless takes it: one line of at most 256
+    /// characters, Samba's `%` substitutions kept as written.
+    fn comment(&mut self, p: &Param) -> String {
+        let text: String = p
+            .value
+            .chars()
+            .filter(|c| !c.is_control())
+            .take(256)
+            .collect();
+        if text.chars().count() < p.value.chars().count() {
+            self.in_part(p, "cut to one line of 256 characters");
+        }
+        let substitutes = |(i, c): (usize, char)| {
+            c == '%' && text[i + 1..].starts_with(|n: char| n.is_ascii_alphabetic() || n == '$')
+        };
+        if text.char_indices().any(substitutes) {
+            self.in_part(p, "Samba's %-substitutions are shown as written");
+        }
+        text
     }
 
     /// Users and `@group`s of a Samba user list; what copyless cannot

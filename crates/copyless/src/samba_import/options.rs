@@ -113,7 +113,6 @@ fn reason(key: &str, value: &str) -> &'static str {
             "copyless has no deny list: name who may connect in `valid users` instead"
         }
         "adminusers" => "copyless gives no user root's rights on a share",
-        "comment" => "copyless shares have no comment (clients see none)",
         "accessbasedshareenum" => {
             "copyless lists every browseable share to everyone (its access_based_enumeration \
              hides files and folders the reader may not read, as Samba's `hide unreadable` does)"

@@ -154,6 +154,7 @@ const NAS: &str = r#"
    recycle:repository = .recycle
 
 [public]
+   comment = Public files on %h
    path = /srv/public
    public = yes
    writeable = no
@@ -162,6 +163,7 @@ const NAS: &str = r#"
    hide unreadable = yes
 
 [media]
+   comment = Films for 100% of us
    path = /srv/media
    read only = yes
    read list = bob
@@ -200,6 +202,7 @@ fn a_family_nas() {
     assert_eq!(family["create_mask"].as_str(), Some("0660"));
     let public = &shares[1];
     assert_eq!(public["read_only"].as_bool(), Some(true));
+    assert_eq!(public["comment"].as_str(), Some("Public files on %h"));
     assert_eq!(public["write_users"], strings(&["alice"]));
     assert_eq!(public["guest_ok"].as_bool(), Some(true));
     assert_eq!(public["browseable"].as_bool(), Some(true));
@@ -208,6 +211,7 @@ fn a_family_nas() {
     assert_eq!(media["read_only"].as_bool(), Some(true));
     assert_eq!(media["read_only_users"], strings(&["bob"]));
     assert_eq!(media["force_user"].as_str(), Some("media"));
+    assert_eq!(media["comment"].as_str(), Some("Films for 100% of us"));
     assert_eq!(
         media["hosts_allow"],
         strings(&["192.168.1.0/24", "127.0.0.1", "::1"])
@@ -246,7 +250,9 @@ fn a_family_nas() {
              recycle bin: deleted files are gone at once",
             "smb.conf:37: option `recycle:repository` not carried over: an option of a Samba \
              module (vfs object or other), which copyless lacks",
-            "smb.conf:52: option `hosts allow` carried over in part: 127.0.0.1 and ::1 added: \
+            "smb.conf:40: option `comment` carried over in part: Samba's %-substitutions are \
+             shown as written",
+            "smb.conf:54: option `hosts allow` carried over in part: 127.0.0.1 and ::1 added: \
              Samba lets local clients in whatever `hosts allow` says",
         ]
     );

@@ -907,7 +907,7 @@ fn share_list(server: &Server) -> Vec<copyless_rpc::ShareInfo> {
             browseable: s.access.browseable,
             name: s.name.clone(),
             kind: copyless_rpc::ShareKind::Disk,
-            comment: String::new(),
+            comment: s.comment.clone(),
             path: s.path.clone(),
         })
         .collect();
