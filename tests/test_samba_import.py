@@ -145,6 +145,7 @@ def test_an_office_smb_conf_becomes_a_config_check_config_accepts(base):
         "create_mask": "0660",
         "directory_mask": "2770",
         "comment": "Projects of everyone in the office",
+        "hide_dot_files": True,
     }
     assert shares["public"] == {
         "name": "public",
@@ -154,6 +155,7 @@ def test_an_office_smb_conf_becomes_a_config_check_config_accepts(base):
         "guest_ok": True,
         "browseable": True,
         "access_based_enumeration": True,
+        "hide_dot_files": True,
     }
     assert shares["archive"] == {
         "name": "archive",
@@ -161,6 +163,8 @@ def test_an_office_smb_conf_becomes_a_config_check_config_accepts(base):
         "read_only": True,
         "browseable": False,
         "force_user": "nobody",
+        "hide_dot_files": True,
+        "veto_files": ["*.tmp"],
     }
 
     # Every option left out is listed with its line, in file order.
@@ -191,7 +195,6 @@ def test_an_office_smb_conf_becomes_a_config_check_config_accepts(base):
         note("streams_xattr", "option `vfs objects` (`fruit`) not carried over: "),
         note("recycle:repository", "option `recycle:repository` not carried over: "),
         note("fruit:metadata", "option `fruit:metadata` not carried over: "),
-        note("veto files", "option `veto files` not carried over: "),
         note("shadow:snapdir", "option `shadow:snapdir` not carried over: "),
         note("shadow_copy2", "option `vfs objects` (`shadow_copy2`) not carried over: copyless "
              "offers no previous versions"),
@@ -301,7 +304,7 @@ def test_samba_users_log_on_to_copyless_with_their_old_passwords(base, client_co
     converted = tomllib.loads(config.read_text())
     assert "127.0.0.1:4445" in converted["listen"]
     assert converted["share"] == [{"name": "data", "path": str(data), "read_only": False,
-                                   "valid_users": [SAMBA_USER]}]
+                                   "valid_users": [SAMBA_USER], "hide_dot_files": True}]
     assert f"{smb_conf}:4: option `passdb backend` not carried over" in r.stderr
 
     # Its own control socket, not the one of a server that may run here.

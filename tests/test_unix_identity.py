@@ -27,7 +27,7 @@ from smbprotocol.session import Session
 from smbprotocol.tree import TreeConnect
 
 from conftest import SERVER_KIND, SHARE_NAME, _start_copyless, _stop_copyless, make_temp_dir
-from support import run, smbclient_argv
+from support import parse_allinfo, parse_ls, rename, run, smbclient, smbclient_argv
 from test_acl import DACL, open_, set_sd, status_of
 
 pytestmark = [
@@ -101,7 +101,10 @@ def family():
         f'[[share]]\nname = "group"\npath = "{path}"\ninherit_permissions = true\n'
         f'comment = "{GROUP_COMMENT}"\n'
         f'[[share]]\nname = "masked"\npath = "{path}"\ncreate_mask = "0770"\n'
-        'force_create_mode = 0o660\ndirectory_mask = "0770"\nforce_directory_mode = "2770"\n'))
+        'force_create_mode = 0o660\ndirectory_mask = "0770"\nforce_directory_mode = "2770"\n'
+        f'[[share]]\nname = "tidy"\npath = "{path}"\nveto_files = ["Thumbs.db", "._*"]\n'
+        'hide_files = ["desktop.ini"]\nhide_dot_files = true\ndelete_veto_files = true\n'
+        f'[[share]]\nname = "vetoonly"\npath = "{path}"\nveto_files = ["Thumbs.db", "._*"]\n'))
     try:
         lay_out(running.info.share_path)
         yield running.info
@@ -225,6 +228,72 @@ def test_smbclient_lists_a_share_s_comment(family, client_conf):
     listed = re.findall(r"^[ \t]+(\S+)[ \t]+Disk[ \t]*(.*?)[ \t]*$", result.output, re.MULTILINE)
     assert ("group", GROUP_COMMENT) in listed, result.describe()
     assert ("masked", "") in listed, result.describe()
+
+
+def test_vetoed_names_are_not_there_and_hidden_ones_are_hidden(family, client_conf):
+    public = family.share_path / "public"
+    for name in ("Thumbs.db", "._photo.jpg", "desktop.ini", ".profile", "photo.jpg"):
+        (public / name).write_bytes(b"x")
+
+    def listed(share):
+        r = smbclient(family, client_conf, "ls public\\*", share=share,
+                      user=ALICE[0], password=ALICE[1])
+        assert r.returncode == 0, r.describe()
+        return {name: attrs for name, (attrs, _) in parse_ls(r.output).items()
+                if name not in (".", "..")}
+
+    tidy = listed("tidy")
+    assert set(tidy) == {"readme.txt", "photo.jpg", "desktop.ini", ".profile"}, tidy
+    assert "H" in tidy["desktop.ini"] and "H" in tidy[".profile"], tidy
+    assert "H" not in tidy["photo.jpg"], tidy
+    plain = listed(family.share)
+    assert {"Thumbs.db", "._photo.jpg"} <= set(plain), plain
+    assert "H" not in plain[".profile"], plain
+
+    alice = connect(family, ALICE, "tidy")
+    try:
+        assert status_of(lambda: open_(alice, "public\\Thumbs.db", READ)) \
+            == NtStatus.STATUS_OBJECT_NAME_NOT_FOUND
+        assert status_of(lambda: write_file(alice, "alice\\._notes.txt", b"x")) \
+            == NtStatus.STATUS_OBJECT_NAME_NOT_FOUND
+        assert not (family.share_path / "alice" / "._notes.txt").exists()
+        # Nor is a name made vetoed by a rename.
+        write_file(alice, "alice\\pic.jpg", b"x")
+        h = open_(alice, "alice\\pic.jpg", DELETE)
+        try:
+            assert status_of(lambda: rename(h, "alice\\Thumbs.db")) \
+                == NtStatus.STATUS_OBJECT_NAME_NOT_FOUND
+        finally:
+            h.close()
+        assert (family.share_path / "alice" / "pic.jpg").exists()
+    finally:
+        alice.session.connection.disconnect()
+    # What is hidden by name says so when asked about directly, too.
+    r = smbclient(family, client_conf, "allinfo public\\desktop.ini", share="tidy",
+                  user=ALICE[0], password=ALICE[1])
+    assert "H" in parse_allinfo(r.output).attributes, r.describe()
+
+
+def test_a_folder_holding_only_vetoed_names_goes_where_the_share_says(family, client_conf):
+    a = pwd.getpwnam("alice")
+    for folder in ("old", "kept"):
+        base = family.share_path / "alice" / folder
+        (base / "._cache").mkdir(parents=True)
+        (base / "._cache" / "blob").write_bytes(b"x")
+        (base / "Thumbs.db").write_bytes(b"x")
+        for p in (base, base / "._cache", base / "._cache" / "blob", base / "Thumbs.db"):
+            os.chown(p, a.pw_uid, a.pw_gid)
+    # Listed empty, and removed with what it held.
+    r = smbclient(family, client_conf, "ls alice\\old\\*; rmdir alice\\old", share="tidy",
+                  user=ALICE[0], password=ALICE[1])
+    assert "NT_STATUS" not in r.output and r.returncode == 0, r.describe()
+    assert set(parse_ls(r.output)) == {".", ".."}, r.describe()
+    assert not (family.share_path / "alice" / "old").exists()
+    # Without delete_veto_files the folder is not empty, as Samba says.
+    r = smbclient(family, client_conf, "rmdir alice\\kept", share="vetoonly",
+                  user=ALICE[0], password=ALICE[1])
+    assert "NT_STATUS_DIRECTORY_NOT_EMPTY" in r.output, r.describe()
+    assert (family.share_path / "alice" / "kept" / "Thumbs.db").exists()
 
 
 def test_masks_and_forced_modes_decide_new_modes(family):

@@ -77,6 +77,29 @@ pub struct ShareConfig {
     pub modes: NewModes,
     /// Shown beside its name when clients list the shares.
     pub comment: String,
+    /// The names it hides and vetoes.
+    pub names: ShareNames,
+}
+
+/// `hide_dot_files`, `hide_files`, `veto_files` and `delete_veto_files`
+/// of a share, as written (checked by [`copyless_core::NameRules::new`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ShareNames {
+    pub hide_dot_files: bool,
+    pub hide_files: Vec<String>,
+    pub veto_files: Vec<String>,
+    pub delete_veto_files: bool,
+}
+
+impl ShareNames {
+    pub fn rules(&self) -> Result<copyless_core::NameRules, String> {
+        copyless_core::NameRules::new(
+            self.hide_dot_files,
+            &self.hide_files,
+            &self.veto_files,
+            self.delete_veto_files,
+        )
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -473,6 +496,7 @@ impl Config {
                 source: ShareSource::Builtin,
                 modes: NewModes::default(),
                 comment: String::new(),
+                names: ShareNames::default(),
             }],
             limits: Limits::default(),
             server_name: default_server_name(),
@@ -609,6 +633,7 @@ fn parse_share_args(args: &[String]) -> Result<Vec<ShareConfig>, ConfigError> {
             source: ShareSource::Argument(arg.clone()),
             modes: NewModes::default(),
             comment: String::new(),
+            names: ShareNames::default(),
         });
     }
     Ok(shares)
@@ -756,6 +781,12 @@ mod raw {
         #[serde(default)]
         pub inherit_acls: bool,
         pub comment: Option<Spanned<String>>,
+        #[serde(default)]
+        pub hide_dot_files: bool,
+        pub hide_files: Option<Spanned<Vec<String>>>,
+        pub veto_files: Option<Spanned<Vec<String>>>,
+        #[serde(default)]
+        pub delete_veto_files: bool,
     }
 
     #[derive(Deserialize)]
@@ -1187,9 +1218,36 @@ fn parse_shares(
             source: source(spans),
             modes,
             comment: share_comment(share.comment.as_ref())?,
+            names: share_names(&share)?,
         });
     }
     Ok(shares)
+}
+
+/// A share's rules for names, each pattern checked.
+fn share_names(share: &raw::Share) -> Result<ShareNames, SpanError> {
+    let list =
+        |l: &Option<Spanned<Vec<String>>>| l.as_ref().map_or(Vec::new(), |l| l.get_ref().clone());
+    let names = ShareNames {
+        hide_dot_files: share.hide_dot_files,
+        hide_files: list(&share.hide_files),
+        veto_files: list(&share.veto_files),
+        delete_veto_files: share.delete_veto_files,
+    };
+    for (key, value) in [
+        ("hide_files", &share.hide_files),
+        ("veto_files", &share.veto_files),
+    ] {
+        if let Some(v) = value {
+            let one = ShareNames {
+                veto_files: v.get_ref().clone(),
+                ..ShareNames::default()
+            };
+            one.rules()
+                .map_err(|e| SpanError::at(v, format!("{key}: {e}")))?;
+        }
+    }
+    Ok(names)
 }
 
 /// A share's `comment`: one line of what Windows shows (at most 256
@@ -1684,6 +1742,33 @@ max_listing_bytes_total = 134217728
         ] {
             let m = error_at(&format!("{share}{key}\n"), line);
             assert!(m.contains(key.split(' ').next().unwrap()), "{m}");
+        }
+    }
+
+    #[test]
+    fn hidden_and_vetoed_names_are_patterns_of_one_name() {
+        let share = "[[share]]\nname = \"s\"\npath = \"/srv/s\"\n";
+        let (_dir, config) = load_text(&format!(
+            "{share}hide_dot_files = true\nhide_files = [\"desktop.ini\"]\n\
+             veto_files = [\"Thumbs.db\", \"._*\"]\ndelete_veto_files = true\n"
+        ));
+        let names = &config.shares[0].names;
+        assert!(names.hide_dot_files && names.delete_veto_files);
+        assert_eq!(names.hide_files, ["desktop.ini"]);
+        assert_eq!(names.veto_files, ["Thumbs.db", "._*"]);
+        let rules = names.rules().unwrap();
+        assert!(rules.vetoes("THUMBS.DB") && rules.hides(".x") && rules.hides("Desktop.ini"));
+        let (_dir, config) = load_text(share);
+        assert_eq!(config.shares[0].names, ShareNames::default());
+        for (bad, key) in [
+            ("veto_files = [\"a/b\"]", "veto_files"),
+            ("hide_files = [\"\"]", "hide_files"),
+        ] {
+            let m = error_at(&format!("{share}{bad}\n"), 4);
+            assert!(
+                m.contains(key) && m.contains("not a pattern of one name"),
+                "{m}"
+            );
         }
     }
 

@@ -310,6 +310,11 @@ pub fn make_share(s: &ShareConfig, index: usize, tracer: &Arc<Tracer>) -> Result
         read_only: s.read_only,
         path: display_path(&s.path),
         comment: s.comment.clone(),
+        names: Arc::new(
+            s.names
+                .rules()
+                .map_err(|e| format!("share {}: {e}", s.name))?,
+        ),
         access: s.access.clone(),
     })
 }

@@ -451,6 +451,7 @@ impl Connection {
         let id = open.file_id.volatile;
         let f = open.file().ok_or(status::INTERNAL_ERROR)?;
         let key = f.key;
+        let names = f.names.clone();
         let stat = f.vfs.stat(&f.handle);
         server.files().unpark(&key, id, self.id(), req.session_id);
         server.durable.attach(id, key, self.id());
@@ -475,11 +476,14 @@ impl Connection {
             .ok_or(status::USER_SESSION_DELETED)?;
         session.opens.insert(id, open);
         compound.file_id = Some(file_id);
+        let mut times = file_times(&stat);
+        let path = crate::open::current_path(&server, &key).unwrap_or_default();
+        times.attributes = names.shown(crate::names::path::file_name(&path), times.attributes);
         messages::write_create_response(
             w,
             oplock_level,
             crate::handlers::create::ACTION_OPENED,
-            &file_times(&stat),
+            &times,
             file_id,
             &cc::build_chain(&reply_contexts),
         );

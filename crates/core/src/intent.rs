@@ -238,11 +238,13 @@ pub enum CallOp {
     /// with [`Completion::Watched`].
     Watch(WatchCall),
     /// [`Vfs::unlink`] of the real path `path`, completing with
-    /// [`Completion::Unlinked`].
+    /// [`Completion::Unlinked`]; a folder's vetoed names go first when
+    /// its share deletes them (`vetoed`, see names/hiding.rs).
     Unlink {
         who: Identity,
         path: String,
         is_dir: bool,
+        vetoed: Option<Arc<crate::names::hiding::NameRules>>,
     },
     /// [`Vfs::delete_stream`] of an open named stream, completing with
     /// [`Completion::Unlinked`].
@@ -372,8 +374,17 @@ impl Call {
             CallOp::OpenJudged(j) => Completion::Made(Box::new(j.perform(vfs))),
             CallOp::Inherit(i) => Completion::Made(Box::new(i.perform(vfs))),
             CallOp::OpenStream(o) => Completion::Made(Box::new(o.perform(vfs))),
-            CallOp::Unlink { who, path, is_dir } => {
-                Completion::Unlinked(vfs.unlink(&who, &path, is_dir))
+            CallOp::Unlink {
+                who,
+                path,
+                is_dir,
+                vetoed,
+            } => {
+                let cleared = match &vetoed {
+                    Some(rules) => rules.remove_vetoed(vfs, &who, &path),
+                    None => Ok(()),
+                };
+                Completion::Unlinked(cleared.and_then(|()| vfs.unlink(&who, &path, is_dir)))
             }
             CallOp::DeleteStream(handle) => Completion::Unlinked(vfs.delete_stream(&handle)),
             CallOp::Rename {

@@ -48,6 +48,7 @@ pub use event::Event;
 pub use intent::{
     Call, CallOp, Completion, DataFile, Intent, Made, Op, OpenCall, Token, WriteData,
 };
+pub use names::hiding::NameRules;
 #[cfg(any(test, feature = "reference"))]
 pub use names::wildcard_reference;
 pub use names::{path, wildcard};

@@ -27,6 +27,8 @@ pub enum OpenKind {
 
 pub struct FileOpen {
     pub vfs: Arc<dyn Vfs>,
+    /// What its share hides and vetoes.
+    pub names: Arc<crate::names::hiding::NameRules>,
     pub handle: Arc<FileHandle>,
     pub key: FileKey,
     pub is_dir: bool,
@@ -87,6 +89,8 @@ pub enum Unlink {
         who: Identity,
         path: String,
         is_dir: bool,
+        /// A folder whose vetoed names go with it.
+        vetoed: Option<Arc<crate::names::hiding::NameRules>>,
     },
     /// A named stream, whose file stays.
     Stream {
@@ -106,9 +110,16 @@ impl Unlink {
                 who,
                 path,
                 is_dir,
+                vetoed,
             } => {
                 let name = Some((path.clone(), is_dir));
-                (vfs, CallOp::Unlink { who, path, is_dir }, name)
+                let op = CallOp::Unlink {
+                    who,
+                    path,
+                    is_dir,
+                    vetoed,
+                };
+                (vfs, op, name)
             }
             Unlink::Stream { vfs, handle } => (vfs, CallOp::DeleteStream(handle), None),
         }
@@ -155,6 +166,7 @@ pub fn let_go(server: &Server, open: Open) -> (Closed, Option<Unlink>) {
             who: f.handle.who().clone(),
             path: last.path,
             is_dir: last.is_dir,
+            vetoed: (last.is_dir && f.names.deletes_vetoed()).then(|| f.names.clone()),
         },
     });
     (closed, unlink)

@@ -16,6 +16,7 @@ use crate::leases::LeaseBreak;
 use crate::limits::Limits;
 use crate::listing_ledger::ListingLedger;
 use crate::local::{LocalWatch, OwnChanges};
+use crate::names::hiding::NameRules;
 use crate::quota::OpenQuota;
 
 #[derive(Debug, Clone)]
@@ -64,6 +65,8 @@ pub struct Share {
     /// What clients show beside the share's name (Explorer's "Comment",
     /// `smbclient -L`'s last column).
     pub comment: String,
+    /// The names it hides and vetoes.
+    pub names: Arc<NameRules>,
     pub access: ShareAccess,
 }
 

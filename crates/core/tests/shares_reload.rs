@@ -41,6 +41,7 @@ fn added_shares_serve_at_once_and_removed_ones_end_their_trees() {
             read_only: false,
             path: "memory".into(),
             comment: String::new(),
+            names: Default::default(),
             access: ShareAccess::default(),
         }),
     );

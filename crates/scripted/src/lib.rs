@@ -225,6 +225,7 @@ pub fn shares_over(
             read_only: *read_only,
             path: path.into(),
             comment: String::new(),
+            names: Default::default(),
             access: access.clone(),
         })
         .collect();

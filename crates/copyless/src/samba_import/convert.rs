@@ -103,6 +103,10 @@ const SHARE_KEYS: &[&str] = &[
     "inheritpermissions",
     "inheritacls",
     "comment",
+    "hidedotfiles",
+    "hidefiles",
+    "vetofiles",
+    "deletevetofiles",
 ];
 
 const HOSTS_ALLOW: &[&str] = &["hostsallow", "allowhosts"];
@@ -742,6 +746,27 @@ impl Converter<'_> {
         if let Some(p) = last(&params, &["comment"]) {
             e.push(Entry::new("comment", self.comment(p), &[p]));
         }
+        // Samba hides dot files unless told not to; copyless, as Windows,
+        // only when told to.
+        e.push(match last(&params, &["hidedotfiles"]) {
+            Some(p) => Entry::new("hide_dot_files", boolean(p)?, &[p]),
+            None => {
+                let mut entry = Entry::new("hide_dot_files", true, &[]);
+                entry.why.push("Samba's default".to_string());
+                entry
+            }
+        });
+        for (samba, key) in [("hidefiles", "hide_files"), ("vetofiles", "veto_files")] {
+            if let Some(p) = last(&params, &[samba]) {
+                let names = self.name_list(p);
+                if !names.is_empty() {
+                    e.push(Entry::new(key, names, &[p]));
+                }
+            }
+        }
+        if let Some(p) = last(&params, &["deletevetofiles"]) {
+            e.push(Entry::new("delete_veto_files", boolean(p)?, &[p]));
+        }
         if let Some(p) = last(&params, &["vfsobjects", "vfsobject"]) {
             self.vfs_objects(p);
         }
@@ -781,6 +806,30 @@ impl Converter<'_> {
             }
         }
         params
+    }
+
+    /// The names of a Samba `hide files` or `veto files` list (`/`
+    /// between them); what copyless cannot take is left out and said so.
+    fn name_list(&mut self, p: &Param) -> Vec<String> {
+        let mut names = Vec::new();
+        for name in p.value.split('/').filter(|n| !n.is_empty()) {
+            let substitutes = name.char_indices().any(|(i, c)| {
+                c == '%' && name[i + 1..].starts_with(|n: char| n.is_ascii_alphabetic())
+            });
+            let why = if substitutes {
+                Some("Samba's %-substitutions are not made")
+            } else if copyless_core::NameRules::new(false, &[name.to_string()], &[], false).is_err()
+            {
+                Some("not a pattern of one name")
+            } else {
+                None
+            };
+            match why {
+                Some(why) => self.in_part(p, format!("`{name}` left out: {why}")),
+                None => names.push(name.to_string()),
+            }
+        }
+        names
     }
 
     /// A share's comment as copyless takes it: one line of at most 256

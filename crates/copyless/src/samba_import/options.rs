@@ -126,9 +126,8 @@ fn reason(key: &str, value: &str) -> &'static str {
              ignores them too)"
         }
         "inheritowner" => "new files belong to who creates them (or to force_user)",
-        "vetofiles" | "hidefiles" | "hidedotfiles" | "deletevetofiles" | "hidespecialfiles"
-        | "hideunwriteablefiles" | "hidenewfilestimeout" | "vetooplockfiles" => {
-            "copyless hides and vetoes no file names"
+        "hidespecialfiles" | "hideunwriteablefiles" | "hidenewfilestimeout" | "vetooplockfiles" => {
+            "copyless hides and vetoes names by pattern only (hide_files, veto_files)"
         }
         "preexec" | "exec" | "rootpreexec" | "postexec" | "rootpostexec" | "preexecclose"
         | "rootpreexecclose" | "magicscript" | "magicoutput" | "dfreecommand"

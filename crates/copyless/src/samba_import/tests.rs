@@ -267,7 +267,8 @@ fn the_config_written_passes_check_config() {
         "[global]\nnetbios name = files\nguest account = nobody\n\
          [s]\npath = {}\nvalid users = @users alice\nforce user = nobody\n\
          force group = users\nguest ok = yes\ncreate mask = 775\n\
-         force directory mode = 02770\ninherit permissions = yes\ninherit acls = yes\n",
+         force directory mode = 02770\ninherit permissions = yes\ninherit acls = yes\n\
+         veto files = /Thumbs.db/._*/\nhide files = /desktop.ini/\ndelete veto files = yes\n",
         dir.path().display()
     );
     let conf = smbconf::load(Path::new("smb.conf"), &mut |_| Ok(text.as_bytes().to_vec())).unwrap();
@@ -291,6 +292,11 @@ fn the_config_written_passes_check_config() {
         (0o775, 0o2770, 0o755)
     );
     assert!(m.inherit_permissions && m.inherit_acls);
+    let names = &share.names;
+    assert!(names.hide_dot_files, "Samba's default");
+    assert!(names.delete_veto_files);
+    assert_eq!(names.veto_files, ["Thumbs.db", "._*"]);
+    assert_eq!(names.hide_files, ["desktop.ini"]);
     crate::validate::validate(&config, Err(String::new())).unwrap();
     // Each key says where it came from.
     assert!(
@@ -705,4 +711,22 @@ fn hosts_allow_and_deny_become_addresses_and_networks() {
     assert!(!config.hosts.admits(ip("192.168.2.7")) && !config.hosts.admits(ip("::1")));
     // On both of [lan]'s lists: hosts allow takes precedence, as in Samba.
     assert!(config.shares[1].access.hosts.admits(ip("192.168.1.66")));
+}
+
+#[test]
+fn names_copyless_cannot_match_are_left_out_of_veto_lists() {
+    let c =
+        convert_text("[s]\npath = /s\nveto files = /%U.tmp/a\\b/Thumbs.db/\nhide dot files = no\n");
+    let share = &shares(&c)[0];
+    assert_eq!(share["veto_files"], strings(&["Thumbs.db"]));
+    assert_eq!(share["hide_dot_files"].as_bool(), Some(false));
+    assert_eq!(
+        notes(&c),
+        [
+            "smb.conf:3: option `veto files` carried over in part: `%U.tmp` left out: \
+             Samba's %-substitutions are not made",
+            "smb.conf:3: option `veto files` carried over in part: `a\\b` left out: not a \
+             pattern of one name",
+        ]
+    );
 }

@@ -9,6 +9,7 @@ use copyless_proto::status::{self, NtStatus};
 use copyless_vfs::{attr, FileHandle, SetTimes, Vfs};
 
 use crate::handlers::vfs_status;
+use crate::names::hiding::NameRules;
 
 /// The change (or check).
 #[derive(Debug, Clone, Copy)]
@@ -29,22 +30,29 @@ pub(crate) enum Alter {
     Deletable,
 }
 
-/// The call: `alter` on the object open as `handle`.
+/// The call: `alter` on the object open as `handle`, in a share with the
+/// rules for names `names`.
 #[derive(Debug)]
 pub struct Change {
     pub(crate) handle: Arc<FileHandle>,
     pub(crate) alter: Alter,
+    pub(crate) names: Arc<NameRules>,
 }
 
 impl Change {
     /// Makes it through `vfs`, blocking.
     pub(crate) fn perform(&self, vfs: &dyn Vfs) -> Result<(), NtStatus> {
-        make(vfs, &self.handle, self.alter)
+        make(vfs, &self.handle, self.alter, &self.names)
     }
 }
 
 /// Makes `alter` on the object open as `h` through `vfs`, blocking.
-pub(crate) fn make(vfs: &dyn Vfs, h: &FileHandle, alter: Alter) -> Result<(), NtStatus> {
+pub(crate) fn make(
+    vfs: &dyn Vfs,
+    h: &FileHandle,
+    alter: Alter,
+    names: &NameRules,
+) -> Result<(), NtStatus> {
     let fs = |e| vfs_status(&e);
     match alter {
         Alter::Basic { attributes, times } => {
@@ -65,7 +73,7 @@ pub(crate) fn make(vfs: &dyn Vfs, h: &FileHandle, alter: Alter) -> Result<(), Nt
             if vfs.stat(h).map_err(fs)?.attributes & attr::READONLY != 0 {
                 return Err(status::CANNOT_DELETE);
             }
-            if h.is_dir && !vfs.is_empty_dir(h).map_err(fs)? {
+            if h.is_dir && !names.may_remove_folder(vfs, h).map_err(fs)? {
                 return Err(status::DIRECTORY_NOT_EMPTY);
             }
             Ok(())

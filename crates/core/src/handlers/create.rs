@@ -540,6 +540,7 @@ impl Connection {
             stream,
             data_type,
         } = crate::names::path::from_smb_with_stream(cr.name)?;
+        share.names.check_path(&path)?;
         // A lease key names one file: asked for with another, the open is
         // refused before anything is made (MS-SMB2 3.3.5.9.8; the table
         // checks again as it registers the open).
@@ -793,7 +794,9 @@ impl Connection {
             server.files().add_app_instance(app, open);
         }
         let ctx_bytes = cc::build_chain(&reply_contexts);
-        let times = file_times(&opened.stat);
+        let mut times = file_times(&opened.stat);
+        let name = crate::names::path::file_name(&opened.path);
+        times.attributes = share.names.shown(name, times.attributes);
         let mut mode = 0;
         if cr.create_options & FILE_WRITE_THROUGH != 0 {
             mode |= FILE_WRITE_THROUGH;
@@ -816,6 +819,7 @@ impl Connection {
                 _slot: slot,
                 kind: OpenKind::File(FileOpen {
                     vfs: share.vfs.clone(),
+                    names: share.names.clone(),
                     handle: Arc::new(opened.handle),
                     key,
                     is_dir,

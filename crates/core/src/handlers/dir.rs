@@ -22,6 +22,7 @@ use crate::handlers::{file_info, vfs_status, Then};
 use crate::intent::CallOp;
 use crate::listing_ledger::{Caps, ListingCharge, ListingLedger};
 use crate::names::enumeration::{Entry, Enumeration};
+use crate::names::hiding::NameRules;
 use crate::names::wildcard::{self, Pattern};
 use crate::open::{current_path, Open, OpenKind};
 
@@ -52,6 +53,8 @@ pub struct DirStep {
     writer: DirWriter,
     room: Option<Room>,
     hide_unreadable: bool,
+    /// What the share hides (shown hidden) and vetoes (left out).
+    names: Arc<NameRules>,
     single: bool,
     /// It stopped, with nothing written, for want of a listing there was
     /// no room reserved for.
@@ -121,7 +124,7 @@ impl DirStep {
                     self.wants_listing = true;
                     break;
                 };
-                transient = take_listing(vfs, &self.dir, en, room)?;
+                transient = take_listing(vfs, &self.dir, en, room, &self.names)?;
             }
             let mut next = en.next;
             let mut stop = false;
@@ -162,7 +165,10 @@ impl DirStep {
                     next += 1;
                     continue;
                 }
-                let info = file_info(&stat, false);
+                let mut info = file_info(&stat, false);
+                if matches!(entry, Entry::Name(_)) {
+                    info.attributes = self.names.shown(name, info.attributes);
+                }
                 let short = matches!(entry, Entry::Name(_))
                     .then(|| crate::names::shortname::short_name(name));
                 if !writer.push_with_short_name(name, short.as_deref(), &info, next as u32) {
@@ -201,6 +207,7 @@ fn take_listing(
     dir: &FileHandle,
     en: &mut Enumeration,
     room: Room,
+    names: &NameRules,
 ) -> Result<bool, NtStatus> {
     let Room {
         room,
@@ -210,8 +217,12 @@ fn take_listing(
         user,
     } = room;
     let mut window = en.window(if reserved.is_some() { room } else { floor });
-    vfs.each_name(dir, &mut |name| window.offer(name))
-        .map_err(|e| vfs_status(&e))?;
+    vfs.each_name(dir, &mut |name| {
+        if !names.vetoes(name) {
+            window.offer(name);
+        }
+    })
+    .map_err(|e| vfs_status(&e))?;
     let bytes = window.bytes();
     // Without room to keep even a small window, the listing serves this
     // request and goes; it is in the ledger while it lives.
@@ -352,6 +363,7 @@ impl Connection {
             writer,
             room,
             hide_unreadable,
+            names: f.names.clone(),
             single,
             wants_listing: false,
             error: None,

@@ -15,7 +15,7 @@ use crate::handlers::look::{self, Looked, Part};
 use crate::handlers::{file_times, Then};
 use crate::intent::WriteData;
 use crate::locks::ByteLock;
-use crate::open::{Open, OpenKind};
+use crate::open::{current_path, Open, OpenKind};
 
 /// A CLOSE that waits for its file (or named stream) to be removed.
 pub(crate) struct Removing {
@@ -65,7 +65,13 @@ impl Connection {
                 let Some(looked) = look::here_or_by_call(f, Part::Stat, looked, reply, then) else {
                     return Ok(status::SUCCESS);
                 };
-                looked.ok().and_then(|l| l.stat).map(|st| file_times(&st))
+                let name = current_path(&server, &f.key).unwrap_or_default();
+                let name = crate::names::path::file_name(&name);
+                looked.ok().and_then(|l| l.stat).map(|st| {
+                    let mut times = file_times(&st);
+                    times.attributes = f.names.shown(name, times.attributes);
+                    times
+                })
             }
         };
         let session = self

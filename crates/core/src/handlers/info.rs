@@ -45,13 +45,14 @@ fn change(
     }
     let vfs = f.vfs.as_ref();
     if change::in_place(vfs, &f.handle, alter) {
-        return change::make(vfs, &f.handle, alter).map(|()| None);
+        return change::make(vfs, &f.handle, alter, &f.names).map(|()| None);
     }
     reply.wait = Some(Wait::Call {
         vfs: f.vfs.clone(),
         op: CallOp::Change(Change {
             handle: f.handle.clone(),
             alter,
+            names: f.names.clone(),
         }),
         then: Then::Set {
             msg: req.msg.to_vec(),
@@ -121,7 +122,8 @@ impl Connection {
             Part::Stat | Part::Streams => {
                 let st = looked.stat.ok_or(status::INTERNAL_ERROR)?;
                 let (path, delete_pending) = file_state(&server, f);
-                let info = file_info(&st, delete_pending);
+                let mut info = file_info(&st, delete_pending);
+                info.attributes = f.names.shown(path::file_name(&path), info.attributes);
                 if q.class == class::FILE_ALTERNATE_NAME_INFORMATION {
                     let short = crate::names::shortname::short_name(path::file_name(&path));
                     let name = copyless_proto::utf16::encode(&short);
@@ -333,6 +335,7 @@ impl Connection {
                     return Ok(status::SUCCESS);
                 }
                 let target = rename_target(&r.file_name)?;
+                f.names.check_path(&target)?;
                 if let Some(h) = handles_cached(&server, f, my_id, hold) {
                     return self.hold_for_leases(h, reply, hold.1);
                 }

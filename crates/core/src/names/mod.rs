@@ -2,6 +2,7 @@
 //! 8.3 short names, and the listings an enumeration keeps.
 
 pub mod enumeration;
+pub mod hiding;
 pub mod path;
 pub mod shortname;
 pub mod wildcard;
