@@ -40,6 +40,7 @@ ALICE = ("alice", "Alice-Passw0rd")
 BOB = ("bob", "Bob-Passw0rd")
 GROUP = "copyless-family"
 GROUP_COMMENT = "Family folder: what one saves, all may change"
+HOME_COMMENT = "Your own files"
 
 READ = 0x00120089  # FILE_GENERIC_READ
 WRITE = 0x00120116  # FILE_GENERIC_WRITE
@@ -89,6 +90,8 @@ def lay_out(share) -> None:
 def family():
     ensure_accounts()
     base = make_temp_dir("identity")
+    (base / "homes").mkdir()
+    (base / "homes").chmod(0o755)
     # The same tree as two more shares: alice's alone, and one guests may use.
     path = base / "share"
     running = _start_copyless(base, extra_users=(ALICE, BOB), share_flag=False, extra_config=(
@@ -104,7 +107,8 @@ def family():
         'force_create_mode = 0o660\ndirectory_mask = "0770"\nforce_directory_mode = "2770"\n'
         f'[[share]]\nname = "tidy"\npath = "{path}"\nveto_files = ["Thumbs.db", "._*"]\n'
         'hide_files = ["desktop.ini"]\nhide_dot_files = true\ndelete_veto_files = true\n'
-        f'[[share]]\nname = "vetoonly"\npath = "{path}"\nveto_files = ["Thumbs.db", "._*"]\n'))
+        f'[[share]]\nname = "vetoonly"\npath = "{path}"\nveto_files = ["Thumbs.db", "._*"]\n'
+        f'[homes]\npath = "{base}/homes/%U"\ncomment = "{HOME_COMMENT}"\n'))
     try:
         lay_out(running.info.share_path)
         yield running.info
@@ -294,6 +298,53 @@ def test_a_folder_holding_only_vetoed_names_goes_where_the_share_says(family, cl
                   user=ALICE[0], password=ALICE[1])
     assert "NT_STATUS_DIRECTORY_NOT_EMPTY" in r.output, r.describe()
     assert (family.share_path / "alice" / "kept" / "Thumbs.db").exists()
+
+
+def disk_shares(server, client_conf, user) -> dict[str, str]:
+    """The disk shares `smbclient -L` lists to `user`, with their comments."""
+    result = run(smbclient_argv(server, client_conf, user=user[0], password=user[1]))
+    assert result.returncode == 0, result.describe()
+    listed = re.findall(r"^[ \t]+(\S+)[ \t]+Disk[ \t]*(.*?)[ \t]*$", result.output, re.MULTILINE)
+    return dict(listed)
+
+
+def test_each_user_has_a_home_share_of_their_own(family, client_conf):
+    home = family.share_path.parent / "homes" / "alice"
+    # Offered to alice alone, before it is first used.
+    assert disk_shares(family, client_conf, ALICE).get("alice") == HOME_COMMENT
+    bobs = disk_shares(family, client_conf, BOB)
+    assert "alice" not in bobs and bobs.get("bob") == HOME_COMMENT
+    assert not home.exists()
+
+    # Made at her first connection to it: hers, and private.
+    alice = connect(family, ALICE, "alice")
+    try:
+        write_file(alice, "diary.txt", b"dear diary")
+    finally:
+        alice.session.connection.disconnect()
+    st = home.stat()
+    assert (st.st_uid, st.st_gid) == (uid("alice"), pwd.getpwnam("alice").pw_gid)
+    assert st.st_mode & 0o7777 == 0o700
+    assert (home / "diary.txt").read_bytes() == b"dear diary"
+
+    # Still not bob's to see or use, nor a guest's.
+    assert "alice" not in disk_shares(family, client_conf, BOB)
+    guest = run(["smbclient", "-L", f"//{family.host}", "-s", str(client_conf),
+                 "-p", str(family.port), "-N", "--option=client signing=off",
+                 "--option=client ipc signing=off"], timeout=60)
+    assert guest.returncode == 0, guest.describe()
+    listed = re.findall(r"^[ \t]+(\S+)[ \t]+Disk", guest.output, re.MULTILINE)
+    assert "guests" in listed and "alice" not in listed and "bob" not in listed, \
+        guest.describe()
+    assert status_of(lambda: connect(family, BOB, "alice")) == NtStatus.STATUS_ACCESS_DENIED
+    # Her second visit finds what she left.
+    alice = connect(family, ALICE, "alice")
+    try:
+        h = open_(alice, "diary.txt", READ)
+        assert h.read(0, 10) == b"dear diary"
+        h.close()
+    finally:
+        alice.session.connection.disconnect()
 
 
 def test_masks_and_forced_modes_decide_new_modes(family):

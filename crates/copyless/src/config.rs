@@ -251,6 +251,9 @@ pub struct Config {
     /// The Unix account guests act as on disk.
     pub guest_account: String,
     pub shares: Vec<ShareConfig>,
+    /// `[homes]`: each user's own share, named after them, made from this
+    /// (its path holds [`HOME_USER`]).
+    pub homes: Option<ShareConfig>,
     pub limits: Limits,
     /// NetBIOS name of the server: at most 15 characters, upper case.
     pub server_name: String,
@@ -498,6 +501,7 @@ impl Config {
                 comment: String::new(),
                 names: ShareNames::default(),
             }],
+            homes: None,
             limits: Limits::default(),
             server_name: default_server_name(),
             control: None,
@@ -705,6 +709,7 @@ mod raw {
         pub multichannel: Option<bool>,
         pub security: Option<Security>,
         pub share: Option<Vec<Share>>,
+        pub homes: Option<Share>,
         pub limits: Option<Limits>,
         pub control: Option<Spanned<String>>,
         pub trace: Option<Trace>,
@@ -757,7 +762,7 @@ mod raw {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     pub struct Share {
-        pub name: Spanned<String>,
+        pub name: Option<Spanned<String>>,
         pub path: Spanned<String>,
         #[serde(default)]
         pub read_only: bool,
@@ -883,6 +888,11 @@ fn parse(text: &str, base: &Path, file_name: &Path) -> Result<Config, SpanError>
             .collect(),
     };
     let shares = parse_shares(file.share.unwrap_or_default(), text, base, &source)?;
+    let homes = file
+        .homes
+        .as_ref()
+        .map(|h| parse_homes(h, text, base, &source))
+        .transpose()?;
     let limits = parse_limits(file.limits)?;
 
     let control = match file.control {
@@ -921,6 +931,7 @@ fn parse(text: &str, base: &Path, file_name: &Path) -> Result<Config, SpanError>
         guest,
         guest_account,
         shares,
+        homes,
         limits,
         server_name,
         control,
@@ -1142,86 +1153,127 @@ fn parse_shares(
     let mut seen = HashSet::new();
     let mut shares = Vec::with_capacity(raw.len());
     for share in raw {
-        let name = share.name.get_ref();
-        check_share_name(name).map_err(|m| SpanError::at(&share.name, m))?;
+        let Some(given) = &share.name else {
+            return Err(SpanError::at(&share.path, "a [[share]] needs a name"));
+        };
+        let name = given.get_ref().clone();
+        check_share_name(&name).map_err(|m| SpanError::at(given, m))?;
         if !seen.insert(name.to_uppercase()) {
             return Err(SpanError::at(
-                &share.name,
+                given,
                 format!("share name {name:?} is used twice (names are case-insensitive)"),
             ));
         }
-        let force_user = match &share.force_user {
-            None => None,
-            Some(name) => Some(force_user(name)?),
-        };
-        let force_group = match &share.force_group {
-            None => None,
-            Some(name) => Some(force_group(name)?),
-        };
-        let access = ShareAccess {
-            valid_users: share
-                .valid_users
-                .as_ref()
-                .map(|l| principals(l, "valid_users"))
-                .transpose()?,
-            read_only_users: share
-                .read_only_users
-                .as_ref()
-                .map_or(Ok(Vec::new()), |l| principals(l, "read_only_users"))?,
-            write_users: share
-                .write_users
-                .as_ref()
-                .map_or(Ok(Vec::new()), |l| principals(l, "write_users"))?,
-            guest_ok: share.guest_ok.as_ref().is_some_and(|g| *g.get_ref()),
-            browseable: share.browseable.unwrap_or(true),
-            access_based_enumeration: share.access_based_enumeration,
-            force_user,
-            force_group,
-            hosts: parse_hosts(share.hosts_allow.as_ref(), share.hosts_deny.as_ref())?,
-        };
-        // The keys checks made after parsing name.
-        let mut spans = vec![("name", share.name.span()), ("path", share.path.span())];
-        let lists = [
-            ("valid_users", &share.valid_users),
-            ("read_only_users", &share.read_only_users),
-            ("write_users", &share.write_users),
-        ];
-        spans.extend(
-            lists
-                .iter()
-                .filter_map(|(k, l)| Some((*k, l.as_ref()?.span()))),
-        );
-        spans.extend(share.guest_ok.as_ref().map(|g| ("guest_ok", g.span())));
-        let defaults = NewModes::default();
-        let mode = |value: &Option<Spanned<toml::Value>>, key, default| {
-            value
-                .as_ref()
-                .map_or(Ok(default), |v| octal_mode(v, text, key))
-        };
-        let modes = NewModes {
-            create_mask: mode(&share.create_mask, "create_mask", defaults.create_mask)?,
-            directory_mask: mode(
-                &share.directory_mask,
-                "directory_mask",
-                defaults.directory_mask,
-            )?,
-            force_create_mode: mode(&share.force_create_mode, "force_create_mode", 0)?,
-            force_directory_mode: mode(&share.force_directory_mode, "force_directory_mode", 0)?,
-            inherit_permissions: share.inherit_permissions,
-            inherit_acls: share.inherit_acls,
-        };
-        shares.push(ShareConfig {
-            name: name.clone(),
-            path: file_path(&share.path, base, "path")?,
-            read_only: share.read_only,
-            access,
-            source: source(spans),
-            modes,
-            comment: share_comment(share.comment.as_ref())?,
-            names: share_names(&share)?,
-        });
+        shares.push(parse_share(&share, name, text, base, source)?);
     }
     Ok(shares)
+}
+
+/// `[homes]`: every key of a share but its name, and a path with `%U`
+/// where each user's name goes.
+fn parse_homes(
+    homes: &raw::Share,
+    text: &str,
+    base: &Path,
+    source: &dyn Fn(Vec<(&'static str, Range<usize>)>) -> ShareSource,
+) -> Result<ShareConfig, SpanError> {
+    if let Some(name) = &homes.name {
+        return Err(SpanError::at(
+            name,
+            "[homes] takes no name: each user's home share is named after the user",
+        ));
+    }
+    if !homes.path.get_ref().contains(HOME_USER) {
+        return Err(SpanError::at(
+            &homes.path,
+            "[homes] path must hold %U, where each user's name goes (\"/srv/homes/%U\")",
+        ));
+    }
+    parse_share(homes, "homes".to_string(), text, base, source)
+}
+
+/// Where a user's name goes in `[homes]` path.
+pub const HOME_USER: &str = "%U";
+
+/// The keys of one share, named `name`.
+fn parse_share(
+    share: &raw::Share,
+    name: String,
+    text: &str,
+    base: &Path,
+    source: &dyn Fn(Vec<(&'static str, Range<usize>)>) -> ShareSource,
+) -> Result<ShareConfig, SpanError> {
+    let force_user = match &share.force_user {
+        None => None,
+        Some(name) => Some(force_user(name)?),
+    };
+    let force_group = match &share.force_group {
+        None => None,
+        Some(name) => Some(force_group(name)?),
+    };
+    let access = ShareAccess {
+        valid_users: share
+            .valid_users
+            .as_ref()
+            .map(|l| principals(l, "valid_users"))
+            .transpose()?,
+        read_only_users: share
+            .read_only_users
+            .as_ref()
+            .map_or(Ok(Vec::new()), |l| principals(l, "read_only_users"))?,
+        write_users: share
+            .write_users
+            .as_ref()
+            .map_or(Ok(Vec::new()), |l| principals(l, "write_users"))?,
+        guest_ok: share.guest_ok.as_ref().is_some_and(|g| *g.get_ref()),
+        browseable: share.browseable.unwrap_or(true),
+        access_based_enumeration: share.access_based_enumeration,
+        force_user,
+        force_group,
+        hosts: parse_hosts(share.hosts_allow.as_ref(), share.hosts_deny.as_ref())?,
+    };
+    // The keys checks made after parsing name.
+    let mut spans = vec![("path", share.path.span())];
+    spans.extend(share.name.as_ref().map(|n| ("name", n.span())));
+    let lists = [
+        ("valid_users", &share.valid_users),
+        ("read_only_users", &share.read_only_users),
+        ("write_users", &share.write_users),
+    ];
+    spans.extend(
+        lists
+            .iter()
+            .filter_map(|(k, l)| Some((*k, l.as_ref()?.span()))),
+    );
+    spans.extend(share.guest_ok.as_ref().map(|g| ("guest_ok", g.span())));
+    let defaults = NewModes::default();
+    let mode = |value: &Option<Spanned<toml::Value>>, key, default| {
+        value
+            .as_ref()
+            .map_or(Ok(default), |v| octal_mode(v, text, key))
+    };
+    let modes = NewModes {
+        create_mask: mode(&share.create_mask, "create_mask", defaults.create_mask)?,
+        directory_mask: mode(
+            &share.directory_mask,
+            "directory_mask",
+            defaults.directory_mask,
+        )?,
+        force_create_mode: mode(&share.force_create_mode, "force_create_mode", 0)?,
+        force_directory_mode: mode(&share.force_directory_mode, "force_directory_mode", 0)?,
+        inherit_permissions: share.inherit_permissions,
+        inherit_acls: share.inherit_acls,
+    };
+    Ok(ShareConfig {
+        name,
+        path: file_path(&share.path, base, "path")?,
+        read_only: share.read_only,
+        access,
+        source: source(spans),
+        modes,
+        comment: share_comment(share.comment.as_ref())?,
+        names: share_names(share)?,
+    })
 }
 
 /// A share's rules for names, each pattern checked.
@@ -1773,6 +1825,29 @@ max_listing_bytes_total = 134217728
     }
 
     #[test]
+    fn homes_are_a_share_without_a_name_and_with_percent_u() {
+        let (_dir, config) = load_text(
+            "[homes]\npath = \"/srv/homes/%U\"\ncomment = \"Yours\"\ncreate_mask = \"0600\"\n",
+        );
+        let homes = config.homes.unwrap();
+        assert_eq!(homes.path, Path::new("/srv/homes/%U"));
+        assert_eq!(
+            (homes.comment.as_str(), homes.modes.create_mask),
+            ("Yours", 0o600)
+        );
+        assert!(load_text("listen = [\"127.0.0.1:445\"]\n")
+            .1
+            .homes
+            .is_none());
+        let m = error_at("[homes]\nname = \"h\"\npath = \"/srv/homes/%U\"\n", 2);
+        assert!(m.contains("[homes] takes no name"), "{m}");
+        let m = error_at("[homes]\npath = \"/srv/homes\"\n", 2);
+        assert!(m.contains("must hold %U"), "{m}");
+        let m = error_at("[[share]]\npath = \"/srv/s\"\n", 2);
+        assert!(m.contains("needs a name"), "{m}");
+    }
+
+    #[test]
     fn a_share_s_comment_is_one_line() {
         let share = "[[share]]\nname = \"s\"\npath = \"/srv/s\"\n";
         let (_dir, config) = load_text(&format!("{share}comment = \"Photos, 100% family\"\n"));
@@ -2114,7 +2189,7 @@ read_only = false
         assert!(m.contains("guest_account"), "{m}");
         error_at("[limits]\nmax_credits = 70000\n", 2);
         error_at("[limits]\nmax_connections = -1\n", 2);
-        let m = error_at("\n[[share]]\npath = \"/a\"\n", 2);
+        let m = error_at("\n[[share]]\npath = \"/a\"\n", 3);
         assert!(m.contains("name"), "{m}");
     }
 

@@ -7,6 +7,7 @@ mod deadline;
 mod descriptors;
 mod discovery;
 mod first_user;
+mod homes;
 mod machine_sid;
 mod metrics;
 mod no_root;

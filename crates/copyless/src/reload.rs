@@ -204,6 +204,7 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
         }),
         ("[kerberos]", kerberos(old) != kerberos(new)),
         ("[discovery]", old.discovery != new.discovery),
+        ("[homes]", old.homes != new.homes),
     ]
     .into_iter()
     .filter_map(|(key, changed)| changed.then_some(key))

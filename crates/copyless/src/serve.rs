@@ -124,6 +124,10 @@ pub fn serve(
         tracer.clone(),
     ));
     server.set_share_keeper(keeper.clone());
+    if let Some(template) = &config.homes {
+        let homes = crate::homes::Homes::new(template.clone(), tracer.clone());
+        server.set_homes(Arc::new(homes));
+    }
     watch_share_folders(server.clone())
         .map_err(|e| (format!("cannot start the share folder watcher: {e}"), 1))?;
     // Both are served before the SMB listeners are announced, so that a
@@ -315,6 +319,7 @@ pub fn make_share(s: &ShareConfig, index: usize, tracer: &Arc<Tracer>) -> Result
                 .rules()
                 .map_err(|e| format!("share {}: {e}", s.name))?,
         ),
+        owner: None,
         access: s.access.clone(),
     })
 }

@@ -49,7 +49,10 @@ impl ShareSource {
             ShareSource::File { file, lines } => {
                 let line = |k: &str| lines.iter().find(|(key, _)| *key == k).map(|(_, l)| *l);
                 // A key not written (its default) is the table's business.
-                let at = line(key).or_else(|| line("name")).unwrap_or(1);
+                let at = line(key)
+                    .or_else(|| line("name"))
+                    .or_else(|| line("path"))
+                    .unwrap_or(1);
                 ConfigError::in_file(file, at, message)
             }
             ShareSource::Argument(arg) => ConfigError::plain(format!("--share {arg:?}: {message}")),
@@ -71,6 +74,9 @@ pub fn validate(
 ) -> Result<Vec<String>, ConfigError> {
     for share in &config.shares {
         check_folder(share, &config.state_dir)?;
+    }
+    if let Some(homes) = &config.homes {
+        check_homes(homes, &config.state_dir)?;
     }
     let mut warnings = Vec::new();
     for share in &config.shares {
@@ -103,6 +109,30 @@ fn check_folder(share: &ShareConfig, state_dir: &Path) -> Result<(), ConfigError
                 "share {:?}: path {} {what}",
                 share.name,
                 share.path.display()
+            ),
+        )),
+    }
+}
+
+/// The folder home folders are made in (the path of `[homes]` up to the
+/// part with `%U`) must pass as a share's folder would.
+fn check_homes(homes: &ShareConfig, state_dir: &Path) -> Result<(), ConfigError> {
+    let base: std::path::PathBuf = homes
+        .path
+        .components()
+        .take_while(|c| {
+            !c.as_os_str()
+                .to_string_lossy()
+                .contains(crate::config::HOME_USER)
+        })
+        .collect();
+    match folder_problem(&base, "homes", state_dir) {
+        None => Ok(()),
+        Some(what) => Err(homes.source.error(
+            "path",
+            format!(
+                "[homes]: {} (where home folders are made) {what}",
+                base.display()
             ),
         )),
     }
@@ -291,6 +321,30 @@ mod tests {
         ] {
             assert_eq!(is(fine), None, "{fine}");
         }
+    }
+
+    #[test]
+    fn home_folders_are_made_in_a_folder_that_is_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let state = elsewhere.path().join("state");
+        let config = |homes: &str| {
+            let text = format!(
+                "state_dir = \"{}\"\n[homes]\npath = \"{homes}\"\n",
+                state.display()
+            );
+            crate::config::Config::from_text(&text, Path::new("/etc/copyless.toml")).unwrap()
+        };
+        let fine = config(&format!("{}/%U", dir.path().display()));
+        assert!(validate(&fine, Err(String::new())).is_ok());
+        let missing = config(&format!("{}/missing/%U/files", dir.path().display()));
+        let e = validate(&missing, Err(String::new()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("/etc/copyless.toml:3: [homes]") && e.contains("does not exist"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -52,4 +52,4 @@ pub use names::hiding::NameRules;
 #[cfg(any(test, feature = "reference"))]
 pub use names::wildcard_reference;
 pub use names::{path, wildcard};
-pub use server::{Principal, Server, ServerConfig, Share, ShareAccess, ShareKeeper};
+pub use server::{HomeShares, Principal, Server, ServerConfig, Share, ShareAccess, ShareKeeper};

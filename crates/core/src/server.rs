@@ -67,6 +67,8 @@ pub struct Share {
     pub comment: String,
     /// The names it hides and vetoes.
     pub names: Arc<NameRules>,
+    /// A user's home share (`[homes]`): listed to that user alone.
+    pub owner: Option<String>,
     pub access: ShareAccess,
 }
 
@@ -184,6 +186,18 @@ impl Shares {
         self.generation.fetch_add(1, Ordering::Release);
     }
 
+    /// Adds the share `make` makes for the index it is to have, if it
+    /// makes one: the index is held meanwhile, so that a share added at
+    /// once (a reload, another home share) takes the next.
+    pub fn add(&self, make: impl FnOnce(usize) -> Option<Share>) -> Option<(usize, Arc<Share>)> {
+        let mut slots = self.slots.write().unwrap_or_else(|e| e.into_inner());
+        let index = slots.len();
+        let share = Arc::new(make(index)?);
+        slots.push(Some(share.clone()));
+        self.generation.fetch_add(1, Ordering::Release);
+        Some((index, share))
+    }
+
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
     }
@@ -205,6 +219,19 @@ pub trait ShareKeeper: Send + Sync {
     /// Looks at the folder of every share, and of every share set aside,
     /// and puts [`Server::shares`] in line.
     fn check(&self, server: &Server);
+}
+
+/// Makes each user's home share (`[homes]`); the server's owner installs
+/// one, since only it knows how a share is made from its configuration.
+pub trait HomeShares: Send + Sync {
+    /// What clients are shown beside a home share's name.
+    fn comment(&self) -> String;
+    /// Whether `user`, who acts on disk as `who`, gets a home share.
+    fn offered_to(&self, user: &str, who: &Identity) -> bool;
+    /// The home share of `user`, who acts on disk as `who`, put in
+    /// [`Server::shares`] and its folder made (the user's, mode 0700)
+    /// the first time; None when there can be none (said in the log).
+    fn home(&self, server: &Server, user: &str, who: &Identity) -> Option<(usize, Arc<Share>)>;
 }
 
 pub struct Server {
@@ -233,6 +260,7 @@ pub struct Server {
     /// The engine's watcher of changes local processes make (local.rs).
     pub(crate) local_watch: OnceLock<Arc<dyn LocalWatch>>,
     share_keeper: OnceLock<Arc<dyn ShareKeeper>>,
+    homes: OnceLock<Arc<dyn HomeShares>>,
     /// Paths the server itself is changing, whose kernel events are not
     /// reported again.
     pub(crate) own: OwnChanges,
@@ -266,6 +294,7 @@ impl Server {
             listing_ledger: ListingLedger::new(),
             local_watch: OnceLock::new(),
             share_keeper: OnceLock::new(),
+            homes: OnceLock::new(),
             own: OwnChanges::default(),
             next_id: AtomicU64::new(1),
         })
@@ -296,6 +325,16 @@ impl Server {
     /// Installs the keeper of the shares' folders, once.
     pub fn set_share_keeper(&self, keeper: Arc<dyn ShareKeeper>) {
         let _ = self.share_keeper.set(keeper);
+    }
+
+    /// Installs the maker of home shares, once.
+    pub fn set_homes(&self, homes: Arc<dyn HomeShares>) {
+        let _ = self.homes.set(homes);
+    }
+
+    /// The maker of home shares, where the config has `[homes]`.
+    pub fn homes(&self) -> Option<&Arc<dyn HomeShares>> {
+        self.homes.get()
     }
 
     /// Has the keeper look at the shares' folders now, if there is one.

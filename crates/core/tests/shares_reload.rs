@@ -42,6 +42,7 @@ fn added_shares_serve_at_once_and_removed_ones_end_their_trees() {
             path: "memory".into(),
             comment: String::new(),
             names: Default::default(),
+            owner: None,
             access: ShareAccess::default(),
         }),
     );

@@ -226,6 +226,7 @@ pub fn shares_over(
             path: path.into(),
             comment: String::new(),
             names: Default::default(),
+            owner: None,
             access: access.clone(),
         })
         .collect();

@@ -21,7 +21,7 @@ use super::address_lists;
 use super::host::{Host, LocalAddress};
 use super::options::{self, Verdict};
 use super::smbconf::{normalize, split_list, Origin, Param, ParseError, Section, SmbConf};
-use crate::config::{check_share_name, is_model, is_server_name};
+use crate::config::{check_share_name, is_model, is_server_name, HOME_USER};
 
 /// One line of the report: where, and what became of it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -141,8 +141,10 @@ pub fn convert(conf: &SmbConf, source: &str, host: &dyn Host) -> Result<Conversi
         .filter(|p| SHARE_KEYS.contains(&p.key.as_str()))
         .collect();
     for share in &conf.shares {
-        if let Some(entries) = c.share(conf, share, &defaults)? {
-            doc.shares.push(entries);
+        match c.share(conf, share, &defaults)? {
+            Some(table) if table.homes => doc.homes = Some(table),
+            Some(table) => doc.shares.push(table),
+            None => {}
         }
     }
     c.guests(&global, &mut doc)?;
@@ -623,14 +625,8 @@ impl Converter<'_> {
             );
             Ok(None)
         };
+        let homes = share.name.eq_ignore_ascii_case("homes");
         match share.name.to_lowercase().as_str() {
-            "homes" => {
-                return skip(
-                    self,
-                    "copyless has no per-user home shares; a share of /home with each \
-                     folder private to its user comes close",
-                )
-            }
             "printers" => return skip(self, "copyless serves no printers"),
             "print$" => return skip(self, "printer drivers: copyless serves no printers"),
             "ipc$" => return skip(self, "copyless provides IPC$ itself"),
@@ -651,15 +647,39 @@ impl Converter<'_> {
             return skip(self, &why);
         }
         let Some(path) = last(&params, &["path", "directory"]) else {
-            return skip(self, "it has no path");
-        };
-        if path.value.contains('%') {
             return skip(
                 self,
-                "its path depends on the client (a `%` substitution); a copyless share has one path",
+                match homes {
+                    true => {
+                        "it has no path: copyless makes home folders in one folder \
+                         (`path = \"/srv/homes/%U\"`), not in each user's home directory"
+                    }
+                    false => "it has no path",
+                },
+            );
+        };
+        // In [homes], the share's name (%S) is the user's (%U).
+        let path_value = match homes {
+            true => path.value.replace("%S", HOME_USER),
+            false => path.value.clone(),
+        };
+        let left = match homes {
+            true => path_value.replace(HOME_USER, ""),
+            false => path_value.clone(),
+        };
+        if left.contains('%') || (homes && !path_value.contains(HOME_USER)) {
+            return skip(
+                self,
+                match homes {
+                    true => "its path must hold %U or %S alone, where each user's name goes",
+                    false => {
+                        "its path depends on the client (a `%` substitution); a copyless \
+                         share has one path"
+                    }
+                },
             );
         }
-        if !path.value.starts_with('/') {
+        if !path_value.starts_with('/') {
             return skip(self, "its path is not absolute");
         }
 
@@ -672,10 +692,15 @@ impl Converter<'_> {
             }
         }
 
-        let mut table = ShareTable::default();
+        let mut table = ShareTable {
+            homes,
+            ..ShareTable::default()
+        };
         let e = &mut table.entries;
-        e.push(Entry::new("name", share.name.as_str(), &[]));
-        e.push(Entry::new("path", path.value.as_str(), &[path]));
+        if !homes {
+            e.push(Entry::new("name", share.name.as_str(), &[]));
+        }
+        e.push(Entry::new("path", path_value.as_str(), &[path]));
         // Samba's shares are read only unless they say otherwise.
         let read_only = match last(&params, &["readonly", "writeable", "writable", "writeok"]) {
             Some(p) if p.key == "readonly" => Entry::new("read_only", boolean(p)?, &[p]),
@@ -688,11 +713,20 @@ impl Converter<'_> {
         };
         e.push(read_only);
         if let Some(p) = last(&params, &["validusers"]) {
-            let users = self.principals(p);
-            if users.is_empty() {
-                self.in_part(p, "none of its names is left: nobody may use the share");
+            // A home share is its user's alone (Samba's `valid users = %S`);
+            // [homes]' other names say who gets one.
+            let users = match homes {
+                true => self.principals_but_owner(p),
+                false => self.principals(p),
+            };
+            match (users.is_empty(), homes) {
+                (true, true) => {}
+                (true, false) => {
+                    self.in_part(p, "none of its names is left: nobody may use the share");
+                    e.push(Entry::new("valid_users", users, &[p]));
+                }
+                (false, _) => e.push(Entry::new("valid_users", users, &[p])),
             }
-            e.push(Entry::new("valid_users", users, &[p]));
         }
         for (keys, key) in [
             (["readlist"], "read_only_users"),
@@ -709,7 +743,9 @@ impl Converter<'_> {
             table.guest_ok = boolean(p)?;
             e.push(Entry::new("guest_ok", table.guest_ok, &[p]));
         }
-        if let Some(p) = last(&params, &["browseable", "browsable"]) {
+        // Each home share is listed to its user alone, whatever Samba
+        // said of the entry named "homes", which copyless never lists.
+        if let Some(p) = last(&params, &["browseable", "browsable"]).filter(|_| !homes) {
             e.push(Entry::new("browseable", boolean(p)?, &[p]));
         }
         if let Some(p) = last(&params, &["hideunreadable"]) {
@@ -776,9 +812,14 @@ impl Converter<'_> {
         if last(&own, HOSTS_ALLOW).or(last(&own, HOSTS_DENY)).is_some() {
             table.entries.extend(self.hosts(&params));
         }
-        // Last: what Samba itself would refuse in the share comes first.
-        if let Some(why) = self.host.folder_problem(&path.value, &share.name) {
-            return skip(self, &format!("its path {} {why}", path.value));
+        // Last: what Samba itself would refuse in the share comes first;
+        // for [homes], the folder the home folders are made in.
+        let folder = match homes {
+            true => homes_folder(&path_value),
+            false => path_value.clone(),
+        };
+        if let Some(why) = self.host.folder_problem(&folder, &share.name) {
+            return skip(self, &format!("its path {folder} {why}"));
         }
         Ok(Some(table))
     }
@@ -855,6 +896,18 @@ impl Converter<'_> {
 
     /// Users and `@group`s of a Samba user list; what copyless cannot
     /// take is left out and said so.
+    fn principals_but_owner(&mut self, p: &Param) -> Vec<String> {
+        let others: Vec<String> = split_list(&p.value)
+            .into_iter()
+            .filter(|item| item != "%S" && item != "%U")
+            .collect();
+        let rest = Param {
+            value: others.join(" "),
+            ..p.clone()
+        };
+        self.principals(&rest)
+    }
+
     fn principals(&mut self, p: &Param) -> Vec<String> {
         let mut names = Vec::new();
         for item in split_list(&p.value) {
@@ -1122,6 +1175,25 @@ impl Entry {
 struct ShareTable {
     entries: Vec<Entry>,
     guest_ok: bool,
+    /// `[homes]`.
+    homes: bool,
+}
+
+/// The folder `[homes]` makes home folders in: its path up to the part
+/// with %U.
+fn homes_folder(path: &str) -> String {
+    let mut folder = String::new();
+    for part in path.split('/').filter(|p| !p.is_empty()) {
+        if part.contains(HOME_USER) {
+            break;
+        }
+        folder.push('/');
+        folder.push_str(part);
+    }
+    if folder.is_empty() {
+        folder.push('/');
+    }
+    folder
 }
 
 #[derive(Default)]
@@ -1131,6 +1203,7 @@ struct Doc {
     kerberos: Vec<Entry>,
     discovery: Vec<Entry>,
     shares: Vec<ShareTable>,
+    homes: Option<ShareTable>,
 }
 
 impl Doc {
@@ -1162,6 +1235,12 @@ impl Doc {
         for share in &self.shares {
             out.push_str("\n[[share]]\n");
             for entry in &share.entries {
+                entry.render(&mut out);
+            }
+        }
+        if let Some(homes) = &self.homes {
+            out.push_str("\n[homes]\n");
+            for entry in &homes.entries {
                 entry.render(&mut out);
             }
         }

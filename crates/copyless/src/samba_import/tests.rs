@@ -233,8 +233,9 @@ fn a_family_nas() {
             "smb.conf:17: option `vfs objects` (`acl_xattr`) needs nothing: copyless keeps the \
              NT ACLs clients set natively, in the xattr user.copyless.ntacl (ACLs Samba kept \
              in security.NTACL are not read)",
-            "smb.conf:20: share [homes] not carried over: copyless has no per-user home \
-             shares; a share of /home with each folder private to its user comes close",
+            "smb.conf:20: share [homes] not carried over: it has no path: copyless makes \
+             home folders in one folder (`path = \"/srv/homes/%U\"`), not in each user's \
+             home directory",
             "smb.conf:24: share [printers] not carried over: copyless serves no printers",
             "smb.conf:28: share [print$] not carried over: printer drivers: copyless serves \
              no printers",
@@ -727,6 +728,32 @@ fn names_copyless_cannot_match_are_left_out_of_veto_lists() {
              Samba's %-substitutions are not made",
             "smb.conf:3: option `veto files` carried over in part: `a\\b` left out: not a \
              pattern of one name",
+        ]
+    );
+}
+
+#[test]
+fn homes_in_one_folder_become_copyless_homes() {
+    let c = convert_text(
+        "[homes]\ncomment = Home Directories\npath = /srv/homes/%S\nvalid users = %S\n\
+         browseable = no\nread only = no\ncreate mask = 0600\n",
+    );
+    assert!(shares(&c).is_empty());
+    let homes = table(&c)["homes"].as_table().unwrap().clone();
+    assert_eq!(homes["path"].as_str(), Some("/srv/homes/%U"));
+    assert_eq!(homes["comment"].as_str(), Some("Home Directories"));
+    assert_eq!(homes["read_only"].as_bool(), Some(false));
+    assert_eq!(homes["create_mask"].as_str(), Some("0600"));
+    assert!(homes.get("name").is_none() && homes.get("valid_users").is_none());
+    assert!(homes.get("browseable").is_none());
+    assert!(c.notes.is_empty(), "{:?}", notes(&c));
+    let c = convert_text("[homes]\npath = /srv/%m/%S\n");
+    assert!(table(&c).get("homes").is_none());
+    assert_eq!(
+        notes(&c),
+        [
+            "smb.conf:1: share [homes] not carried over: its path must hold %U or %S alone, \
+          where each user's name goes"
         ]
     );
 }

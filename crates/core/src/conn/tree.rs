@@ -149,7 +149,7 @@ impl Connection {
         let (kind, read_only, who) = if name.eq_ignore_ascii_case("IPC$") {
             (TreeKind::Ipc, false, session.who.clone())
         } else {
-            let (index, share) = self.share_to_connect(name)?;
+            let (index, share) = self.share_to_connect(name, session)?;
             if !share.access.hosts.admits(self.client_addr.ip()) {
                 return Err(status::ACCESS_DENIED);
             }
@@ -192,14 +192,26 @@ impl Connection {
     /// unmounted, answers BAD_NETWORK_NAME, as a share that is not there:
     /// nothing may be written through a descriptor of what is gone. The
     /// keeper of the shares looks first, so that a folder made again is
-    /// served at once.
-    fn share_to_connect(&self, name: &str) -> Result<(usize, Arc<Share>), NtStatus> {
+    /// served at once. A user who logged on (not a guest) connecting to a
+    /// share of their own name, where no other share has it, gets their
+    /// home share (`[homes]`), made the first time.
+    fn share_to_connect(
+        &self,
+        name: &str,
+        session: &Session,
+    ) -> Result<(usize, Arc<Share>), NtStatus> {
         let shares = &self.server.shares;
         let current = |found: Option<(usize, Arc<Share>)>| {
             found.filter(|(_, s)| s.vfs.root_state() == RootState::Current)
         };
         if let Some(found) = current(shares.find(name)) {
             return Ok(found);
+        }
+        let own_home =
+            !session.anonymous && !session.guest && name.eq_ignore_ascii_case(&session.user);
+        if let Some(homes) = self.server.homes().filter(|_| own_home) {
+            let made = homes.home(&self.server, &session.user, &session.who);
+            return current(made).ok_or(status::BAD_NETWORK_NAME);
         }
         self.server.check_shares();
         current(shares.find(name)).ok_or(status::BAD_NETWORK_NAME)

@@ -507,8 +507,11 @@ impl Connection {
                 if !copyless_rpc::is_known_pipe(&name) {
                     return Err(status::OBJECT_NAME_NOT_FOUND);
                 }
-                let pipe =
-                    copyless_rpc::Pipe::new(&name, &server.config.server_name, share_list(&server));
+                let pipe = copyless_rpc::Pipe::new(
+                    &name,
+                    &server.config.server_name,
+                    share_list(&server, session),
+                );
                 let id = server.next_id();
                 let file_id = FileId {
                     persistent: id,
@@ -902,11 +905,23 @@ impl Connection {
     }
 }
 
-fn share_list(server: &Server) -> Vec<copyless_rpc::ShareInfo> {
+/// The shares `session` is shown: every share but other users' home
+/// shares, and its user's own home share before it is first made.
+fn share_list(
+    server: &Server,
+    session: &crate::conn::session::Session,
+) -> Vec<copyless_rpc::ShareInfo> {
+    let viewer = (!session.anonymous && !session.guest).then_some(session.user.as_str());
+    let shown = |owner: &Option<String>| {
+        owner
+            .as_deref()
+            .is_none_or(|o| viewer.is_some_and(|v| v.eq_ignore_ascii_case(o)))
+    };
     let mut v: Vec<copyless_rpc::ShareInfo> = server
         .shares
         .all()
         .into_iter()
+        .filter(|(_, s)| shown(&s.owner))
         .map(|(_, s)| copyless_rpc::ShareInfo {
             browseable: s.access.browseable,
             name: s.name.clone(),
@@ -915,6 +930,18 @@ fn share_list(server: &Server) -> Vec<copyless_rpc::ShareInfo> {
             path: s.path.clone(),
         })
         .collect();
+    if let (Some(homes), Some(user)) = (server.homes(), viewer) {
+        let listed = v.iter().any(|s| s.name.eq_ignore_ascii_case(user));
+        if !listed && homes.offered_to(user, &session.who) {
+            v.push(copyless_rpc::ShareInfo {
+                browseable: true,
+                name: user.to_owned(),
+                kind: copyless_rpc::ShareKind::Disk,
+                comment: homes.comment(),
+                path: String::new(),
+            });
+        }
+    }
     v.push(copyless_rpc::ShareInfo {
         browseable: true,
         name: "IPC$".into(),
