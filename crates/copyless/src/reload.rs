@@ -99,19 +99,39 @@ impl Reloader {
             if old == Some(s) {
                 continue;
             }
-            let (index, verb) = match shares.find(&s.name) {
-                Some((index, _)) => (index, "changed"),
-                None => (shares.next_index(), "added"),
+            let mut failed = None;
+            let mut make = |index| {
+                crate::serve::make_share(s, index, &self.tracer)
+                    .map_err(|e| failed = Some(e))
+                    .ok()
             };
-            match crate::serve::make_share(s, index, &self.tracer) {
-                Ok(share) => {
-                    let path = share.path.clone();
+            // A new share takes its index as it is added, so that a home
+            // share made meanwhile cannot take it too.
+            let (made, verb) = match shares.find(&s.name) {
+                Some((index, _)) => {
+                    let made = make(index).map(|share| {
+                        shares.put(index, Some(share));
+                        index
+                    });
+                    (made, "changed")
+                }
+                None => (shares.add(make).map(|(index, _)| index), "added"),
+            };
+            match (made, failed) {
+                (Some(index), _) => {
+                    let path = shares
+                        .get(index)
+                        .map(|sh| sh.path.clone())
+                        .unwrap_or_default();
                     self.tracer.name_share(index, &s.name);
-                    shares.put(index, Some(share));
                     self.server.share_changed(index, Some(&path));
                     said.push(format!("share {} {verb} ({path})", s.name));
                 }
-                Err(e) => said.push(format!("{e}; share {} not {verb}", s.name)),
+                (None, e) => said.push(format!(
+                    "{}; share {} not {verb}",
+                    e.unwrap_or_default(),
+                    s.name
+                )),
             }
         }
         if new.limits != self.current.limits {

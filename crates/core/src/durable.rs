@@ -477,8 +477,10 @@ impl Connection {
         session.opens.insert(id, open);
         compound.file_id = Some(file_id);
         let mut times = file_times(&stat);
-        let path = crate::open::current_path(&server, &key).unwrap_or_default();
-        times.attributes = names.shown(crate::names::path::file_name(&path), times.attributes);
+        if names.hides_any() {
+            let path = crate::open::current_path(&server, &key).unwrap_or_default();
+            times.attributes = names.shown(crate::names::path::file_name(&path), times.attributes);
+        }
         messages::write_create_response(
             w,
             oplock_level,

@@ -65,11 +65,13 @@ impl Connection {
                 let Some(looked) = look::here_or_by_call(f, Part::Stat, looked, reply, then) else {
                     return Ok(status::SUCCESS);
                 };
-                let name = current_path(&server, &f.key).unwrap_or_default();
-                let name = crate::names::path::file_name(&name);
                 looked.ok().and_then(|l| l.stat).map(|st| {
                     let mut times = file_times(&st);
-                    times.attributes = f.names.shown(name, times.attributes);
+                    if f.names.hides_any() {
+                        let path = current_path(&server, &f.key).unwrap_or_default();
+                        let name = crate::names::path::file_name(&path);
+                        times.attributes = f.names.shown(name, times.attributes);
+                    }
                     times
                 })
             }

@@ -6,10 +6,10 @@
 //! it could not be there: the clutter other systems leave (`.DS_Store`,
 //! `Thumbs.db`, `._*`) stays out of sight and is never written.
 
+use copyless_proto::status::{self, NtStatus};
 use copyless_vfs::{attr, Identity, Kind, OpenRequest, Vfs, VfsError, VfsResult};
 
 use crate::names::wildcard::Pattern;
-use copyless_proto::status::{self, NtStatus};
 
 /// A share's rules for names; the default hides and vetoes nothing.
 #[derive(Default)]
@@ -74,6 +74,12 @@ impl NameRules {
     pub fn hides(&self, name: &str) -> bool {
         (self.hide_dot_files && name.starts_with('.') && name != "." && name != "..")
             || self.hide.iter().any(|p| p.matches(name))
+    }
+
+    /// Whether any name is shown hidden (else the name need not be
+    /// looked up to show an open's attributes).
+    pub fn hides_any(&self) -> bool {
+        self.hide_dot_files || !self.hide.is_empty()
     }
 
     /// The attributes `name` is shown with, given those it has.
