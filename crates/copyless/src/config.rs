@@ -18,6 +18,7 @@ use copyless_auth::kerberos::KerberosService;
 use copyless_core::hosts::{HostFilter, Network};
 use copyless_core::{Principal, ShareAccess};
 use copyless_engine::EngineKind;
+use copyless_proto::negotiate as neg;
 use copyless_vfs::Identity;
 use copyless_vfs::NewModes;
 use serde::Deserialize;
@@ -250,6 +251,9 @@ pub struct Config {
     pub guest: bool,
     /// The Unix account guests act as on disk.
     pub guest_account: String,
+    /// The lowest and highest SMB dialect offered (`min_protocol`,
+    /// `max_protocol`).
+    pub dialects: (u16, u16),
     pub shares: Vec<ShareConfig>,
     /// `[homes]`: each user's own share, named after them, made from this
     /// (its path holds [`HOME_USER`]).
@@ -491,6 +495,7 @@ impl Config {
             encryption: Encryption::Off,
             guest: false,
             guest_account: DEFAULT_GUEST_ACCOUNT.to_string(),
+            dialects: ALL_DIALECTS,
             shares: vec![ShareConfig {
                 name: "share".to_string(),
                 path: absolute(Path::new("share")),
@@ -757,6 +762,8 @@ mod raw {
         pub guest_account: Option<Spanned<String>>,
         pub hosts_allow: Option<Spanned<Vec<Spanned<String>>>>,
         pub hosts_deny: Option<Spanned<Vec<Spanned<String>>>>,
+        pub min_protocol: Option<Spanned<String>>,
+        pub max_protocol: Option<Spanned<String>>,
     }
 
     #[derive(Deserialize)]
@@ -879,6 +886,7 @@ fn parse(text: &str, base: &Path, file_name: &Path) -> Result<Config, SpanError>
         None => HostFilter::default(),
         Some(s) => parse_hosts(s.hosts_allow.as_ref(), s.hosts_deny.as_ref())?,
     };
+    let dialects = parse_protocols(file.security.as_ref())?;
     let (signing, encryption, guest) = parse_security(file.security)?;
     let source = |spans: Vec<(&'static str, Range<usize>)>| ShareSource::File {
         file: file_name.to_path_buf(),
@@ -930,6 +938,7 @@ fn parse(text: &str, base: &Path, file_name: &Path) -> Result<Config, SpanError>
         encryption,
         guest,
         guest_account,
+        dialects,
         shares,
         homes,
         limits,
@@ -1086,6 +1095,54 @@ fn file_path(value: &Spanned<String>, base: &Path, key: &str) -> Result<PathBuf,
         ));
     }
     Ok(base.join(value.get_ref()))
+}
+
+/// Every dialect copyless speaks, by Samba's names.
+pub const ALL_DIALECTS: (u16, u16) = (neg::DIALECT_202, neg::DIALECT_311);
+
+/// The dialect a protocol name stands for, as the lowest (`min`) or the
+/// highest offered: Samba's names, `SMB2` and `SMB3` being the first of
+/// their family as a minimum and the last as a maximum.
+pub fn dialect_named(name: &str, min: bool) -> Option<u16> {
+    Some(match (name.to_ascii_uppercase().as_str(), min) {
+        ("SMB2_02", _) | ("SMB2", true) => neg::DIALECT_202,
+        ("SMB2_10", _) | ("SMB2", false) => neg::DIALECT_210,
+        ("SMB3_00", _) | ("SMB3", true) => neg::DIALECT_300,
+        ("SMB3_02", _) => neg::DIALECT_302,
+        ("SMB3_11", _) | ("SMB3", false) => neg::DIALECT_311,
+        _ => return None,
+    })
+}
+
+/// `[security] min_protocol` and `max_protocol`.
+fn parse_protocols(security: Option<&raw::Security>) -> Result<(u16, u16), SpanError> {
+    let one = |value: Option<&Spanned<String>>, min: bool, default: u16| match value {
+        None => Ok(default),
+        Some(v) => dialect_named(v.get_ref(), min).ok_or_else(|| {
+            SpanError::at(
+                v,
+                format!(
+                    "{} {:?} is not one of SMB2_02, SMB2_10, SMB3_00, SMB3_02, SMB3_11, \
+                     SMB2, SMB3 (copyless speaks no SMB1)",
+                    if min { "min_protocol" } else { "max_protocol" },
+                    v.get_ref()
+                ),
+            )
+        }),
+    };
+    let min_value = security.and_then(|s| s.min_protocol.as_ref());
+    let max_value = security.and_then(|s| s.max_protocol.as_ref());
+    let min = one(min_value, true, ALL_DIALECTS.0)?;
+    let max = one(max_value, false, ALL_DIALECTS.1)?;
+    if min > max {
+        return Err(SpanError::at(
+            min_value
+                .or(max_value)
+                .expect("a default range is never empty"),
+            "min_protocol is above max_protocol: no client could connect",
+        ));
+    }
+    Ok((min, max))
 }
 
 fn parse_security(
@@ -1845,6 +1902,24 @@ max_listing_bytes_total = 134217728
         assert!(m.contains("must hold %U"), "{m}");
         let m = error_at("[[share]]\npath = \"/srv/s\"\n", 2);
         assert!(m.contains("needs a name"), "{m}");
+    }
+
+    #[test]
+    fn the_protocols_offered_are_bounded_by_samba_s_names() {
+        let (_dir, config) =
+            load_text("[security]\nmin_protocol = \"SMB3\"\nmax_protocol = \"smb3_02\"\n");
+        assert_eq!(config.dialects, (neg::DIALECT_300, neg::DIALECT_302));
+        let (_dir, config) = load_text("[security]\nmax_protocol = \"SMB2\"\n");
+        assert_eq!(config.dialects, (neg::DIALECT_202, neg::DIALECT_210));
+        let (_dir, config) = load_text("listen = [\"127.0.0.1:445\"]\n");
+        assert_eq!(config.dialects, ALL_DIALECTS);
+        let m = error_at("[security]\nmin_protocol = \"NT1\"\n", 2);
+        assert!(m.contains("no SMB1"), "{m}");
+        let m = error_at(
+            "[security]\nmin_protocol = \"SMB3\"\nmax_protocol = \"SMB2\"\n",
+            2,
+        );
+        assert!(m.contains("above max_protocol"), "{m}");
     }
 
     #[test]

@@ -103,6 +103,8 @@ pub fn serve(
     getrandom::fill(&mut guid).map_err(|e| (format!("random: {e}"), 1))?;
     let server_config = ServerConfig {
         server_name: config.server_name.clone(),
+        min_dialect: config.dialects.0,
+        max_dialect: config.dialects.1,
         signing_required: config.signing == Signing::Required,
         encrypt_data: config.encryption == Encryption::Desired,
         reject_unencrypted: config.encryption == Encryption::Required,

@@ -23,6 +23,10 @@ use crate::quota::OpenQuota;
 pub struct ServerConfig {
     /// NetBIOS name of the server (upper case, at most 15 characters).
     pub server_name: String,
+    /// The dialects offered: the lowest and highest a client may get
+    /// (`[security] min_protocol` and `max_protocol`).
+    pub min_dialect: u16,
+    pub max_dialect: u16,
     pub signing_required: bool,
     /// Ask clients to encrypt every session (SESSION_FLAG_ENCRYPT_DATA).
     /// Encryption is offered to clients that ask for it either way.

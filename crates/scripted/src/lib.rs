@@ -161,6 +161,8 @@ pub fn limits() -> Limits {
 pub fn config() -> ServerConfig {
     ServerConfig {
         server_name: "TEST".into(),
+        min_dialect: copyless_proto::negotiate::DIALECT_202,
+        max_dialect: copyless_proto::negotiate::DIALECT_311,
         signing_required: true,
         encrypt_data: false,
         reject_unencrypted: false,

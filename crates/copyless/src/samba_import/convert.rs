@@ -21,7 +21,9 @@ use super::address_lists;
 use super::host::{Host, LocalAddress};
 use super::options::{self, Verdict};
 use super::smbconf::{normalize, split_list, Origin, Param, ParseError, Section, SmbConf};
-use crate::config::{check_share_name, is_model, is_server_name, HOME_USER};
+use crate::config::{
+    check_share_name, dialect_named, is_model, is_server_name, ALL_DIALECTS, HOME_USER,
+};
 
 /// One line of the report: where, and what became of it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -57,6 +59,11 @@ const GLOBAL_KEYS: &[&str] = &[
     "maptoguest",
     "guestaccount",
     "servermultichannelsupport",
+    "serverminprotocol",
+    "minprotocol",
+    "servermaxprotocol",
+    "maxprotocol",
+    "protocol",
     "realm",
     "dedicatedkeytabfile",
     "kerberosmethod",
@@ -233,6 +240,22 @@ impl Converter<'_> {
                 _ => return Err(bad_value(p, "auto, mandatory, desired or disabled")),
             };
             doc.security.push(Entry::new("signing", value, &[p]));
+        }
+        for (keys, key, min) in [
+            (
+                &["serverminprotocol", "minprotocol"][..],
+                "min_protocol",
+                true,
+            ),
+            (
+                &["servermaxprotocol", "maxprotocol", "protocol"],
+                "max_protocol",
+                false,
+            ),
+        ] {
+            if let Some(p) = last(g, keys) {
+                doc.security.extend(self.protocol(p, key, min)?);
+            }
         }
         if let Some(p) = last(g, &["serversmbencrypt", "smbencrypt"]) {
             let value = match normalize(&p.value).as_str() {
@@ -570,6 +593,30 @@ impl Converter<'_> {
             doc.kerberos
                 .push(Entry::new("realm", r.value.to_uppercase(), &[r]));
         }
+    }
+
+    /// `min_protocol` or `max_protocol` (`min`) from a Samba protocol
+    /// name; nothing where it is copyless's own bound.
+    fn protocol(
+        &mut self,
+        p: &Param,
+        key: &'static str,
+        min: bool,
+    ) -> Result<Option<Entry>, ParseError> {
+        let value = p.value.trim().to_ascii_uppercase();
+        let bound = if min { ALL_DIALECTS.0 } else { ALL_DIALECTS.1 };
+        if let Some(dialect) = dialect_named(&value, min) {
+            return Ok((dialect != bound).then(|| Entry::new(key, value.as_str(), &[p])));
+        }
+        match value.as_str() {
+            "DEFAULT" => {}
+            "NT1" | "LANMAN1" | "LANMAN2" | "CORE" | "COREPLUS" if min => {}
+            "NT1" | "LANMAN1" | "LANMAN2" | "CORE" | "COREPLUS" => {
+                self.lacking(p, "copyless speaks no SMB1: it offers SMB2_02 to SMB3_11")
+            }
+            _ => return Err(bad_value(p, "a protocol such as SMB2, SMB3 or SMB3_11")),
+        }
+        Ok(None)
     }
 
     /// `[security] guest`: on when Samba made guests of failed logons, or

@@ -29,20 +29,16 @@ pub fn verdict(key: &str, value: &str) -> Verdict {
             v.as_str(),
             "no" | "false" | "0" | "off" | "disabled" | "ntlmv2-only" | "mschapv2-and-ntlmv2-only"
         ),
-        "serverminprotocol" | "minprotocol" => matches!(v.as_str(), "smb2" | "smb202"),
-        "servermaxprotocol" | "maxprotocol" | "protocol" => {
-            matches!(v.as_str(), "smb3" | "smb311" | "default")
-        }
         _ => false,
     };
     if same {
         Verdict::Same
     } else {
-        Verdict::Lacking(reason(key, &v).to_string())
+        Verdict::Lacking(reason(key).to_string())
     }
 }
 
-fn reason(key: &str, value: &str) -> &'static str {
+fn reason(key: &str) -> &'static str {
     if key.starts_with("client") {
         return "a setting of Samba's client tools, not of the server";
     }
@@ -98,17 +94,6 @@ fn reason(key: &str, value: &str) -> &'static str {
         }
         "ntlmauth" => "copyless accepts NTLMv2 only",
         "lanmanauth" => "copyless accepts NTLMv2 only, never LANMAN",
-        "serverminprotocol" | "minprotocol"
-            if matches!(value, "core" | "coreplus" | "lanman1" | "lanman2" | "nt1") =>
-        {
-            "copyless speaks SMB 2.0.2 and later only: SMB1 clients cannot connect"
-        }
-        "serverminprotocol" | "minprotocol" => {
-            "copyless has no minimum protocol setting: it accepts SMB 2.0.2 to 3.1.1"
-        }
-        "servermaxprotocol" | "maxprotocol" | "protocol" => {
-            "copyless has no maximum protocol setting: it offers up to SMB 3.1.1"
-        }
         "invalidusers" => {
             "copyless has no deny list: name who may connect in `valid users` instead"
         }
@@ -213,8 +198,6 @@ mod tests {
             ("disablenetbios", "yes"),
             ("widelinks", "no"),
             ("ntlmauth", "ntlmv2-only"),
-            ("serverminprotocol", "SMB2_02"),
-            ("servermaxprotocol", "SMB3"),
         ] {
             assert_eq!(verdict(key, value), Verdict::Same, "{key} = {value}");
         }
@@ -227,8 +210,6 @@ mod tests {
             Verdict::Same => panic!("{key} = {value} taken as the same"),
         };
         assert!(why("serverrole", "member server").contains("standalone"));
-        assert!(why("serverminprotocol", "NT1").contains("SMB1"));
-        assert!(why("serverminprotocol", "SMB3").contains("no minimum protocol"));
         assert!(why("widelinks", "yes").contains("inside the share"));
         assert!(why("accessbasedshareenum", "yes").contains("hide unreadable"));
         assert!(why("clientsigning", "required").contains("client tools"));

@@ -757,3 +757,26 @@ fn homes_in_one_folder_become_copyless_homes() {
         ]
     );
 }
+
+#[test]
+fn protocol_bounds_become_min_and_max_protocol() {
+    let c = convert_text("[global]\nserver min protocol = SMB3\nserver max protocol = smb3_02\n");
+    let security = table(&c)["security"].as_table().unwrap().clone();
+    assert_eq!(security["min_protocol"].as_str(), Some("SMB3"));
+    assert_eq!(security["max_protocol"].as_str(), Some("SMB3_02"));
+    assert!(c.notes.is_empty(), "{:?}", notes(&c));
+    // copyless's own bounds go unsaid; SMB1 as the least is what copyless
+    // refuses anyway, as the most it cannot be.
+    let c = convert_text("[global]\nmin protocol = NT1\nmax protocol = SMB3\n");
+    assert!(table(&c).get("security").is_none());
+    assert!(c.notes.is_empty(), "{:?}", notes(&c));
+    let c = convert_text("[global]\nprotocol = NT1\n");
+    assert_eq!(
+        notes(&c),
+        [
+            "smb.conf:2: option `protocol` not carried over: copyless speaks no SMB1: it offers \
+          SMB2_02 to SMB3_11"
+        ]
+    );
+    assert!(try_convert("[global]\nmin protocol = SMB9\n").is_err());
+}

@@ -1210,6 +1210,12 @@ impl Connection {
         }
         match smb1::parse_negotiate(msg) {
             Ok(smb1::Upgrade::Wildcard) => self.smb1_upgrade(true, env),
+            // 2.0.2 alone, where the server requires more.
+            Ok(smb1::Upgrade::Smb202)
+                if self.server.config.min_dialect > copyless_proto::negotiate::DIALECT_202 =>
+            {
+                Output::close(Vec::new())
+            }
             Ok(smb1::Upgrade::Smb202) => self.smb1_upgrade(false, env),
             _ => Output::close(Vec::new()),
         }

@@ -43,11 +43,13 @@ impl Connection {
                 return Err(status::INVALID_PARAMETER);
             }
         };
+        let config = &self.server.config;
+        let offered = config.min_dialect..=config.max_dialect;
         let Some(dialect) = DIALECTS
             .iter()
             .rev()
             .copied()
-            .find(|d| nr.dialects.contains(d))
+            .find(|d| offered.contains(d) && nr.dialects.contains(d))
         else {
             reply.disconnect = true;
             return Err(status::NOT_SUPPORTED);
