@@ -95,7 +95,7 @@ def family():
     # The same tree as two more shares: alice's alone, and one guests may use.
     path = base / "share"
     running = _start_copyless(base, extra_users=(ALICE, BOB), share_flag=False, extra_config=(
-        "[security]\nguest = true\n"
+        '[security]\nguest = true\nmap_to_guest = "bad user"\n'
         f'[[share]]\nname = "{SHARE_NAME}"\npath = "{path}"\n'
         f'[[share]]\nname = "alices"\npath = "{path}"\nvalid_users = ["alice"]\n'
         f'[[share]]\nname = "guests"\npath = "{path}"\nguest_ok = true\n'
@@ -453,6 +453,19 @@ def anonymous(server, client_conf, commands: str, cwd, share="guests"):
     return run(["smbclient", f"//{server.host}/{share}", "-s", str(client_conf),
                 "-p", str(server.port), "-N", "--option=client signing=off",
                 "--option=client ipc signing=off", "-c", commands], timeout=60, cwd=cwd)
+
+
+def test_an_unknown_user_name_logs_on_as_a_guest(family, client_conf):
+    def as_user(user: str):
+        return run(["smbclient", f"//{family.host}/guests", "-s", str(client_conf),
+                    "-p", str(family.port), "-U", user, "--option=client signing=off",
+                    "--option=client ipc signing=off", "-c", "ls public\\readme.txt"],
+                   timeout=60)
+    r = as_user("nosuchuser%whatever")
+    assert r.returncode == 0 and "readme.txt" in r.output, r.describe()
+    # A known user's wrong password stays a failure, never a guest.
+    r = as_user("alice%wrong")
+    assert "NT_STATUS_LOGON_FAILURE" in r.output, r.describe()
 
 
 def test_guests_act_as_nobody(family, client_conf, temp_dir):

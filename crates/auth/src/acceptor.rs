@@ -31,6 +31,8 @@ pub struct Acceptor {
     now: u64,
     info: ServerInfo,
     allow_guest: bool,
+    /// See [`Acceptor::unknown_users_as_guests`].
+    unknown_users_as_guests: bool,
     kerberos: Option<Arc<KerberosService>>,
     state: State,
     claim: Option<Claim>,
@@ -164,9 +166,11 @@ pub fn negotiate_hint(kerberos: bool) -> Vec<u8> {
 struct Verified {
     user: String,
     domain: String,
-    /// `None` for anonymous.
+    /// `None` for anonymous and guest logons.
     exported_key: Option<Zeroizing<[u8; 16]>>,
     flags: u32,
+    /// A logon with a user name nobody has, made a guest's.
+    guest: bool,
 }
 
 type Result<T> = std::result::Result<T, AuthError>;
@@ -179,10 +183,19 @@ impl Acceptor {
             now,
             info,
             allow_guest,
+            unknown_users_as_guests: false,
             kerberos: None,
             state: State::Initial,
             claim: None,
         }
+    }
+
+    /// An NTLM logon with a user name the store does not hold becomes a
+    /// guest's (Samba's `map to guest = bad user`), where guests are
+    /// allowed; a known user's wrong password still fails.
+    pub fn unknown_users_as_guests(mut self, on: bool) -> Acceptor {
+        self.unknown_users_as_guests = on;
+        self
     }
 
     /// Who the client claimed to be so far (see [`Claim`]); None before
@@ -495,6 +508,7 @@ impl Acceptor {
                 domain,
                 exported_key: None,
                 flags,
+                guest: false,
             });
         }
 
@@ -509,7 +523,19 @@ impl Acceptor {
         // it, before any password is tried (INVALID_PARAMETER, as Windows
         // and Samba answer).
         wire::check_av_pairs(&blob[28..])?;
-        let nt_hash = Zeroizing::new(creds.nt_hash(&user).ok_or(AuthError::LogonFailure)?);
+        let Some(nt_hash) = creds.nt_hash(&user).map(Zeroizing::new) else {
+            if self.allow_guest && self.unknown_users_as_guests {
+                // Who the guest claimed to be is kept in the claim only.
+                return Ok(Verified {
+                    user: String::new(),
+                    domain,
+                    exported_key: None,
+                    flags,
+                    guest: true,
+                });
+            }
+            return Err(AuthError::LogonFailure);
+        };
 
         let (ntowf, proof) = self
             .domain_candidates(&domain)
@@ -547,6 +573,7 @@ impl Acceptor {
             domain,
             exported_key: Some(exported_key),
             flags,
+            guest: false,
         })
     }
 
@@ -637,7 +664,7 @@ pub fn smb_session_key(full: &[u8]) -> [u8; 16] {
 }
 
 fn authenticated(verified: Verified, token_out: Vec<u8>) -> Authenticated {
-    let anonymous = verified.exported_key.is_none();
+    let anonymous = verified.exported_key.is_none() && !verified.guest;
     let session_key = verified.exported_key.as_deref().copied().unwrap_or([0; 16]);
     Authenticated {
         user: verified.user,
@@ -646,7 +673,7 @@ fn authenticated(verified: Verified, token_out: Vec<u8>) -> Authenticated {
         full_session_key: Zeroizing::new(session_key.to_vec()),
         expires_at: None,
         anonymous,
-        guest: false,
+        guest: verified.guest,
         token_out,
     }
 }

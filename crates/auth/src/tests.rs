@@ -475,6 +475,32 @@ fn user_names_are_case_insensitive() {
 }
 
 #[test]
+fn unknown_users_become_guests_only_where_asked_and_wrong_passwords_never_do() {
+    let logon = |client: &Client, allow_guest: bool, as_guests: bool| {
+        let creds = users();
+        let mut acc = acceptor(allow_guest).unknown_users_as_guests(as_guests);
+        let negotiate = negotiate_msg(client.flags);
+        let challenge = cont(acc.step(&negotiate, &creds));
+        let (auth, _, _) = client.authenticate(&negotiate, &challenge);
+        let step = acc.step(&auth, &creds);
+        (step, acc.claimed().map(|c| c.user.clone()))
+    };
+    let (step, claimed) = logon(&Client::new("mallory", "guess"), true, true);
+    let auth = done(step);
+    assert!(auth.guest && !auth.anonymous);
+    assert_eq!((auth.user.as_str(), auth.session_key), ("", [0; 16]));
+    assert_eq!(claimed.as_deref(), Some("mallory"));
+    // Without guests, or without the mapping, it fails as before.
+    for (allow_guest, as_guests) in [(false, true), (true, false)] {
+        let (step, _) = logon(&Client::new("mallory", "guess"), allow_guest, as_guests);
+        assert_eq!(failed(step), AuthError::LogonFailure);
+    }
+    // A known user with a wrong password is no guest.
+    let (step, _) = logon(&Client::new("alice", "wrong"), true, true);
+    assert_eq!(failed(step), AuthError::LogonFailure);
+}
+
+#[test]
 fn anonymous_only_when_guests_are_allowed() {
     for allow_guest in [false, true] {
         let creds = users();

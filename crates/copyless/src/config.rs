@@ -249,6 +249,9 @@ pub struct Config {
     pub signing: Signing,
     pub encryption: Encryption,
     pub guest: bool,
+    /// `map_to_guest = "bad user"`: a logon with an unknown user name is
+    /// a guest's.
+    pub map_to_guest: bool,
     /// The Unix account guests act as on disk.
     pub guest_account: String,
     /// The lowest and highest SMB dialect offered (`min_protocol`,
@@ -495,6 +498,7 @@ impl Config {
             encryption: Encryption::Off,
             guest: false,
             guest_account: DEFAULT_GUEST_ACCOUNT.to_string(),
+            map_to_guest: false,
             dialects: ALL_DIALECTS,
             shares: vec![ShareConfig {
                 name: "share".to_string(),
@@ -760,6 +764,7 @@ mod raw {
         pub encryption: Option<Spanned<String>>,
         pub guest: Option<Spanned<bool>>,
         pub guest_account: Option<Spanned<String>>,
+        pub map_to_guest: Option<Spanned<String>>,
         pub hosts_allow: Option<Spanned<Vec<Spanned<String>>>>,
         pub hosts_deny: Option<Spanned<Vec<Spanned<String>>>>,
         pub min_protocol: Option<Spanned<String>>,
@@ -887,6 +892,7 @@ fn parse(text: &str, base: &Path, file_name: &Path) -> Result<Config, SpanError>
         Some(s) => parse_hosts(s.hosts_allow.as_ref(), s.hosts_deny.as_ref())?,
     };
     let dialects = parse_protocols(file.security.as_ref())?;
+    let map_to_guest = parse_map_to_guest(file.security.as_ref())?;
     let (signing, encryption, guest) = parse_security(file.security)?;
     let source = |spans: Vec<(&'static str, Range<usize>)>| ShareSource::File {
         file: file_name.to_path_buf(),
@@ -938,6 +944,7 @@ fn parse(text: &str, base: &Path, file_name: &Path) -> Result<Config, SpanError>
         encryption,
         guest,
         guest_account,
+        map_to_guest,
         dialects,
         shares,
         homes,
@@ -1112,6 +1119,29 @@ pub fn dialect_named(name: &str, min: bool) -> Option<u16> {
         ("SMB3_11", _) | ("SMB3", false) => neg::DIALECT_311,
         _ => return None,
     })
+}
+
+/// `[security] map_to_guest`: "never" (the default) or "bad user", which
+/// needs guests.
+fn parse_map_to_guest(security: Option<&raw::Security>) -> Result<bool, SpanError> {
+    let Some(value) = security.and_then(|s| s.map_to_guest.as_ref()) else {
+        return Ok(false);
+    };
+    let guest = security
+        .and_then(|s| s.guest.as_ref())
+        .is_some_and(|g| *g.get_ref());
+    match value.get_ref().as_str() {
+        "never" => Ok(false),
+        "bad user" if guest => Ok(true),
+        "bad user" => Err(SpanError::at(
+            value,
+            "map_to_guest = \"bad user\" makes guests, which need guest = true",
+        )),
+        other => Err(SpanError::at(
+            value,
+            format!("map_to_guest {other:?} is not one of \"never\", \"bad user\""),
+        )),
+    }
 }
 
 /// `[security] min_protocol` and `max_protocol`.
@@ -1902,6 +1932,21 @@ max_listing_bytes_total = 134217728
         assert!(m.contains("must hold %U"), "{m}");
         let m = error_at("[[share]]\npath = \"/srv/s\"\n", 2);
         assert!(m.contains("needs a name"), "{m}");
+    }
+
+    #[test]
+    fn unknown_users_are_guests_only_where_guests_are_allowed() {
+        let (_dir, config) = load_text("[security]\nguest = true\nmap_to_guest = \"bad user\"\n");
+        assert!(config.map_to_guest && config.guest);
+        let (_dir, config) = load_text("[security]\nmap_to_guest = \"never\"\n");
+        assert!(!config.map_to_guest);
+        let m = error_at("[security]\nmap_to_guest = \"bad user\"\n", 2);
+        assert!(m.contains("need guest = true"), "{m}");
+        let m = error_at(
+            "[security]\nguest = true\nmap_to_guest = \"bad password\"\n",
+            3,
+        );
+        assert!(m.contains("not one of"), "{m}");
     }
 
     #[test]

@@ -213,6 +213,10 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
         ("[security] encryption", old.encryption != new.encryption),
         ("[security] guest", old.guest != new.guest),
         (
+            "[security] map_to_guest",
+            old.map_to_guest != new.map_to_guest,
+        ),
+        (
             "[security] min_protocol and max_protocol",
             old.dialects != new.dialects,
         ),

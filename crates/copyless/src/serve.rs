@@ -109,6 +109,7 @@ pub fn serve(
         encrypt_data: config.encryption == Encryption::Desired,
         reject_unencrypted: config.encryption == Encryption::Required,
         allow_guest: config.guest,
+        unknown_users_as_guests: config.map_to_guest,
         multichannel: config.multichannel,
         kerberos: config.kerberos.clone(),
         limits: core_limits(&config.limits, &budget),

@@ -34,6 +34,9 @@ pub struct ServerConfig {
     /// Refuse sessions of clients that cannot encrypt.
     pub reject_unencrypted: bool,
     pub allow_guest: bool,
+    /// A logon with a user name nobody has is made a guest's, where
+    /// guests are allowed (`[security] map_to_guest = "bad user"`).
+    pub unknown_users_as_guests: bool,
     /// Offer SMB 3 multichannel: a client may bind more connections to a
     /// session (channels.rs).
     pub multichannel: bool,

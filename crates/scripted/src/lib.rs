@@ -167,6 +167,7 @@ pub fn config() -> ServerConfig {
         encrypt_data: false,
         reject_unencrypted: false,
         allow_guest: false,
+        unknown_users_as_guests: false,
         multichannel: true,
         kerberos: None,
         limits: limits(),

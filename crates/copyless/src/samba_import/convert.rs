@@ -629,11 +629,8 @@ impl Converter<'_> {
                 "never" => {}
                 "baduser" => {
                     from.push(p);
-                    self.in_part(
-                        p,
-                        "copyless makes no guest of a logon with an unknown user name: guests \
-                         log on anonymously (no user name)",
-                    );
+                    doc.security
+                        .push(Entry::new("map_to_guest", "bad user", &[p]));
                 }
                 "badpassword" => {
                     from.push(p);

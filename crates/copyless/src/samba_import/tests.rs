@@ -183,6 +183,7 @@ fn a_family_nas() {
     assert_eq!(security["encryption"].as_str(), Some("desired"));
     assert_eq!(security["guest"].as_bool(), Some(true));
     assert_eq!(security["guest_account"].as_str(), Some("smbguest"));
+    assert_eq!(security["map_to_guest"].as_str(), Some("bad user"));
     assert!(t.get("kerberos").is_none());
     let discovery = t["discovery"].as_table().unwrap();
     assert_eq!(discovery["workgroup"].as_str(), Some("HOME"));
@@ -223,8 +224,6 @@ fn a_family_nas() {
         [
             "smb.conf:6: option `server string` not carried over: copyless announces no \
              server description",
-            "smb.conf:9: option `map to guest` carried over in part: copyless makes no guest \
-             of a logon with an unknown user name: guests log on anonymously (no user name)",
             "smb.conf:11: option `passdb backend` not carried over: copyless keeps users in \
              its own store: move them with `copyless user import --pdbedit`",
             "smb.conf:12: option `log file` not carried over: copyless logs to standard error \
@@ -265,7 +264,7 @@ fn the_config_written_passes_check_config() {
     // and a folder that exists.
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
-        "[global]\nnetbios name = files\nguest account = nobody\n\
+        "[global]\nnetbios name = files\nguest account = nobody\nmap to guest = bad user\n\
          [s]\npath = {}\nvalid users = @users alice\nforce user = nobody\n\
          force group = users\nguest ok = yes\ncreate mask = 775\n\
          force directory mode = 02770\ninherit permissions = yes\ninherit acls = yes\n\
@@ -277,7 +276,7 @@ fn the_config_written_passes_check_config() {
     let config = Config::from_text(&c.toml, Path::new("/etc/copyless.toml"))
         .unwrap_or_else(|e| panic!("{e}\n{}", c.toml));
     assert_eq!(config.server_name, "FILES");
-    assert!(config.guest);
+    assert!(config.guest && config.map_to_guest);
     assert_eq!(config.shares.len(), 1);
     let share = &config.shares[0];
     assert!(share.read_only, "Samba's default");
@@ -302,7 +301,7 @@ fn the_config_written_passes_check_config() {
     // Each key says where it came from.
     assert!(
         c.toml
-            .contains("force_user = \"nobody\"  # from force user (smb.conf:7)\n"),
+            .contains("force_user = \"nobody\"  # from force user (smb.conf:8)\n"),
         "{}",
         c.toml
     );

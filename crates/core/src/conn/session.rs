@@ -132,7 +132,8 @@ fn new_acceptor(conn: &Connection, env: &mut dyn Env, allow_anonymous: bool) -> 
         dns_domain: name.to_lowercase(),
         dns_computer: name.to_lowercase(),
     };
-    let acceptor = Acceptor::new(challenge, env.now(), info, allow_anonymous);
+    let acceptor = Acceptor::new(challenge, env.now(), info, allow_anonymous)
+        .unknown_users_as_guests(conn.server.config.unknown_users_as_guests);
     Box::new(match &conn.server.config.kerberos {
         Some(service) => acceptor.with_kerberos(service.clone()),
         None => acceptor,
