@@ -98,6 +98,7 @@ def family():
         '[security]\nguest = true\nmap_to_guest = "bad user"\n'
         f'[[share]]\nname = "{SHARE_NAME}"\npath = "{path}"\n'
         f'[[share]]\nname = "alices"\npath = "{path}"\nvalid_users = ["alice"]\n'
+        'access_based_share_enum = true\n'
         f'[[share]]\nname = "guests"\npath = "{path}"\nguest_ok = true\n'
         f'[[share]]\nname = "abe"\npath = "{path}"\naccess_based_enumeration = true\n'
         f'[[share]]\nname = "forced"\npath = "{path}"\nforce_user = "nobody"\n'
@@ -306,6 +307,12 @@ def disk_shares(server, client_conf, user) -> dict[str, str]:
     assert result.returncode == 0, result.describe()
     listed = re.findall(r"^[ \t]+(\S+)[ \t]+Disk[ \t]*(.*?)[ \t]*$", result.output, re.MULTILINE)
     return dict(listed)
+
+
+def test_a_share_bob_may_not_use_is_not_listed_to_him(family, client_conf):
+    assert "alices" in disk_shares(family, client_conf, ALICE)
+    bobs = disk_shares(family, client_conf, BOB)
+    assert "alices" not in bobs and "group" in bobs, bobs
 
 
 def test_each_user_has_a_home_share_of_their_own(family, client_conf):

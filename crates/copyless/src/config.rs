@@ -785,6 +785,8 @@ mod raw {
         pub browseable: Option<bool>,
         #[serde(default)]
         pub access_based_enumeration: bool,
+        #[serde(default)]
+        pub access_based_share_enum: bool,
         pub force_user: Option<Spanned<String>>,
         pub force_group: Option<Spanned<String>>,
         pub hosts_allow: Option<Spanned<Vec<Spanned<String>>>>,
@@ -1315,6 +1317,7 @@ fn parse_share(
         guest_ok: share.guest_ok.as_ref().is_some_and(|g| *g.get_ref()),
         browseable: share.browseable.unwrap_or(true),
         access_based_enumeration: share.access_based_enumeration,
+        access_based_share_enum: share.access_based_share_enum,
         force_user,
         force_group,
         hosts: parse_hosts(share.hosts_allow.as_ref(), share.hosts_deny.as_ref())?,
@@ -1854,6 +1857,7 @@ max_listing_bytes_total = 134217728
             "[[share]]\nname = \"s\"\npath = \"/srv/s\"\nread_only = true\n\
              valid_users = [\"alice\", \"@users\"]\nwrite_users = [\"alice\"]\n\
              guest_ok = true\nbrowseable = false\nforce_user = \"nobody\"\n\
+             access_based_share_enum = true\n\
              force_group = \"users\"\n",
         );
         let a = &config.shares[0].access;
@@ -1866,7 +1870,7 @@ max_listing_bytes_total = 134217728
         );
         assert_eq!(a.write_users, vec![Principal::User("alice".into())]);
         assert!(a.read_only_users.is_empty());
-        assert!(a.guest_ok && !a.browseable);
+        assert!(a.guest_ok && !a.browseable && a.access_based_share_enum);
         assert!(matches!(&a.force_user, Some(Identity::Unix(ids)) if ids.uid == 65534));
         assert_eq!(a.force_group, Some(users));
         let (_dir, config) = load_text("[[share]]\nname = \"s\"\npath = \"/srv/s\"\n");

@@ -101,6 +101,8 @@ pub struct ShareAccess {
     pub browseable: bool,
     /// A folder's listing leaves out what the reader may not read.
     pub access_based_enumeration: bool,
+    /// The list of shares leaves this one out for those it would refuse.
+    pub access_based_share_enum: bool,
     /// Every file operation on the share is done as this account...
     pub force_user: Option<Identity>,
     /// ...and with this primary group.
@@ -119,6 +121,7 @@ impl Default for ShareAccess {
             guest_ok: false,
             browseable: true,
             access_based_enumeration: false,
+            access_based_share_enum: false,
             force_user: None,
             force_group: None,
             hosts: HostFilter::default(),

@@ -110,6 +110,7 @@ const SHARE_KEYS: &[&str] = &[
     "inheritpermissions",
     "inheritacls",
     "comment",
+    "accessbasedshareenum",
     "hidedotfiles",
     "hidefiles",
     "vetofiles",
@@ -794,6 +795,9 @@ impl Converter<'_> {
         }
         if let Some(p) = last(&params, &["hideunreadable"]) {
             e.push(Entry::new("access_based_enumeration", boolean(p)?, &[p]));
+        }
+        if let Some(p) = last(&params, &["accessbasedshareenum"]) {
+            e.push(Entry::new("access_based_share_enum", boolean(p)?, &[p]));
         }
         if let Some(p) = last(&params, &["forceuser"]) {
             if let Some(user) = self.force_user(p) {

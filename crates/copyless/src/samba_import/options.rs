@@ -98,10 +98,6 @@ fn reason(key: &str) -> &'static str {
             "copyless has no deny list: name who may connect in `valid users` instead"
         }
         "adminusers" => "copyless gives no user root's rights on a share",
-        "accessbasedshareenum" => {
-            "copyless lists every browseable share to everyone (its access_based_enumeration \
-             hides files and folders the reader may not read, as Samba's `hide unreadable` does)"
-        }
         "guestonly" | "onlyguest" => {
             "copyless has no guest-only shares: users who log on keep their own identity"
         }
@@ -211,7 +207,6 @@ mod tests {
         };
         assert!(why("serverrole", "member server").contains("standalone"));
         assert!(why("widelinks", "yes").contains("inside the share"));
-        assert!(why("accessbasedshareenum", "yes").contains("hide unreadable"));
         assert!(why("clientsigning", "required").contains("client tools"));
         assert!(why("idmapconfig*:backend", "tdb").contains("domain"));
         assert!(why("recycle:repository", ".trash").contains("module"));

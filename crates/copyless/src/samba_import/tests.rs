@@ -161,6 +161,7 @@ const NAS: &str = r#"
    write list = alice
    browsable = yes
    hide unreadable = yes
+   access based share enum = yes
 
 [media]
    comment = Films for 100% of us
@@ -208,6 +209,7 @@ fn a_family_nas() {
     assert_eq!(public["guest_ok"].as_bool(), Some(true));
     assert_eq!(public["browseable"].as_bool(), Some(true));
     assert_eq!(public["access_based_enumeration"].as_bool(), Some(true));
+    assert_eq!(public["access_based_share_enum"].as_bool(), Some(true));
     let media = &shares[2];
     assert_eq!(media["read_only"].as_bool(), Some(true));
     assert_eq!(media["read_only_users"], strings(&["bob"]));
@@ -252,7 +254,7 @@ fn a_family_nas() {
              module (vfs object or other), which copyless lacks",
             "smb.conf:40: option `comment` carried over in part: Samba's %-substitutions are \
              shown as written",
-            "smb.conf:54: option `hosts allow` carried over in part: 127.0.0.1 and ::1 added: \
+            "smb.conf:55: option `hosts allow` carried over in part: 127.0.0.1 and ::1 added: \
              Samba lets local clients in whatever `hosts allow` says",
         ]
     );

@@ -53,6 +53,12 @@ fn share_access(
     Ok((rights.read_only, rights.who))
 }
 
+/// Whether `session` may connect to `share`, by its access lists (the
+/// client's address aside).
+pub(crate) fn may_connect(server: &Server, share: &Share, session: &Session) -> bool {
+    share_rights(server, share, session).allowed
+}
+
 struct Rights {
     allowed: bool,
     read_only: bool,

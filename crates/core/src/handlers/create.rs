@@ -906,7 +906,9 @@ impl Connection {
 }
 
 /// The shares `session` is shown: every share but other users' home
-/// shares, and its user's own home share before it is first made.
+/// shares and those it may not use that say so
+/// (`access_based_share_enum`), and its user's own home share before it
+/// is first made.
 fn share_list(
     server: &Server,
     session: &crate::conn::session::Session,
@@ -922,6 +924,9 @@ fn share_list(
         .all()
         .into_iter()
         .filter(|(_, s)| shown(&s.owner))
+        .filter(|(_, s)| {
+            !s.access.access_based_share_enum || crate::conn::tree::may_connect(server, s, session)
+        })
         .map(|(_, s)| copyless_rpc::ShareInfo {
             browseable: s.access.browseable,
             name: s.name.clone(),
