@@ -832,6 +832,20 @@ mod raw {
     }
 }
 
+/// Whether `text`, which TOML refused, reads as an smb.conf: a
+/// `[global]` section, a key with a space in it (`read only = no`, which
+/// TOML cannot hold), or a `;` comment line.
+fn looks_like_smb_conf(text: &str) -> bool {
+    text.lines().map(str::trim).any(|l| {
+        l.eq_ignore_ascii_case("[global]")
+            || l.starts_with(';')
+            || l.split_once('=').is_some_and(|(k, _)| {
+                let k = k.trim();
+                k.contains(' ') && !k.starts_with(['"', '\'', '#', '['])
+            })
+    })
+}
+
 /// An error inside the file text, before the file name is attached.
 struct SpanError {
     span: Option<Range<usize>>,
@@ -848,9 +862,18 @@ impl SpanError {
 }
 
 fn parse(text: &str, base: &Path, file_name: &Path) -> Result<Config, SpanError> {
-    let file: raw::File = toml::from_str(text).map_err(|e| SpanError {
-        span: e.span(),
-        message: e.message().trim_end().to_string(),
+    let file: raw::File = toml::from_str(text).map_err(|e| {
+        let mut message = e.message().trim_end().to_string();
+        if looks_like_smb_conf(text) {
+            message.push_str(&format!(
+                "; this looks like Samba's smb.conf: convert it with `copyless import smb.conf {}`",
+                file_name.display()
+            ));
+        }
+        SpanError {
+            span: e.span(),
+            message,
+        }
     })?;
 
     let listen = match file.listen {
@@ -1969,6 +1992,19 @@ max_listing_bytes_total = 134217728
             2,
         );
         assert!(m.contains("above max_protocol"), "{m}");
+    }
+
+    #[test]
+    fn an_smb_conf_is_pointed_to_import() {
+        let m = error_at(
+            "[global]\n   workgroup = HOME\n[data]\n   path = /srv/data\n",
+            2,
+        );
+        assert!(m.contains("looks like Samba's smb.conf"), "{m}");
+        assert!(m.contains("copyless import smb.conf"), "{m}");
+        // A broken TOML file is not taken for one.
+        let m = error_at("[security]\nsigning = \"required\"\nguest = maybe\n", 3);
+        assert!(!m.contains("smb.conf"), "{m}");
     }
 
     #[test]

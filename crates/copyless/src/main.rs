@@ -53,7 +53,8 @@ enum Command {
     Top(top::TopArgs),
     /// Show the running server's sessions and open files.
     Status(status::StatusArgs),
-    /// Load an SMB server and measure it (see `copyless bench --help`).
+    /// Load an SMB server (this one, Samba or any other) and measure it:
+    /// block I/O, small files, metadata, idle connections.
     Bench(copyless_bench::BenchArgs),
 }
 
