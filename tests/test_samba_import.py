@@ -210,6 +210,15 @@ def test_an_office_smb_conf_becomes_a_config_check_config_accepts(base):
     assert r.stdout == out.read_text()
 
 
+def test_check_config_on_an_smb_conf_points_to_import(base):
+    conf = base / "smb.conf"
+    conf.write_text("[global]\n    workgroup = HOME\n[data]\n    path = /srv/data\n")
+    r = copyless("check-config", str(conf))
+    assert r.returncode == 2
+    assert r.stderr.startswith(f"copyless: {conf}:2: "), r.stderr
+    assert f"convert it with `copyless import smb.conf {conf}`" in r.stderr, r.stderr
+
+
 def test_a_broken_smb_conf_is_refused_naming_its_line(base):
     conf = base / "smb.conf"
     out = base / "copyless.toml"
