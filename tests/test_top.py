@@ -204,6 +204,15 @@ def test_prometheus_endpoint_parses(known_mix):
     assert not labelled, f"series labelled with a user: {labelled}"
     assert server.user not in text
     assert sample("copyless_open_connections", "copyless_open_connections") == 1
+    # What the NAS holds now: the session of that connection, and the
+    # room on the share's filesystem.
+    assert sample("copyless_sessions", "copyless_sessions") == 1
+    assert sample("copyless_open_files", "copyless_open_files") == 0  # all closed
+    size = sample("copyless_share_size_bytes", "copyless_share_size_bytes", share=server.share)
+    free = sample("copyless_share_free_bytes", "copyless_share_free_bytes", share=server.share)
+    available = sample("copyless_share_available_bytes", "copyless_share_available_bytes",
+                       share=server.share)
+    assert size > 0 and size >= free >= available >= 0, (size, free, available)
 
     # Prometheus itself asks for OpenMetrics, and gets it.
     request = urllib.request.Request(

@@ -16,7 +16,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use copyless_trace::prometheus::{self, ClientLabels};
+use copyless_core::Server;
+use copyless_trace::prometheus::{self, ClientLabels, NasGauges, ShareSpace};
 use copyless_trace::Tracer;
 
 use crate::dashboard::{self, Dashboard};
@@ -40,6 +41,48 @@ struct Endpoint {
     deadline: Duration,
     max_scrapes: usize,
     busy: Arc<AtomicUsize>,
+    /// What the server holds now (sessions, open files, room per share).
+    nas: Option<NasSource>,
+}
+
+/// Reads [`NasGauges`] at each scrape.
+pub type NasSource = Arc<dyn Fn() -> NasGauges + Send + Sync>;
+
+/// The gauges of `server`: its sessions (each counted once, however many
+/// channels it has), its opens, and the room on each configured share's
+/// filesystem (home shares, named after their users, are left out).
+pub fn nas_source(server: Arc<Server>) -> NasSource {
+    Arc::new(move || {
+        let status = server.status();
+        let mut sessions: Vec<u64> = status
+            .connections
+            .iter()
+            .flat_map(|c| c.sessions.iter().map(|s| s.id))
+            .collect();
+        sessions.sort_unstable();
+        sessions.dedup();
+        let shares = server
+            .shares
+            .all()
+            .into_iter()
+            .filter(|(_, s)| s.owner.is_none())
+            .filter_map(|(_, s)| {
+                let fs = s.vfs.fs_stat().ok()?;
+                let bytes = |blocks: u64| blocks.saturating_mul(u64::from(fs.block_size));
+                Some(ShareSpace {
+                    name: s.name.clone(),
+                    size: bytes(fs.total_blocks),
+                    free: bytes(fs.free_blocks),
+                    available: bytes(fs.avail_blocks),
+                })
+            })
+            .collect();
+        NasGauges {
+            sessions: sessions.len() as u64,
+            open_files: status.opens.len() as u64,
+            shares,
+        }
+    })
 }
 
 /// Binds `addr` and serves it from a thread of its own; returns the bound
@@ -48,6 +91,7 @@ pub fn start(
     addr: SocketAddr,
     tracer: Arc<Tracer>,
     labels: ClientLabels,
+    nas: NasSource,
 ) -> io::Result<SocketAddr> {
     let dashboard = Dashboard::start(Arc::clone(&tracer), labels)?;
     start_endpoint(
@@ -59,6 +103,7 @@ pub fn start(
             deadline: DEADLINE,
             max_scrapes: MAX_SCRAPES,
             busy: Arc::new(AtomicUsize::new(0)),
+            nas: Some(nas),
         },
     )
 }
@@ -262,14 +307,15 @@ fn respond(request: &Request, endpoint: &Endpoint) -> Response {
         return response;
     }
     let (tracer, labels) = (&endpoint.tracer, endpoint.labels);
+    let nas = || endpoint.nas.as_ref().map(|read| read());
     match request.path {
         "/metrics" if wants_openmetrics(request.head) => Response::live(
             prometheus::CONTENT_TYPE,
-            prometheus::encode(&tracer.snapshot(), labels).into_bytes(),
+            prometheus::encode(&tracer.snapshot(), labels, nas().as_ref()).into_bytes(),
         ),
         "/metrics" => Response::live(
             prometheus::CLASSIC_CONTENT_TYPE,
-            prometheus::encode_classic(&tracer.snapshot(), labels).into_bytes(),
+            prometheus::encode_classic(&tracer.snapshot(), labels, nas().as_ref()).into_bytes(),
         ),
         "/report.json" => Response::live("application/json", endpoint.dashboard.document()),
         path => match dashboard::asset(path) {
@@ -323,6 +369,7 @@ mod tests {
             deadline,
             max_scrapes,
             busy: Arc::new(AtomicUsize::new(0)),
+            nas: None,
         }
     }
 
@@ -348,10 +395,21 @@ mod tests {
     #[test]
     fn serves_metrics_over_http() {
         let tracer = Tracer::new(vec!["data".into()], true);
+        let nas: NasSource = Arc::new(|| NasGauges {
+            sessions: 2,
+            open_files: 5,
+            shares: vec![ShareSpace {
+                name: "data".into(),
+                size: 4096,
+                free: 2048,
+                available: 1024,
+            }],
+        });
         let addr = start(
             "127.0.0.1:0".parse().unwrap(),
             tracer,
             ClientLabels::Address,
+            nas,
         )
         .unwrap();
         let answer = get(
@@ -364,6 +422,15 @@ mod tests {
         let (head, body) = answer.split_once("\r\n\r\n").unwrap();
         assert!(head.contains(&format!("Content-Length: {}", body.len())));
         assert!(body.contains("copyless_tracing_enabled 1"), "{body}");
+        for line in [
+            "copyless_sessions 2",
+            "copyless_open_files 5",
+            "copyless_share_size_bytes{share=\"data\"} 4096",
+            "copyless_share_free_bytes{share=\"data\"} 2048",
+            "copyless_share_available_bytes{share=\"data\"} 1024",
+        ] {
+            assert!(body.lines().any(|l| l.starts_with(line)), "{line}\n{body}");
+        }
         assert!(body.ends_with("# EOF\n"));
 
         let answer = get(addr, "GET /metrics HTTP/1.1\r\nAccept: */*\r\n\r\n");

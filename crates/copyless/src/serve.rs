@@ -157,7 +157,8 @@ pub fn serve(
         } else {
             ClientLabels::Address
         };
-        let local = crate::metrics::start(addr, tracer.clone(), labels)
+        let nas = crate::metrics::nas_source(server.clone());
+        let local = crate::metrics::start(addr, tracer.clone(), labels, nas)
             .map_err(|e| (format!("cannot serve metrics on {addr}: {e}"), 1))?;
         if let Some(warning) = crate::metrics::exposure_warning(local) {
             eprintln!("copyless: warning: {warning}");

@@ -158,6 +158,69 @@ fn seconds(ns: u64) -> f64 {
     ns as f64 / 1e9
 }
 
+/// What the server holds now, beside the tracer's counters: sessions,
+/// open files, and each share's room.
+#[derive(Debug, Clone, Default)]
+pub struct NasGauges {
+    pub sessions: u64,
+    pub open_files: u64,
+    /// Per share: its name, and its filesystem's size, free bytes and
+    /// bytes free to unprivileged users.
+    pub shares: Vec<ShareSpace>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ShareSpace {
+    pub name: String,
+    pub size: u64,
+    pub free: u64,
+    pub available: u64,
+}
+
+#[derive(Debug)]
+struct NasCollector(NasGauges);
+
+impl prometheus_client::collector::Collector for NasCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+        let g = &self.0;
+        let enc = &mut enc;
+        gauge(
+            enc,
+            "sessions",
+            "Authenticated sessions now",
+            g.sessions as f64,
+        )?;
+        gauge(
+            enc,
+            "open_files",
+            "Files and folders open now",
+            g.open_files as f64,
+        )?;
+        for (name, help, value) in [
+            (
+                "share_size",
+                "Size of the filesystem each share is on",
+                (|s: &ShareSpace| s.size) as fn(&ShareSpace) -> u64,
+            ),
+            ("share_free", "Free space where each share is", |s| s.free),
+            (
+                "share_available",
+                "Free space each share's users may fill",
+                |s| s.available,
+            ),
+        ] {
+            let mut metric =
+                enc.encode_descriptor(name, help, Some(&Unit::Bytes), MetricType::Gauge)?;
+            for s in &g.shares {
+                metric
+                    .encode_family(&vec![("share", s.name.clone())])?
+                    .encode_gauge(&(value(s) as f64))?;
+            }
+        }
+        Ok(())
+    }
+}
+
 #[derive(Debug)]
 struct SnapshotCollector(Snapshot, ClientLabels);
 
@@ -370,9 +433,12 @@ impl prometheus_client::collector::Collector for SnapshotCollector {
 
 /// The snapshot as Prometheus text (OpenMetrics), every name prefixed
 /// `copyless_`.
-pub fn encode(snapshot: &Snapshot, clients: ClientLabels) -> String {
+pub fn encode(snapshot: &Snapshot, clients: ClientLabels, nas: Option<&NasGauges>) -> String {
     let mut registry = Registry::with_prefix("copyless");
     registry.register_collector(Box::new(SnapshotCollector(snapshot.clone(), clients)));
+    if let Some(nas) = nas {
+        registry.register_collector(Box::new(NasCollector(nas.clone())));
+    }
     let mut text = String::new();
     // Writing to a String cannot fail, and our collector returns errors
     // only from the writer.
@@ -383,8 +449,12 @@ pub fn encode(snapshot: &Snapshot, clients: ClientLabels) -> String {
 /// The snapshot in the older Prometheus text format (0.0.4), for scrapers
 /// that do not ask for OpenMetrics: there a counter's family is named with
 /// its `_total` suffix, and there are no `# UNIT` or `# EOF` lines.
-pub fn encode_classic(snapshot: &Snapshot, clients: ClientLabels) -> String {
-    let open = encode(snapshot, clients);
+pub fn encode_classic(
+    snapshot: &Snapshot,
+    clients: ClientLabels,
+    nas: Option<&NasGauges>,
+) -> String {
+    let open = encode(snapshot, clients, nas);
     let counters: Vec<&str> = open
         .lines()
         .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
@@ -478,7 +548,7 @@ mod tests {
 
     #[test]
     fn text_has_the_metrics() {
-        let text = encode(&sample(), ClientLabels::AddressAndUser);
+        let text = encode(&sample(), ClientLabels::AddressAndUser, None);
         for line in [
             "copyless_requests_total{command=\"WRITE\"} 3.0",
             "copyless_request_errors_total{command=\"WRITE\"} 1.0",
@@ -504,8 +574,8 @@ mod tests {
         let mut s = sample();
         s.clients[0].user = "evil\"} 1\nfake_metric 2".into();
         for text in [
-            encode(&s, ClientLabels::AddressAndUser),
-            encode_classic(&s, ClientLabels::AddressAndUser),
+            encode(&s, ClientLabels::AddressAndUser, None),
+            encode_classic(&s, ClientLabels::AddressAndUser, None),
         ] {
             assert!(
                 !text.lines().any(|l| l.starts_with("fake_metric")),
@@ -520,7 +590,7 @@ mod tests {
 
     #[test]
     fn classic_text_names_counters_with_their_suffix() {
-        let text = encode_classic(&sample(), ClientLabels::Address);
+        let text = encode_classic(&sample(), ClientLabels::Address, None);
         for line in [
             "# TYPE copyless_requests_total counter",
             "# HELP copyless_requests_total SMB2 requests by command",
@@ -551,8 +621,8 @@ mod tests {
         s.clients.push(bob("10.9.9.9", 1));
 
         for text in [
-            encode(&s, ClientLabels::Address),
-            encode_classic(&s, ClientLabels::Address),
+            encode(&s, ClientLabels::Address, None),
+            encode_classic(&s, ClientLabels::Address, None),
         ] {
             assert!(!text.contains("user="), "{text}");
             assert!(!text.contains("alice") && !text.contains("bob"), "{text}");
@@ -567,7 +637,7 @@ mod tests {
             assert!(text.contains("Requests by client address\n"), "{text}");
         }
 
-        let text = encode(&s, ClientLabels::AddressAndUser);
+        let text = encode(&s, ClientLabels::AddressAndUser, None);
         for line in [
             "copyless_client_requests_total{address=\"10.1.2.3\",user=\"alice\"} 3.0",
             "copyless_client_requests_total{address=\"10.1.2.3\",user=\"bob\"} 4.0",
