@@ -1391,28 +1391,18 @@ fn parse_share(
 
 /// A share's rules for names, each pattern checked.
 fn share_names(share: &raw::Share) -> Result<ShareNames, SpanError> {
-    let list =
-        |l: &Option<Spanned<Vec<String>>>| l.as_ref().map_or(Vec::new(), |l| l.get_ref().clone());
-    let names = ShareNames {
-        hide_dot_files: share.hide_dot_files,
-        hide_files: list(&share.hide_files),
-        veto_files: list(&share.veto_files),
-        delete_veto_files: share.delete_veto_files,
+    let list = |key: &str, value: &Option<Spanned<Vec<String>>>| match value {
+        None => Ok(Vec::new()),
+        Some(v) => copyless_core::NameRules::new(false, v.get_ref(), &[], false)
+            .map(|_| v.get_ref().clone())
+            .map_err(|e| SpanError::at(v, format!("{key}: {e}"))),
     };
-    for (key, value) in [
-        ("hide_files", &share.hide_files),
-        ("veto_files", &share.veto_files),
-    ] {
-        if let Some(v) = value {
-            let one = ShareNames {
-                veto_files: v.get_ref().clone(),
-                ..ShareNames::default()
-            };
-            one.rules()
-                .map_err(|e| SpanError::at(v, format!("{key}: {e}")))?;
-        }
-    }
-    Ok(names)
+    Ok(ShareNames {
+        hide_dot_files: share.hide_dot_files,
+        hide_files: list("hide_files", &share.hide_files)?,
+        veto_files: list("veto_files", &share.veto_files)?,
+        delete_veto_files: share.delete_veto_files,
+    })
 }
 
 /// A share's `comment`: one line of what Windows shows (at most 256
