@@ -9,7 +9,7 @@ use crate::access;
 use crate::breaks::handles_cached;
 use crate::conn::connection::{Compound, Connection, Reply, Req};
 use crate::conn::pending::{Awaits, Closing};
-use crate::conn::waiting::{Wait, WaitOp};
+use crate::conn::waiting::{Awaited, Hold, Wait, WaitOp};
 use crate::file_table::{LockWaiter, Locked};
 use crate::handlers::look::{self, Looked, Part};
 use crate::handlers::{file_times, Then};
@@ -46,6 +46,17 @@ impl Connection {
         let server = self.server.clone();
         let open = self.open_mut(req, compound, c.file_id)?;
         let id = open.file_id;
+        // A listing of the open still being made finishes first, as a
+        // query of it would (smbtorture's compound_find_close sends the
+        // close right behind a large query).
+        if let Some(f) = open.file().filter(|f| f.dir_away) {
+            reply.hold = Some(Hold {
+                token: hold.1,
+                key: f.key,
+                awaited: Awaited::Listing,
+            });
+            return Ok(status::PENDING);
+        }
         // Closing an open made to delete the file takes handle caching
         // from the other clients' leases first, and waits for them.
         if let Some(f) = open.file().filter(|f| f.delete_on_close) {
