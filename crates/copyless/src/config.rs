@@ -15,9 +15,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use copyless_auth::kerberos::KerberosService;
+use copyless_core::audit::{AuditKind, AuditKinds};
 use copyless_core::hosts::{HostFilter, Network};
 use copyless_core::{Principal, ShareAccess};
-use copyless_engine::EngineKind;
+use copyless_engine::log_level::LogLevel;
+use copyless_engine::{AuditTo, EngineKind};
 use copyless_proto::negotiate as neg;
 use copyless_vfs::Identity;
 use copyless_vfs::NewModes;
@@ -80,6 +82,8 @@ pub struct ShareConfig {
     pub comment: String,
     /// The names it hides and vetoes.
     pub names: ShareNames,
+    /// What its audit trail keeps.
+    pub audit: AuditKinds,
 }
 
 /// `hide_dot_files`, `hide_files`, `veto_files` and `delete_veto_files`
@@ -287,6 +291,10 @@ pub struct Config {
     /// `[security] hosts_allow` and `hosts_deny`: the client addresses
     /// let in at all (the engine drops the others at accept).
     pub hosts: HostFilter,
+    /// `[audit]`: where shares' audit events go.
+    pub audit_to: AuditTo,
+    /// `[log] level`: how much the server says.
+    pub log_level: LogLevel,
 }
 
 /// `[discovery]`: the announcements that make the server show up in
@@ -509,6 +517,7 @@ impl Config {
                 modes: NewModes::default(),
                 comment: String::new(),
                 names: ShareNames::default(),
+                audit: AuditKinds::NONE,
             }],
             homes: None,
             limits: Limits::default(),
@@ -518,6 +527,8 @@ impl Config {
             multichannel: true,
             metrics_listen: None,
             metrics_user_labels: false,
+            audit_to: AuditTo::Journal,
+            log_level: LogLevel::Info,
             engine: EngineKind::default(),
             kerberos: None,
             discovery: Discovery::default(),
@@ -647,6 +658,7 @@ fn parse_share_args(args: &[String]) -> Result<Vec<ShareConfig>, ConfigError> {
             modes: NewModes::default(),
             comment: String::new(),
             names: ShareNames::default(),
+            audit: AuditKinds::NONE,
         });
     }
     Ok(shares)
@@ -725,6 +737,22 @@ mod raw {
         pub metrics: Option<Metrics>,
         pub kerberos: Option<Kerberos>,
         pub discovery: Option<Discovery>,
+        pub audit: Option<Audit>,
+        pub log: Option<Log>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Audit {
+        pub file: Option<Spanned<String>>,
+        pub max_size_mib: Option<Spanned<u32>>,
+        pub keep: Option<Spanned<u32>>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Log {
+        pub level: Option<Spanned<String>>,
     }
 
     #[derive(Deserialize)]
@@ -806,6 +834,7 @@ mod raw {
         pub veto_files: Option<Spanned<Vec<String>>>,
         #[serde(default)]
         pub delete_veto_files: bool,
+        pub audit: Option<Spanned<Vec<Spanned<String>>>>,
     }
 
     #[derive(Deserialize)]
@@ -948,6 +977,8 @@ fn parse(text: &str, base: &Path, file_name: &Path) -> Result<Config, SpanError>
         Some(k) => Some(Arc::new(parse_kerberos(k, base)?)),
     };
     let discovery = parse_discovery(file.discovery)?;
+    let audit_to = parse_audit(file.audit, base)?;
+    let log_level = parse_log(file.log)?;
     let trace_enabled = file.trace.and_then(|t| t.enabled).unwrap_or(true);
     let multichannel = file.multichannel.unwrap_or(true);
     let metrics_user_labels = file
@@ -984,6 +1015,59 @@ fn parse(text: &str, base: &Path, file_name: &Path) -> Result<Config, SpanError>
         kerberos,
         discovery,
         hosts,
+        audit_to,
+        log_level,
+    })
+}
+
+/// `[audit]`: a file, rotated at `max_size_mib` (default 10) keeping
+/// `keep` old ones (default 5), or without `file` the journal.
+fn parse_audit(raw: Option<raw::Audit>, base: &Path) -> Result<AuditTo, SpanError> {
+    let Some(raw) = raw else {
+        return Ok(AuditTo::Journal);
+    };
+    let Some(file) = raw.file else {
+        if let Some(key) = raw.max_size_mib.as_ref().or(raw.keep.as_ref()) {
+            return Err(SpanError::at(
+                key,
+                "[audit] max_size_mib and keep are for a file: name it with `file`",
+            ));
+        }
+        return Ok(AuditTo::Journal);
+    };
+    if file.get_ref().is_empty() {
+        return Err(SpanError::at(&file, "[audit] file must not be empty"));
+    }
+    let max_size_mib = match raw.max_size_mib {
+        None => 10,
+        Some(m) if (1..=65_536).contains(m.get_ref()) => *m.get_ref(),
+        Some(m) => return Err(SpanError::at(&m, "[audit] max_size_mib: from 1 to 65536")),
+    };
+    let keep = match raw.keep {
+        None => 5,
+        Some(k) if *k.get_ref() <= 1000 => *k.get_ref(),
+        Some(k) => return Err(SpanError::at(&k, "[audit] keep: at most 1000 old files")),
+    };
+    Ok(AuditTo::File {
+        path: file_path(&file, base, "file")?,
+        max_bytes: u64::from(max_size_mib) << 20,
+        keep,
+    })
+}
+
+/// `[log] level`: error, warning, info (the default) or debug.
+fn parse_log(raw: Option<raw::Log>) -> Result<LogLevel, SpanError> {
+    let Some(level) = raw.and_then(|l| l.level) else {
+        return Ok(LogLevel::Info);
+    };
+    LogLevel::named(level.get_ref()).ok_or_else(|| {
+        SpanError::at(
+            &level,
+            format!(
+                "[log] level {:?}: error, warning, info or debug",
+                level.get_ref()
+            ),
+        )
     })
 }
 
@@ -1386,7 +1470,33 @@ fn parse_share(
         modes,
         comment: share_comment(share.comment.as_ref())?,
         names: share_names(share)?,
+        audit: share_audit(share.audit.as_ref())?,
     })
+}
+
+/// A share's `audit`: the kinds of event its trail keeps, by name, or
+/// `"all"`.
+fn share_audit(audit: Option<&Spanned<Vec<Spanned<String>>>>) -> Result<AuditKinds, SpanError> {
+    let mut kinds = AuditKinds::NONE;
+    for name in audit.map_or(&[][..], |a| a.get_ref()) {
+        if name.get_ref() == "all" {
+            kinds = AuditKind::ALL.into_iter().collect();
+            continue;
+        }
+        let kind = AuditKind::named(name.get_ref()).ok_or_else(|| {
+            let known: Vec<&str> = AuditKind::ALL.iter().map(|k| k.name()).collect();
+            SpanError::at(
+                name,
+                format!(
+                    "audit: unknown kind {:?} (known: {}, or all)",
+                    name.get_ref(),
+                    known.join(", ")
+                ),
+            )
+        })?;
+        kinds = kinds.with(kind);
+    }
+    Ok(kinds)
 }
 
 /// A share's rules for names, each pattern checked.

@@ -1,10 +1,12 @@
 //! The control socket: a Unix socket, readable only by root and the
 //! server's own user, through which `copyless top` fetches snapshots and
-//! `copyless status` the server's sessions and open files.
+//! `copyless status` the server's sessions and open files, and the latest
+//! lines of the audit log.
 //!
 //! The protocol is one line in, one JSON document out: the client sends
-//! `snapshot\n` (or `status\n`) and reads the server's [`Snapshot`] (or
-//! its status) until end of stream.
+//! `snapshot\n` (or `status\n`, or `audit\n`) and reads the server's
+//! [`Snapshot`] (or its status, or `{"lines": [...]}`) until end of
+//! stream.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
@@ -13,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use copyless_engine::AuditLog;
 use copyless_trace::{Snapshot, Tracer};
 
 /// Longest request line accepted.
@@ -36,9 +39,16 @@ impl Drop for ControlSocket {
 /// Makes the `status` document when asked.
 pub type StatusSource = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
 
+/// What the socket answers from, beside the tracer.
+#[derive(Clone)]
+pub struct Sources {
+    pub status: StatusSource,
+    pub audit: Arc<AuditLog>,
+}
+
 /// Binds the socket (replacing a stale one) and serves it on a thread of
 /// its own.
-pub fn start(path: &Path, tracer: Arc<Tracer>, status: StatusSource) -> io::Result<ControlSocket> {
+pub fn start(path: &Path, tracer: Arc<Tracer>, sources: Sources) -> io::Result<ControlSocket> {
     if let Some(dir) = path.parent() {
         if !dir.as_os_str().is_empty() && !dir.exists() {
             std::fs::DirBuilder::new()
@@ -72,7 +82,7 @@ pub fn start(path: &Path, tracer: Arc<Tracer>, status: StatusSource) -> io::Resu
         .name("control".into())
         .spawn(move || {
             for stream in listener.incoming().flatten() {
-                let _ = serve(stream, &tracer, &status);
+                let _ = serve(stream, &tracer, &sources);
             }
         })?;
     Ok(ControlSocket {
@@ -88,7 +98,7 @@ fn peer_allowed(stream: &UnixStream) -> bool {
     }
 }
 
-fn serve(stream: UnixStream, tracer: &Tracer, status: &StatusSource) -> io::Result<()> {
+fn serve(stream: UnixStream, tracer: &Tracer, sources: &Sources) -> io::Result<()> {
     if !peer_allowed(&stream) {
         return Ok(());
     }
@@ -104,7 +114,12 @@ fn serve(stream: UnixStream, tracer: &Tracer, status: &StatusSource) -> io::Resu
             out.write_all(b"\n")
         }
         "status" => {
-            out.write_all(status().to_string().as_bytes())?;
+            out.write_all((sources.status)().to_string().as_bytes())?;
+            out.write_all(b"\n")
+        }
+        "audit" => {
+            let lines = sources.audit.recent(copyless_engine::AUDIT_RECENT);
+            out.write_all(serde_json::json!({ "lines": lines }).to_string().as_bytes())?;
             out.write_all(b"\n")
         }
         other => {
@@ -165,6 +180,15 @@ mod tests {
 
     use copyless_trace::{clock, FrameTimes, Request};
 
+    fn sources(status: serde_json::Value) -> Sources {
+        Sources {
+            status: Arc::new(move || status.clone()),
+            audit: AuditLog::start(copyless_engine::AuditTo::Journal)
+                .unwrap()
+                .0,
+        }
+    }
+
     fn temp_path(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!(
             "copyless-control-test-{}-{name}",
@@ -178,7 +202,7 @@ mod tests {
     fn serves_snapshots_to_its_own_user() {
         let path = temp_path("serve");
         let tracer = Tracer::new(vec!["s".into()], true);
-        let status: StatusSource = Arc::new(|| serde_json::json!({ "sessions": [] }));
+        let status = sources(serde_json::json!({ "sessions": [] }));
         let socket = start(&path, tracer.clone(), status.clone()).unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
@@ -218,6 +242,8 @@ mod tests {
 
         let answer: serde_json::Value = ask(&path, "status").unwrap();
         assert_eq!(answer, serde_json::json!({ "sessions": [] }));
+        let answer: serde_json::Value = ask(&path, "audit").unwrap();
+        assert_eq!(answer, serde_json::json!({ "lines": [] }));
 
         // Unknown requests are answered with an error, not a snapshot.
         let mut stream = UnixStream::connect(&path).unwrap();
@@ -238,7 +264,7 @@ mod tests {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         drop(UnixListener::bind(&path).unwrap());
         let tracer = Tracer::new(vec![], true);
-        let status: StatusSource = Arc::new(|| serde_json::json!({}));
+        let status = sources(serde_json::json!({}));
         let socket = start(&path, tracer.clone(), status.clone()).unwrap();
         assert!(fetch(&path).is_ok());
         drop(socket);

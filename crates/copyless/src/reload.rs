@@ -145,6 +145,10 @@ impl Reloader {
                     .to_string(),
             );
         }
+        if new.log_level != self.current.log_level {
+            copyless_engine::log_level::set_log_level(new.log_level);
+            said.push(format!("[log] level is now {}", new.log_level.name()));
+        }
         for key in restart_only_changes(&self.current, new) {
             said.push(format!(
                 "{key} changed: takes effect when the server restarts"
@@ -233,6 +237,7 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
         ("[kerberos]", kerberos(old) != kerberos(new)),
         ("[discovery]", old.discovery != new.discovery),
         ("[homes]", old.homes != new.homes),
+        ("[audit]", old.audit_to != new.audit_to),
     ]
     .into_iter()
     .filter_map(|(key, changed)| changed.then_some(key))

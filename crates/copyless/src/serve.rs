@@ -34,6 +34,7 @@ pub fn serve(
     {
         println!("{said}");
     }
+    copyless_engine::log_level::set_log_level(config.log_level);
     let users = Arc::new(LiveUsers::load(&config.state_dir).map_err(|e| (e.to_string(), 1))?);
     if create_missing_share {
         for s in &config.shares {
@@ -135,12 +136,22 @@ pub fn serve(
         .map_err(|e| (format!("cannot start the share folder watcher: {e}"), 1))?;
     // Both are served before the SMB listeners are announced, so that a
     // script that waits for those finds them ready.
+    let (audit, audit_writer) = engine::AuditLog::start(config.audit_to.clone()).map_err(|e| {
+        let to = match &config.audit_to {
+            engine::AuditTo::File { path, .. } => path.display().to_string(),
+            engine::AuditTo::Journal => "standard error".into(),
+        };
+        (format!("cannot write the audit log {to}: {e}"), 1)
+    })?;
     let control_path = config.control_path();
-    let status: crate::control::StatusSource = {
-        let server = server.clone();
-        Arc::new(move || crate::status::to_json(&server.status()))
+    let sources = crate::control::Sources {
+        status: {
+            let server = server.clone();
+            Arc::new(move || crate::status::to_json(&server.status()))
+        },
+        audit: audit.clone(),
     };
-    let _control = match crate::control::start(&control_path, tracer.clone(), status) {
+    let _control = match crate::control::start(&control_path, tracer.clone(), sources) {
         Ok(socket) => Some(socket),
         Err(e) => {
             // Statistics are not worth refusing to serve files over.
@@ -220,7 +231,16 @@ pub fn serve(
         .collect();
     let discovery = crate::discovery::start(&config, &listening, machine_sid);
     contain_panic_messages();
-    let served = engine::run(server, listeners, live_limits, tracer, config.engine, stop);
+    let served = engine::run(
+        server,
+        listeners,
+        live_limits,
+        tracer,
+        config.engine,
+        stop,
+        audit,
+    );
+    audit_writer.finish();
     // The signal thread says so as soon as a stop is asked for; should the
     // engine finish first, it is said here, before the process ends.
     if let Some(n) = &notifier {
@@ -325,6 +345,7 @@ pub fn make_share(s: &ShareConfig, index: usize, tracer: &Arc<Tracer>) -> Result
         ),
         owner: None,
         access: s.access.clone(),
+        audit: s.audit,
     })
 }
 

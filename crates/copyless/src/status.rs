@@ -15,6 +15,14 @@ pub struct StatusArgs {
     /// Print JSON, for scripts.
     #[arg(long)]
     pub json: bool,
+    /// Show the latest events of the shares' audit trails (`audit` in a
+    /// share's configuration) instead, oldest first.
+    #[arg(long)]
+    pub audit: bool,
+    /// How many audit events `--audit` shows (the server keeps the last
+    /// 1000).
+    #[arg(long, value_name = "N", default_value_t = 50, requires = "audit")]
+    pub lines: usize,
     /// The server's control socket (default: the config's `control`).
     #[arg(long, value_name = "PATH")]
     pub control: Option<PathBuf>,
@@ -129,6 +137,9 @@ pub fn run(args: StatusArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if args.audit {
+        return show_audit(&path, args.lines, args.json);
+    }
     let status: Value = match control::ask(&path, "status") {
         Ok(v) => v,
         Err(e) => {
@@ -144,6 +155,33 @@ pub fn run(args: StatusArgs) -> ExitCode {
         println!("{status}");
     } else {
         print!("{}", render(&status));
+    }
+    ExitCode::SUCCESS
+}
+
+/// `--audit`: the last `n` lines the server's audit log wrote.
+fn show_audit(path: &std::path::Path, n: usize, json: bool) -> ExitCode {
+    let answer: Value = match control::ask(path, "audit") {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!(
+                "copyless: cannot read the audit events from {}: {e} (is `copyless serve` \
+                 running? --control PATH names its socket)",
+                path.display()
+            );
+            return ExitCode::from(1);
+        }
+    };
+    let all = answer["lines"].as_array().cloned().unwrap_or_default();
+    let latest = &all[all.len().saturating_sub(n)..];
+    if json {
+        println!("{}", json!({ "lines": latest }));
+    } else if latest.is_empty() {
+        println!("no audit events (a share keeps them with `audit = [...]`)");
+    } else {
+        for line in latest {
+            println!("{}", line.as_str().unwrap_or_default());
+        }
     }
     ExitCode::SUCCESS
 }

@@ -17,6 +17,7 @@
 //! and handlers and the feature modules beside them (durable, notify,
 //! breaks, local) add to `impl Connection`.
 
+pub mod audit;
 mod breaks;
 mod conn;
 pub mod durable;

@@ -163,7 +163,7 @@ impl fmt::Display for Logon {
 /// A client's text in double quotes: `"` and `\` escaped with `\`, and
 /// anything but letters, digits and printable ASCII as `\u{..}`; at most
 /// [`MAX_SHOWN`] characters, then `...` after the closing quote.
-struct Quoted<'a>(&'a str);
+pub(crate) struct Quoted<'a>(pub(crate) &'a str);
 
 impl fmt::Display for Quoted<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -29,6 +29,8 @@ pub struct FileOpen {
     pub vfs: Arc<dyn Vfs>,
     /// What its share hides and vetoes.
     pub names: Arc<crate::names::hiding::NameRules>,
+    /// What its share's audit trail keeps.
+    pub audit: crate::audit::AuditKinds,
     pub handle: Arc<FileHandle>,
     pub key: FileKey,
     pub is_dir: bool,

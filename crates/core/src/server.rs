@@ -77,6 +77,8 @@ pub struct Share {
     /// A user's home share (`[homes]`): listed to that user alone.
     pub owner: Option<String>,
     pub access: ShareAccess,
+    /// What its audit trail keeps.
+    pub audit: crate::audit::AuditKinds,
 }
 
 /// A user by name, or every member of a Unix group.

@@ -22,8 +22,9 @@ fn server() -> Arc<Server> {
 fn logons(client: &mut Client) -> Vec<Logon> {
     std::mem::take(&mut client.events)
         .into_iter()
-        .map(|e| match e {
-            Event::Logon(l) => l,
+        .filter_map(|e| match e {
+            Event::Logon(l) => Some(l),
+            Event::Audit(_) => None,
         })
         .collect()
 }

@@ -12,9 +12,11 @@
 //! The accept loop, admission and shutdown are shared.
 
 mod admission;
+mod audit_log;
 mod env;
 mod framing;
 mod local;
+pub mod log_level;
 pub mod log_limit;
 mod logons;
 mod memory;
@@ -36,7 +38,9 @@ use rustix::event::{poll, PollFd, PollFlags, Timespec};
 
 pub use admission::AdmissionLimits;
 use admission::{Refusal, Table};
+pub use audit_log::{utc_stamp, AuditLog, AuditTo, AuditWriter, RECENT as AUDIT_RECENT};
 pub use env::filetime_now;
+use log_level::{log, LogLevel};
 use log_limit::RateLimit;
 pub use logons::expect_logon_outcomes;
 use logons::Logons;
@@ -130,6 +134,9 @@ impl Accepted {
     /// Gives the connection's slot back.
     pub fn finished(&self) {
         lock(&self.connections).remove(self.id);
+        log(LogLevel::Debug, || {
+            format!("connection from {} closed", self.peer)
+        });
     }
 }
 
@@ -179,29 +186,36 @@ pub fn run(
     tracer: Arc<Tracer>,
     kind: EngineKind,
     stop: StopSignal,
+    audit: Arc<AuditLog>,
 ) -> io::Result<()> {
     let stop_rx = stop.0;
-    let (logons, log_writer) = Logons::start(tracer.clone())?;
+    let (logons, log_writer) = Logons::start(tracer.clone(), audit)?;
     let uring = match kind {
         EngineKind::Threads => None,
         EngineKind::IoUring => Some(uring::Engine::new(&server, &limits, &tracer, &logons)?),
         EngineKind::Auto => match uring::Engine::new(&server, &limits, &tracer, &logons) {
             Ok(e) => Some(e),
             Err(e) => {
-                eprintln!("copyless: io_uring is not available ({e}); using threads");
+                log(LogLevel::Warning, || {
+                    format!("io_uring is not available ({e}); using threads")
+                });
                 None
             }
         },
     };
     let served = match uring {
         Some(engine) => {
-            eprintln!("copyless: engine io_uring, {} threads", engine.threads());
+            log(LogLevel::Info, || {
+                format!("engine io_uring, {} threads", engine.threads())
+            });
             // Stops when dropped, after the connections have finished.
             let _local = local::start(&server, engine.post(), &limits);
             engine.run(listeners, &limits, &stop_rx)
         }
         None => {
-            eprintln!("copyless: engine threads, one per connection");
+            log(LogLevel::Info, || {
+                "engine threads, one per connection".into()
+            });
             let engine = threads::Engine::new(server.clone(), limits.clone(), tracer, logons);
             let _local = local::start(&server, engine.post(), &limits);
             accept_loop(listeners, &limits, stop_rx, engine)
@@ -357,6 +371,7 @@ pub(crate) fn admit(
         });
         let _ = evicted.shutdown(Shutdown::Both);
     }
+    log(LogLevel::Debug, || format!("connection from {peer}"));
     Some(Accepted {
         id: admitted.id,
         stream,

@@ -27,8 +27,12 @@ impl RateLimit {
     }
 
     /// Writes `copyless: <message>` to standard error unless a line of this
-    /// kind went out less than the interval ago.
+    /// kind went out less than the interval ago, or warnings are not
+    /// written (`[log] level`).
     pub fn log(&self, message: impl FnOnce() -> String) {
+        if !crate::log_level::logs(crate::log_level::LogLevel::Warning) {
+            return;
+        }
         if let Some(line) = self.line(Instant::now(), message) {
             eprintln!("{line}");
         }

@@ -23,6 +23,9 @@ use copyless_core::logon::{Logon, Outcome};
 use copyless_core::Event;
 use copyless_trace::Tracer;
 
+use crate::audit_log::AuditLog;
+use crate::log_level::{logs, LogLevel};
+
 /// Lines a minute about one client address.
 pub const PER_ADDRESS: u32 = 10;
 /// Lines a minute about all clients together.
@@ -43,9 +46,11 @@ enum Message {
     Flush(mpsc::Sender<()>),
 }
 
-/// Where the engine's connections report their logons.
+/// Where the engine's connections report their logons (and hand their
+/// audit events on to the audit log).
 pub struct Logons {
     tracer: Arc<Tracer>,
+    audit: Arc<AuditLog>,
     queue: SyncSender<Message>,
     /// Logons the writer had no room for.
     lost: Arc<AtomicU64>,
@@ -67,7 +72,7 @@ pub fn expect_logon_outcomes(tracer: &Tracer) {
 
 impl Logons {
     /// Starts the writer; the counters of every outcome show from now.
-    pub fn start(tracer: Arc<Tracer>) -> io::Result<(Arc<Logons>, Writer)> {
+    pub fn start(tracer: Arc<Tracer>, audit: Arc<AuditLog>) -> io::Result<(Arc<Logons>, Writer)> {
         expect_logon_outcomes(&tracer);
         let (queue, incoming) = mpsc::sync_channel(QUEUE);
         let lost = Arc::new(AtomicU64::new(0));
@@ -79,17 +84,35 @@ impl Logons {
         };
         let logons = Arc::new(Logons {
             tracer,
+            audit,
             queue: queue.clone(),
             lost,
         });
         Ok((logons, Writer { queue, thread }))
     }
 
-    /// Counts and logs the logons among `events`.
+    /// Counts and logs the logons among `events`, and passes on the
+    /// audit events.
     pub fn report(&self, events: Vec<Event>) {
         for event in events {
-            let Event::Logon(logon) = event;
+            let logon = match event {
+                Event::Logon(logon) => logon,
+                Event::Audit(audit) => {
+                    self.audit.record(audit);
+                    continue;
+                }
+            };
             self.tracer.count_logon(logon.outcome().name());
+            // fail2ban reads the failures: they are warnings, written
+            // unless only errors are.
+            let level = if logon.succeeded() {
+                LogLevel::Info
+            } else {
+                LogLevel::Warning
+            };
+            if !logs(level) {
+                continue;
+            }
             match self.queue.try_send(Message::Logon(logon)) {
                 Ok(()) | Err(TrySendError::Disconnected(_)) => {}
                 Err(TrySendError::Full(_)) => {

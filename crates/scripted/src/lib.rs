@@ -231,6 +231,7 @@ pub fn shares_over(
             names: Default::default(),
             owner: None,
             access: access.clone(),
+            audit: Default::default(),
         })
         .collect();
     Server::new(config, shares, users)

@@ -15,9 +15,11 @@ use std::rc::Rc;
 
 use toml::Value;
 
+use copyless_core::audit::AuditKind;
 use copyless_core::hosts::Network;
 
 use super::address_lists;
+use super::full_audit;
 use super::host::{Host, LocalAddress};
 use super::options::{self, Verdict};
 use super::smbconf::{normalize, split_list, Origin, Param, ParseError, Section, SmbConf};
@@ -70,6 +72,8 @@ const GLOBAL_KEYS: &[&str] = &[
     "workgroup",
     "fruit:model",
     "multicastdnsregister",
+    "loglevel",
+    "debuglevel",
 ];
 
 /// Options of a share that become copyless keys; in `[global]` they are
@@ -115,6 +119,8 @@ const SHARE_KEYS: &[&str] = &[
     "hidefiles",
     "vetofiles",
     "deletevetofiles",
+    "fullaudit:success",
+    "fullaudit:failure",
 ];
 
 const HOSTS_ALLOW: &[&str] = &["hostsallow", "allowhosts"];
@@ -304,6 +310,9 @@ impl Converter<'_> {
             }
         }
         doc.security.extend(self.hosts(g));
+        if let Some(p) = last(g, &["loglevel", "debuglevel"]) {
+            doc.log.push(Entry::new("level", log_level(p)?, &[p]));
+        }
         self.kerberos(g, doc);
         self.discovery(g, doc)
     }
@@ -853,6 +862,10 @@ impl Converter<'_> {
         }
         if let Some(p) = last(&params, &["vfsobjects", "vfsobject"]) {
             self.vfs_objects(p);
+            let modules = split_list(&p.value);
+            if modules.iter().any(|m| m.eq_ignore_ascii_case("full_audit")) {
+                e.extend(self.full_audit(&params));
+            }
         }
         // A share's own lists; those of [global] are checked when a client
         // connects. As in Samba, a list the share leaves out is [global]'s.
@@ -1053,6 +1066,36 @@ impl Converter<'_> {
         }
     }
 
+    /// The share's `audit`, from full_audit's lists of operations.
+    fn full_audit(&mut self, params: &[&Param]) -> Option<Entry> {
+        let success = last(params, &["fullaudit:success"]);
+        let failure = last(params, &["fullaudit:failure"]);
+        let kept = full_audit::kinds(
+            success.map(|p| p.value.as_str()),
+            failure.map(|p| p.value.as_str()),
+        );
+        if let (Some(p), false) = (success, kept.left_out.is_empty()) {
+            self.in_part(
+                p,
+                format!(
+                    "copyless keeps no event for {} (it keeps open, create, write, rename, \
+                     delete, set_security and denied)",
+                    kept.left_out.join(", ")
+                ),
+            );
+        }
+        if let Some(p) = failure.filter(|_| kept.kinds.contains(&AuditKind::Denied)) {
+            self.in_part(
+                p,
+                "copyless keeps the operations refused (STATUS_ACCESS_DENIED) as `denied`, \
+                 not every failure",
+            );
+        }
+        let names: Vec<String> = kept.kinds.iter().map(|k| k.name().to_string()).collect();
+        let from: Vec<&Param> = success.into_iter().chain(failure).collect();
+        (!names.is_empty()).then(|| Entry::new("audit", names, &from))
+    }
+
     fn vfs_objects(&mut self, p: &Param) {
         for module in split_list(&p.value) {
             match options::vfs_object(&module.to_lowercase()) {
@@ -1077,6 +1120,22 @@ fn last<'a>(params: &[&'a Param], keys: &[&str]) -> Option<&'a Param> {
         .rev()
         .find(|p| keys.contains(&p.key.as_str()))
         .copied()
+}
+
+/// `[log] level` for Samba's `log level` (its first number; the classes
+/// that may follow are Samba's own): 0 and 1 as warning, since the failed
+/// logons fail2ban reads are warnings, 2 to 4 as info, 5 and above as
+/// debug.
+fn log_level(p: &Param) -> Result<&'static str, ParseError> {
+    let first = p.value.split_whitespace().next().unwrap_or_default();
+    let n: u32 = first
+        .parse()
+        .map_err(|_| bad_value(p, "a number (and classes)"))?;
+    Ok(match n {
+        0 | 1 => "warning",
+        2..=4 => "info",
+        _ => "debug",
+    })
 }
 
 /// A Samba boolean; anything else makes Samba refuse the file.
@@ -1248,6 +1307,7 @@ fn homes_folder(path: &str) -> String {
 struct Doc {
     top: Vec<Entry>,
     security: Vec<Entry>,
+    log: Vec<Entry>,
     kerberos: Vec<Entry>,
     discovery: Vec<Entry>,
     shares: Vec<ShareTable>,
@@ -1270,6 +1330,7 @@ impl Doc {
         }
         for (header, entries) in [
             ("[security]", &self.security),
+            ("[log]", &self.log),
             ("[kerberos]", &self.kerberos),
             ("[discovery]", &self.discovery),
         ] {

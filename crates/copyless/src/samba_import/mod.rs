@@ -3,6 +3,7 @@
 
 mod address_lists;
 mod convert;
+mod full_audit;
 mod host;
 mod options;
 pub mod passdb;

@@ -53,6 +53,10 @@ fn reason(key: &str) -> &'static str {
             "aclxattr" | "streamsxattr" => {
                 "copyless keeps NT ACLs and streams natively, without this setting"
             }
+            "fullaudit" => {
+                "copyless's audit lines have fixed fields (user, client, share, path, result) and \
+                 go to the journal, or to `[audit] file`"
+            }
             _ => "an option of a Samba module (vfs object or other), which copyless lacks",
         };
     }
@@ -169,7 +173,16 @@ pub fn vfs_object(module: &str) -> Result<&'static str, &'static str> {
             Err("copyless offers no previous versions (snapshots) to clients")
         }
         "catia" => Err("copyless maps no characters that Windows forbids in names"),
-        "full_audit" | "audit" | "extd_audit" | "time_audit" => Err("copyless keeps no audit log"),
+        "full_audit" => Ok(
+            "copyless keeps an audit trail natively: the share's `audit`, from \
+             full_audit:success and full_audit:failure; its lines go to the journal, or to \
+             `[audit] file`",
+        ),
+        "audit" | "extd_audit" => Err(
+            "copyless keeps its own audit trail: set the share's `audit` (its kinds of event are \
+             in README.md, Configuration)",
+        ),
+        "time_audit" => Err("copyless times every request itself: `copyless top`"),
         "streams_depot" => Err(
             "copyless keeps streams in xattrs: streams Samba kept in its stream depot are not read",
         ),

@@ -781,3 +781,56 @@ fn protocol_bounds_become_min_and_max_protocol() {
     );
     assert!(try_convert("[global]\nmin protocol = SMB9\n").is_err());
 }
+
+#[test]
+fn full_audit_becomes_the_share_audit_and_log_level_the_log_level() {
+    let c = convert_text(
+        "[global]\nlog level = 1 auth:3\n\
+         full_audit:failure = connect\n\
+         [docs]\npath = /srv/docs\nvfs objects = full_audit acl_xattr\n\
+         full_audit:success = mkdirat unlinkat renameat pwrite fset_nt_acl pread\n\
+         full_audit:prefix = %u|%I|%S\n\
+         [plain]\npath = /srv/plain\n",
+    );
+    assert_eq!(table(&c)["log"]["level"].as_str(), Some("warning"));
+    let shares = shares(&c);
+    assert_eq!(
+        shares[0]["audit"],
+        strings(&[
+            "create",
+            "write",
+            "rename",
+            "delete",
+            "set_security",
+            "denied"
+        ])
+    );
+    assert!(shares[1].get("audit").is_none());
+    let said = notes(&c);
+    assert!(
+        said.iter()
+            .any(|n| n.contains("full_audit:success") && n.contains("no event for pread")),
+        "{said:?}"
+    );
+    assert!(
+        said.iter()
+            .any(|n| n.contains("full_audit:prefix") && n.contains("fixed fields")),
+        "{said:?}"
+    );
+    assert!(
+        said.iter()
+            .any(|n| n.contains("`full_audit`") && n.contains("needs nothing")),
+        "{said:?}"
+    );
+    // What copyless reads back is what was meant.
+    let config = Config::from_text(&c.toml, Path::new("/etc/copyless.toml")).unwrap();
+    assert_eq!(
+        config.log_level,
+        copyless_engine::log_level::LogLevel::Warning
+    );
+    for (samba, level) in [("0", "warning"), ("3", "info"), ("10", "debug")] {
+        let c = convert_text(&format!("[global]\nlog level = {samba}\n"));
+        assert_eq!(table(&c)["log"]["level"].as_str(), Some(level), "{samba}");
+    }
+    assert!(try_convert("[global]\nlog level = loud\n").is_err());
+}

@@ -19,6 +19,7 @@ use copyless_proto::transform::{Sealed, TRANSFORM_HEADER_LEN};
 use copyless_proto::{smb1, Writer, HEADER_LEN};
 use copyless_vfs::Identity;
 
+use crate::audit::Audited;
 use crate::breaks::Notice;
 use crate::conn::channels::{Binding, Bound, Relay, Via};
 use crate::conn::credits::CreditWindow;
@@ -180,6 +181,9 @@ pub(crate) struct Reply {
     /// The request runs again once what stands in its way is gone (see
     /// waiting.rs).
     pub hold: Option<Hold>,
+    /// What the share's audit trail may keep of the request, once its
+    /// final status is known.
+    pub audit: Option<Audited>,
 }
 
 /// What signs a reply placed in a chain.
@@ -1266,6 +1270,7 @@ impl Connection {
             wait: None,
             pend: None,
             hold: None,
+            audit: None,
         };
         let req = Req {
             msg,
@@ -1385,6 +1390,9 @@ impl Connection {
                 s
             }
         };
+        if let Some(audited) = reply.audit.take() {
+            self.audit_reply(reply.session_id, reply.tree_id, audited, status);
+        }
         compound.last_status = status;
         compound.session_id = reply.session_id;
         compound.tree_id = reply.tree_id;

@@ -3,6 +3,7 @@
 //! signed, credited, held and resumed, and the letters connections send
 //! each other.
 
+pub mod auditing;
 pub mod channels;
 pub mod connection;
 pub mod credits;

@@ -9,6 +9,7 @@
 //! a wait is another request, on this connection or (by a letter) on
 //! another.
 
+use crate::audit::AuditKind;
 use std::mem;
 
 use copyless_proto::header::{Header, FLAG_ASYNC_COMMAND, FLAG_SERVER_TO_REDIR};
@@ -276,11 +277,12 @@ impl Connection {
         let volatile = open.file_id.volatile;
         let share = open.file().map(|f| f.key.0);
         // A file written through this open is reported modified as it
-        // closes, once however many writes it took (MS-FSA 2.1.5.4).
+        // closes, once however many writes it took (MS-FSA 2.1.5.4), to
+        // watchers and to the share's audit trail.
         let told = self.server.has_watchers() || self.server.has_oplocks();
         let written = open
             .file()
-            .filter(|f| f.written && told)
+            .filter(|f| f.written && (told || f.audit.contains(AuditKind::Write)))
             .and_then(|f| current_path(&self.server, &f.key));
         let parent_lease = open
             .file()
@@ -313,11 +315,13 @@ impl Connection {
                 let class = filter::LAST_WRITE | filter::SIZE;
                 self.report_change(share, path, action::MODIFIED, class);
                 self.break_parent_leases(share, path, parent_lease);
+                self.audit_done(session_id, share, AuditKind::Write, path);
             }
         }
         if let (Some(share), Some((path, is_dir))) = (share, &removed) {
             self.report_name(share, path, action::REMOVED, *is_dir);
             self.break_parent_leases(share, path, parent_lease);
+            self.audit_done(session_id, share, AuditKind::Delete, path);
         }
         self.seen.extend(closed.doomed);
         self.end_pending_of(session_id, volatile);

@@ -17,6 +17,7 @@ use copyless_vfs::{
 };
 
 use crate::access::{self, map_generic};
+use crate::audit::{AuditKind, Audited};
 use crate::conn::connection::{Compound, Connection, Reply, Req};
 use crate::conn::tree::TreeKind;
 use crate::conn::waiting::{Awaited, Hold, Wait};
@@ -544,6 +545,13 @@ impl Connection {
             data_type,
         } = crate::names::path::from_smb_with_stream(cr.name)?;
         share.names.check_path(&path)?;
+        if !share.audit.is_empty() {
+            let named = match &stream {
+                Some(stream) => format!("{path}:{stream}"),
+                None => path.clone(),
+            };
+            reply.audit = Some(Audited::new(AuditKind::Open, named));
+        }
         // A lease key names one file: asked for with another, the open is
         // refused before anything is made (MS-SMB2 3.3.5.9.8; the table
         // checks again as it registers the open).
@@ -749,6 +757,13 @@ impl Connection {
             return Err(status::USER_SESSION_DELETED);
         };
         let created = (action == ACTION_CREATED).then(|| (opened.path.clone(), opened.stat.is_dir));
+        if let Some(audited) = &mut reply.audit {
+            audited.kind = match action {
+                ACTION_CREATED => AuditKind::Create,
+                ACTION_OVERWRITTEN | ACTION_SUPERSEDED => AuditKind::Write,
+                _ => AuditKind::Open,
+            };
+        }
         let file_id = FileId {
             persistent: id,
             volatile: id,
@@ -823,6 +838,7 @@ impl Connection {
                 kind: OpenKind::File(FileOpen {
                     vfs: share.vfs.clone(),
                     names: share.names.clone(),
+                    audit: share.audit,
                     handle: Arc::new(opened.handle),
                     key,
                     is_dir,

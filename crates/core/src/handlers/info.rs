@@ -13,6 +13,7 @@ use copyless_vfs::{
 };
 
 use crate::access;
+use crate::audit::{AuditKind, Audited};
 use crate::breaks::handles_cached;
 use crate::conn::connection::{Compound, Connection, Reply, Req};
 use crate::conn::waiting::Wait;
@@ -233,12 +234,16 @@ impl Connection {
         let mut seen = Vec::new();
         let mut renamed_file = None;
         let who = f.handle.who().clone();
+        // What the share's audit trail may keep of this request.
+        let audit_kept = !f.audit.is_empty();
+        let audited = |kind| audit_kept.then(|| Audited::new(kind, here.clone()));
         let caller = Caller {
             config: &server.config,
             anonymous,
             who: &who,
         };
         if s.info_type == messages::INFO_SECURITY {
+            reply.audit = audited(AuditKind::SetSecurity);
             if read_only {
                 return Err(status::ACCESS_DENIED);
             }
@@ -324,6 +329,7 @@ impl Connection {
                 }
             }
             class::FILE_RENAME_INFORMATION => {
+                reply.audit = audited(AuditKind::Rename);
                 need(access::DELETE)?;
                 let r = fscc::decode_rename(s.buffer).map_err(bad)?;
                 if r.root_directory != 0 {
@@ -335,6 +341,9 @@ impl Connection {
                     return Ok(status::SUCCESS);
                 }
                 let target = rename_target(&r.file_name)?;
+                if let Some(audited) = &mut reply.audit {
+                    audited.to = Some(target.clone());
+                }
                 f.names.check_path(&target)?;
                 if let Some(h) = handles_cached(&server, f, my_id, hold) {
                     return self.hold_for_leases(h, reply, hold.1);
@@ -394,6 +403,11 @@ impl Connection {
                 changed.extend(rename_changes(from, to, name_class));
             }
             class::FILE_DISPOSITION_INFORMATION | class::FILE_DISPOSITION_INFORMATION_EX => {
+                // Done, it is kept when the last close removes the file.
+                reply.audit = audited(AuditKind::Delete).map(|a| Audited {
+                    refusal_only: true,
+                    ..a
+                });
                 need(access::DELETE)?;
                 let delete = if s.class == class::FILE_DISPOSITION_INFORMATION {
                     fscc::decode_disposition(s.buffer).map_err(bad)?
@@ -412,6 +426,7 @@ impl Connection {
                 seen.extend(doomed);
             }
             class::FILE_END_OF_FILE_INFORMATION => {
+                reply.audit = audited(AuditKind::Write);
                 need(access::FILE_WRITE_DATA)?;
                 let len = fscc::decode_u64(s.buffer).map_err(bad)?;
                 if f.is_dir {
@@ -424,6 +439,7 @@ impl Connection {
                 changed.push((here.clone(), action::MODIFIED, filter::SIZE));
             }
             class::FILE_ALLOCATION_INFORMATION => {
+                reply.audit = audited(AuditKind::Write);
                 need(access::FILE_WRITE_DATA)?;
                 let len = fscc::decode_u64(s.buffer).map_err(bad)?;
                 if f.is_dir {

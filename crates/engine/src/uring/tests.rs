@@ -70,7 +70,10 @@ fn a_receive_that_finds_the_pool_empty_reads_into_a_buffer_of_its_own() {
         server,
         limits: LiveLimits::new(limits()),
         tracer: tracer.clone(),
-        logons: Logons::start(tracer).unwrap().0,
+        logons: {
+            let audit = crate::AuditLog::start(crate::AuditTo::Journal).unwrap().0;
+            Logons::start(tracer, audit).unwrap().0
+        },
         post: Arc::default(),
     };
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
