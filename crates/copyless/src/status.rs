@@ -15,7 +15,9 @@ pub struct StatusArgs {
     /// Print JSON, for scripts.
     #[arg(long)]
     pub json: bool,
-    /// The server's control socket (default: the config's `control`).
+    /// The server's control socket (default: the `control` of the
+    /// configuration, else /run/copyless/control.sock for root and
+    /// control.sock in the state directory for others).
     #[arg(long, value_name = "PATH")]
     pub control: Option<PathBuf>,
     /// Take the control socket's path from this configuration file
