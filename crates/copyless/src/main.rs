@@ -9,6 +9,7 @@ mod discovery;
 mod first_user;
 mod homes;
 mod machine_sid;
+mod man;
 mod metrics;
 mod no_root;
 mod privileges;
@@ -27,7 +28,7 @@ mod writable;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -85,6 +86,14 @@ enum Command {
     /// Load an SMB server (this one, Samba or any other) and measure it:
     /// block I/O, small files, metadata, idle connections.
     Bench(copyless_bench::BenchArgs),
+    /// Write the man pages (copyless.1 and one per subcommand) into DIR;
+    /// the package build runs it.
+    #[command(hide = true)]
+    Man {
+        /// Directory to write the pages into (created if missing).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -119,6 +128,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => copyless_bench::run(args),
         Command::Import(cmd) => samba_import::run(cmd),
         Command::CheckConfig { file } => check_config(&file),
+        Command::Man { out } => man::run(Cli::command(), &out),
     }
 }
 
