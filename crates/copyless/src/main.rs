@@ -1,4 +1,5 @@
-//! The `copyless` command: serve, user, check-config.
+//! The `copyless` command: serve, user, check-config, import, top, status,
+//! bench, and the hidden man that writes the man pages.
 
 mod config;
 mod control;
