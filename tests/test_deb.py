@@ -3,6 +3,7 @@ installed with apt on this machine, checked, and purged again."""
 
 from __future__ import annotations
 
+import gzip
 import os
 import pwd
 import shutil
@@ -21,6 +22,14 @@ pytestmark = [
 ]
 
 
+# A few of the pages `copyless man` writes, one per command and subcommand
+# (crates/copyless/src/man.rs checks that none is missing).
+MAN_PAGES = tuple(f"./usr/share/man/man1/{name}.1.gz" for name in (
+    "copyless", "copyless-serve", "copyless-user", "copyless-user-add", "copyless-check-config",
+    "copyless-import-smb.conf", "copyless-top", "copyless-status", "copyless-bench",
+    "copyless-bench-io"))
+
+
 def run(*argv, **kw):
     r = subprocess.run(argv, capture_output=True, text=True, timeout=600, **kw)
     assert r.returncode == 0, f"{' '.join(argv)}: status {r.returncode}\n{r.stdout}\n{r.stderr}"
@@ -31,6 +40,28 @@ def installed() -> bool:
     r = subprocess.run(["dpkg-query", "-W", "-f=${Status}", "copyless"],
                        capture_output=True, text=True)
     return r.returncode == 0 and "installed" in r.stdout.split()
+
+
+def check_man_pages():
+    """The installed pages are the binary's: they name its real options,
+    and `man` finds them by name."""
+    serve = gzip.decompress(Path("/usr/share/man/man1/copyless-serve.1.gz").read_bytes()).decode()
+    assert ".TH copyless-serve 1 " in serve, serve[:300]
+    # Roff writes each "-" of an option as "\-".
+    for option in ("--config", "--listen", "--share", "--state-dir", "--engine"):
+        assert option.replace("-", "\\-") in serve, option
+    assert ".BR copyless (1)," in serve  # SEE ALSO
+    if shutil.which("man") is None:
+        return
+    env = dict(os.environ, LC_ALL="C", MANWIDTH="200")
+    assert run("man", "-w", "copyless-serve", env=env).strip() == \
+        "/usr/share/man/man1/copyless-serve.1.gz"
+    # Neither hyphenated nor justified, so that the words read as written.
+    shown = " ".join(run("man", "--nh", "--nj", "-P", "cat", "copyless-user-add",
+                         env=env).split())
+    for text in ("copyless-user-add - Add a user", "--unix-user", "--password-stdin",
+                 "SEE ALSO", "copyless-user(1)", "/usr/share/doc/copyless/README.md"):
+        assert text in shown, shown
 
 
 def serve_as_installed(monkeypatch, client_conf):
@@ -74,15 +105,23 @@ def test_the_package_installs_checks_its_config_and_purges_cleanly(tmp_path, mon
     assert not Path("/usr/bin/copyless").exists()
     out_dir = tmp_path / "deb"
     # The binary the other tests ran (test.sh builds it); --no-build
-    # packages exactly that.
-    run("cargo", "deb", "-p", "copyless", "--no-build", "--fast", "--output", str(out_dir),
+    # packages exactly that, with the man pages it writes.
+    run(str(REPO_ROOT / "dist" / "build-deb"), "--no-build", "--fast", "--output", str(out_dir),
         cwd=REPO_ROOT)
     debs = list(out_dir.glob("copyless_*.deb"))
     assert len(debs) == 1, debs
     contents = run("dpkg-deb", "--contents", str(debs[0]))
+    docs = [f"./usr/share/doc/copyless/docs/{p.name}" for p in (REPO_ROOT / "docs").glob("*.md")]
+    assert docs
     for path in ("./usr/bin/copyless", "./etc/copyless/copyless.toml",
-                 "systemd/system/copyless.service"):
+                 "systemd/system/copyless.service", "./usr/share/doc/copyless/README.md",
+                 *docs, *MAN_PAGES):
         assert path in contents, contents
+    # Debian policy: pages gzipped, nothing but pages in man1.
+    pages = [line.split()[-1] for line in contents.splitlines() if "/man/" in line
+             and not line.startswith("d")]
+    assert pages and all(p.startswith("./usr/share/man/man1/copyless") and p.endswith(".1.gz")
+                         for p in pages), pages
 
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     try:
@@ -99,6 +138,7 @@ def test_the_package_installs_checks_its_config_and_purges_cleanly(tmp_path, mon
         assert Path("/srv/copyless").stat().st_uid == pwd.getpwnam("copyless").pw_uid
         assert "/etc/copyless/copyless.toml: ok" in run(
             "/usr/bin/copyless", "check-config", "/etc/copyless/copyless.toml")
+        check_man_pages()
         # The unit as installed, with the binary where it names it.
         r = subprocess.run(["systemd-analyze", "verify", str(unit)],
                            capture_output=True, text=True, timeout=60)
@@ -110,7 +150,8 @@ def test_the_package_installs_checks_its_config_and_purges_cleanly(tmp_path, mon
         run("apt-get", "purge", "-y", "-q", "copyless", env=env)
     assert not installed()
     for gone in ("/usr/bin/copyless", "/etc/copyless/copyless.toml", "/var/lib/copyless",
-                 "/lib/systemd/system/copyless.service", "/usr/lib/systemd/system/copyless.service"):
+                 "/lib/systemd/system/copyless.service", "/usr/lib/systemd/system/copyless.service",
+                 "/usr/share/doc/copyless", *(p.lstrip(".") for p in MAN_PAGES)):
         assert not os.path.exists(gone), f"{gone} is still there after purge"
     # The share's files are the users'; an empty default share may go.
     if Path("/srv/copyless").exists() and not any(Path("/srv/copyless").iterdir()):

@@ -79,7 +79,9 @@ pub struct ConnectArgs {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
-    /// Directory on the share to work in (created if missing).
+    /// Directory on the share to work in, created if missing (default:
+    /// copyless-bench for io, copyless-bench\meta for meta, a new
+    /// copyless-bench\smallfiles-TIME-PID for each smallfiles run).
     #[arg(long)]
     pub dir: Option<String>,
 }

@@ -30,23 +30,28 @@ pub use crate::validate::ShareSource;
 
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct ServeArgs {
-    /// Configuration file (TOML); default: /etc/copyless/copyless.toml when
-    /// run as root without --share and it exists, else the built-in
-    /// defaults.
+    /// Configuration file, TOML (default: /etc/copyless/copyless.toml
+    /// when run as root without --share and it exists, else none: the
+    /// built-in defaults).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Address to listen on, ADDR:PORT; repeat for several. Replaces the configured list.
+    /// Address to listen on; repeat for several. Replaces the configured
+    /// list (default: the configuration's `listen`, else 0.0.0.0:445).
     #[arg(long, value_name = "ADDR:PORT")]
     pub listen: Vec<String>,
-    /// Share to serve read-write, NAME=PATH; repeat for several. Replaces the configured shares.
+    /// Folder to serve read-write as share NAME; repeat for several.
+    /// Replaces the configured shares (default: the configuration's, else
+    /// ./share as "share").
     #[arg(long, value_name = "NAME=PATH")]
     pub share: Vec<String>,
-    /// Directory for the user store and other state.
+    /// Directory for the user store and other state (default: the
+    /// configuration's `state_dir`, else /var/lib/copyless for root, else
+    /// $XDG_STATE_HOME/copyless or ~/.local/state/copyless).
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
-    /// The engine that serves connections: auto (the default: io_uring
-    /// where the kernel allows it), io_uring or threads. Replaces the
-    /// configured one.
+    /// The engine that serves connections: auto (io_uring where the kernel
+    /// allows it, else threads), io_uring or threads. Replaces the
+    /// configured one (default: the configuration's `engine`, else auto).
     #[arg(long, value_name = "ENGINE")]
     pub engine: Option<String>,
 }

@@ -1,4 +1,5 @@
-//! The `copyless` command: serve, user, check-config.
+//! The `copyless` command: serve, user, check-config, import, top, status,
+//! bench, and the hidden man that writes the man pages.
 
 mod config;
 mod control;
@@ -9,6 +10,7 @@ mod discovery;
 mod first_user;
 mod homes;
 mod machine_sid;
+mod man;
 mod metrics;
 mod no_root;
 mod privileges;
@@ -27,10 +29,19 @@ mod writable;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "copyless", version, about = "An SMB 2/3 file server")]
+#[command(
+    name = "copyless",
+    version,
+    about = "An SMB 2/3 file server",
+    long_about = "An SMB 2/3 file server for Linux: it serves folders as shares to \
+        Windows, macOS and Linux clients. `copyless serve` runs the server; the other \
+        commands manage its users, check or import a configuration, show what the \
+        running server does, and measure a server. `copyless COMMAND --help` (or \
+        `man copyless-COMMAND` where the package is installed) tells more."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -38,24 +49,52 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve the configured shares.
+    /// Run the server: serve the configured shares until stopped (SIGTERM
+    /// or Ctrl-C); SIGHUP reads the configuration again.
+    ///
+    /// Without --config and --share, root reads /etc/copyless/copyless.toml
+    /// when it exists (the service's file); otherwise the flags apply to the
+    /// built-in defaults: listen on 0.0.0.0:445, serve the folder ./share
+    /// (made when missing) as "share", state in the default state directory.
     Serve(config::ServeArgs),
-    /// Manage the user store.
+    /// Manage the user store: the users who may log on, each linked to the
+    /// Unix account it acts as on disk.
+    ///
+    /// The store is the one the server uses: in the state_dir of the
+    /// configuration `copyless serve` reads, unless --state-dir or --config
+    /// name another. A running server takes up changes within a second.
     #[command(subcommand)]
     User(user_cmd::UserCommand),
-    /// Check a configuration file as `serve` would: report the first
-    /// error, and warnings.
-    CheckConfig { file: PathBuf },
-    /// Convert another server's configuration (Samba's smb.conf).
+    /// Check a configuration file as `serve` would: report the first error
+    /// (exit status 2), and warnings.
+    ///
+    /// Given an smb.conf, it says to convert it with `copyless import
+    /// smb.conf` first.
+    CheckConfig {
+        /// The configuration file (TOML) to check.
+        file: PathBuf,
+    },
+    /// Convert another server's configuration into a copyless one (Samba's
+    /// smb.conf).
     #[command(subcommand)]
     Import(samba_import::ImportCommand),
-    /// Show where the running server's time goes, per phase and command.
+    /// Show where the running server's time goes, per phase and command:
+    /// a live view that refreshes each second, or one report with --once.
     Top(top::TopArgs),
-    /// Show the running server's sessions and open files.
+    /// Show the running server's sessions and open files, as smbstatus does
+    /// for Samba.
     Status(status::StatusArgs),
     /// Load an SMB server (this one, Samba or any other) and measure it:
     /// block I/O, small files, metadata, idle connections.
     Bench(copyless_bench::BenchArgs),
+    /// Write the man pages (copyless.1 and one per subcommand) into DIR;
+    /// the package build runs it.
+    #[command(hide = true)]
+    Man {
+        /// Directory to write the pages into (created if missing).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -90,6 +129,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => copyless_bench::run(args),
         Command::Import(cmd) => samba_import::run(cmd),
         Command::CheckConfig { file } => check_config(&file),
+        Command::Man { out } => man::run(Cli::command(), &out),
     }
 }
 

@@ -23,7 +23,9 @@ pub struct StatusArgs {
     /// 1000).
     #[arg(long, value_name = "N", default_value_t = 50, requires = "audit")]
     pub lines: usize,
-    /// The server's control socket (default: the config's `control`).
+    /// The server's control socket (default: the `control` of the
+    /// configuration, else /run/copyless/control.sock for root and
+    /// control.sock in the state directory for others).
     #[arg(long, value_name = "PATH")]
     pub control: Option<PathBuf>,
     /// Take the control socket's path from this configuration file

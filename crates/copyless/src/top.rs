@@ -17,16 +17,21 @@ pub struct TopArgs {
     #[arg(long)]
     pub once: bool,
     /// Report a window of N seconds: the next N seconds with --once or
-    /// --histogram, the refresh interval otherwise.
+    /// --histogram, the refresh interval otherwise (default: since the
+    /// server started with --once or --histogram, 1 second in the live
+    /// view).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=86400))]
     pub window: Option<u64>,
     /// Print JSON (one document per refresh in the live view).
     #[arg(long)]
     pub json: bool,
-    /// Draw the distribution of one command's times (e.g. WRITE) and exit.
+    /// Draw the distribution of one command's times (e.g. WRITE) and exit
+    /// (default: the report of all commands).
     #[arg(long, value_name = "CMD")]
     pub histogram: Option<String>,
-    /// The server's control socket (default: the config's `control`).
+    /// The server's control socket (default: the `control` of the
+    /// configuration, else /run/copyless/control.sock for root and
+    /// control.sock in the state directory for others).
     #[arg(long, value_name = "PATH")]
     pub control: Option<PathBuf>,
     /// Take the control socket's path from this configuration file

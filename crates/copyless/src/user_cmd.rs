@@ -18,11 +18,12 @@ use crate::machine_sid::user_sid;
 /// default state directory.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct StoreArgs {
-    /// Directory that holds the user store (before any configuration's).
+    /// Directory that holds the user store, whatever the configuration
+    /// says (default: the configuration's `state_dir`).
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
     /// Use the state_dir of this configuration file (default: the one
-    /// `copyless serve` reads).
+    /// `copyless serve` reads; without one, the default state directory).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 }
@@ -53,10 +54,13 @@ impl StoreArgs {
 
 #[derive(clap::Subcommand, Debug)]
 pub enum UserCommand {
-    /// Add a user, linked to the Unix account NAME unless told otherwise.
+    /// Add a user, linked to the Unix account of its name unless told
+    /// otherwise; asks for the password.
     Add {
+        /// The name the user logs on with.
         name: String,
-        /// Link the user to this existing Unix account instead.
+        /// Link the user to this existing Unix account (default: the
+        /// account NAME).
         #[arg(long, value_name = "ACCOUNT", conflicts_with = "create_unix_user")]
         unix_user: Option<String>,
         /// Link the user to the Unix account NAME, first creating it as a
@@ -69,14 +73,16 @@ pub enum UserCommand {
         #[command(flatten)]
         store: StoreArgs,
     },
-    /// Delete a user.
+    /// Delete a user (its Unix account and files stay).
     Del {
+        /// The user to delete.
         name: String,
         #[command(flatten)]
         store: StoreArgs,
     },
-    /// Change a user's password.
+    /// Change a user's password; asks for the new one.
     Passwd {
+        /// The user whose password changes.
         name: String,
         /// Read the password as one line from standard input instead of the terminal.
         #[arg(long)]
@@ -84,8 +90,9 @@ pub enum UserCommand {
         #[command(flatten)]
         store: StoreArgs,
     },
-    /// Link a user to another Unix account.
+    /// Link a user to another Unix account, the one it acts as on disk.
     Link {
+        /// The user to link.
         name: String,
         /// The existing Unix account the user acts as from now on.
         #[arg(long, value_name = "ACCOUNT")]
@@ -100,11 +107,13 @@ pub enum UserCommand {
     },
     /// Show a user's Unix account and groups.
     Show {
+        /// The user to show.
         name: String,
         #[command(flatten)]
         store: StoreArgs,
     },
-    /// Import Samba's users with their password hashes (`pdbedit -L -w`).
+    /// Import Samba's users with their password hashes (`pdbedit -L -w`),
+    /// so that they log on with the passwords they had.
     Import(crate::samba_import::passdb::ImportArgs),
 }
 

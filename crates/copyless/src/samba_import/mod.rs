@@ -24,7 +24,7 @@ pub enum ImportCommand {
     SmbConf {
         /// The smb.conf to read.
         file: PathBuf,
-        /// Write the config to this file instead.
+        /// Write the config to this file (default: standard output).
         #[arg(long, short, value_name = "OUT")]
         output: Option<PathBuf>,
     },

@@ -27,8 +27,8 @@ pub struct ImportArgs {
     /// Overwrite the password hash and link of users that exist already.
     #[arg(long)]
     pub replace: bool,
-    /// Link every imported user to this existing Unix account instead of
-    /// the account of its own name.
+    /// Link every imported user to this existing Unix account (default:
+    /// the account of the user's own name).
     #[arg(long, value_name = "ACCOUNT", conflicts_with = "create_unix_user")]
     pub unix_user: Option<String>,
     /// Create a missing Unix account of a user's name as a system account
