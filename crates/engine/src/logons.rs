@@ -89,7 +89,12 @@ impl Logons {
     pub fn report(&self, events: Vec<Event>) {
         for event in events {
             let Event::Logon(logon) = event;
-            self.tracer.count_logon(logon.outcome().name());
+            let outcome = logon.outcome().name();
+            self.tracer.count_logon(outcome);
+            if !logon.succeeded() {
+                self.tracer
+                    .note_failed_logon(logon.client.ip(), &logon.user, outcome);
+            }
             match self.queue.try_send(Message::Logon(logon)) {
                 Ok(()) | Err(TrySendError::Disconnected(_)) => {}
                 Err(TrySendError::Full(_)) => {
