@@ -170,7 +170,8 @@ _startup_timeouts: list[str] = []
 
 def _start_copyless(base: Path, *, extra_users=(), preexec_fn=None,
                     extra_config: str = "", prepare_share=None,
-                    share_flag: bool = True) -> RunningServer:
+                    share_flag: bool = True,
+                    metrics_listen: str = "127.0.0.1:0") -> RunningServer:
     """Starts copyless on a fresh share with TEST_USER and each (name,
     password) of `extra_users`; `preexec_fn` runs in the server's process
     before exec (e.g. to set its resource limits); `extra_config` is added
@@ -178,7 +179,9 @@ def _start_copyless(base: Path, *, extra_users=(), preexec_fn=None,
     `prepare_share` is called with the share's empty directory before the
     server starts (e.g. to mount a filesystem there). Without `share_flag`
     the share (base/share) is not given with --share, which would replace
-    the config's shares: `extra_config` then declares it, and any others."""
+    the config's shares: `extra_config` then declares it, and any others.
+    `metrics_listen` is the `[metrics] listen` address; `extra_config`
+    may go on with more keys of `[metrics]`."""
     if _startup_timeouts:
         pytest.fail(
             "not started: an earlier start of copyless in this session timed out:\n"
@@ -229,7 +232,7 @@ def _start_copyless(base: Path, *, extra_users=(), preexec_fn=None,
     config = base / "copyless.toml"
     # A JSON string is a valid TOML basic string.
     config.write_text(
-        f"control = {json.dumps(str(control))}\n\n[metrics]\nlisten = \"127.0.0.1:0\"\n"
+        f"control = {json.dumps(str(control))}\n\n[metrics]\nlisten = {json.dumps(metrics_listen)}\n"
         + extra_config
     )
 

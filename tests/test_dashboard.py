@@ -1,10 +1,14 @@
 """The live web dashboard on the metrics port, in headless Chromium.
 
-The browser loads the page while a client writes files; the test reads the
-numbers from the rendered page twice, a few seconds apart, checks that they
-moved and that the page shows what `copyless top` shows, and keeps a
-screenshot: in $COPYLESS_TEST_ARTIFACTS when set, else in
-target/test-artifacts/ of the repository.
+The browser loads the page while two users hold files open, a client
+writes files and another fails to log on; the test reads the page's NAS
+view (sessions, open files, room on the share, failed logons, history
+ranges) and the numbers twice, a few seconds apart, checks that they moved
+and that the page shows what `copyless top` shows, and keeps screenshots
+(`dashboard.png`, busy, and `dashboard-idle.png`): in
+$COPYLESS_TEST_ARTIFACTS when set, else in target/test-artifacts/ of the
+repository. User names and paths show on a loopback endpoint, or beyond
+it only with `[metrics] user_labels = true`.
 
 Chromium is driven over its DevTools protocol (`websocket-client`), so the
 page's own scripts run as in any browser, polling the server every second.
@@ -28,16 +32,23 @@ from pathlib import Path
 
 import pytest
 from smbprotocol.connection import Connection, Dialects
+from smbprotocol.exceptions import LogonFailure
 from smbprotocol.session import Session
 from smbprotocol.tree import TreeConnect
 
-from conftest import REPO_ROOT, SERVER_KIND, copyless_binary, make_temp_dir
+from conftest import (REPO_ROOT, SERVER_KIND, TEST_PASSWORD, TEST_USER, _start_copyless,
+                      _stop_copyless, copyless_binary, make_temp_dir)
 from support import create_file
 
 pytestmark = pytest.mark.skipif(
     SERVER_KIND != "copyless", reason="the dashboard is copyless's own interface"
 )
 
+# A second user, as test_unix_identity names it (as root, the account is
+# made or linked by `copyless user add --create-unix-user`).
+ALICE = ("alice", "Alice-Passw0rd")
+# A user name that never logs on, for the failed logons.
+STRANGER = "mallory"
 PHASES = ["waiting", "receiving", "parsing", "queued", "running", "disk_io", "sending"]
 # How long the page gets to load, and then to show new numbers.
 PAGE_DEADLINE = 30.0
@@ -116,6 +127,61 @@ class Writer:
                 connection.disconnect()
             except Exception:  # a connection that never came up
                 pass
+
+
+class Holder:
+    """A session of `user` holding `names` open on the share until closed."""
+
+    def __init__(self, server, user: str, password: str, names: list[str]):
+        self.connection = Connection(uuid.uuid4(), server.host, server.port,
+                                     require_signing=True)
+        self.connection.connect(Dialects.SMB_3_1_1, timeout=30)
+        try:
+            session = Session(self.connection, user, password, require_encryption=False,
+                              auth_protocol="ntlm")
+            session.connect()
+            tree = TreeConnect(session, f"\\\\{server.host}\\{server.share}")
+            tree.connect()
+            self.opens = [create_file(tree, name) for name in names]
+        except BaseException:
+            self.connection.disconnect()
+            raise
+
+    def close(self) -> None:
+        self.connection.disconnect()
+
+
+def fail_a_logon(server, user: str) -> None:
+    connection = Connection(uuid.uuid4(), server.host, server.port, require_signing=True)
+    connection.connect(Dialects.SMB_3_1_1, timeout=30)
+    try:
+        with pytest.raises(LogonFailure):
+            Session(connection, user, "not-the-password", require_encryption=False,
+                    auth_protocol="ntlm").connect()
+    finally:
+        connection.disconnect()
+
+
+def start_server(name: str, **kwargs):
+    """A fresh copyless with the test user and alice, stopped by the caller."""
+    base = make_temp_dir(name)
+    try:
+        return base, _start_copyless(base, extra_users=(ALICE,), **kwargs)
+    except BaseException:
+        shutil.rmtree(base, ignore_errors=True)
+        raise
+
+
+@pytest.fixture
+def nas_server():
+    base, running = start_server("dashboard")
+    try:
+        yield running.info
+    finally:
+        try:
+            _stop_copyless(running)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
 
 
 class DevTools:
@@ -246,8 +312,25 @@ READ_PAGE = """(() => {
     commands: rows("commands"),
     shares: rows("shares"),
     clients: rows("clients"),
+    sessions: tile("sessions"),
+    openFiles: tile("open-files"),
+    failedLogons: tile("total-failed-logons"),
+    sessionRows: rows("sessions-table"),
+    openRows: rows("opens"),
+    space: rows("space"),
+    failedLogonRows: rows("failed-logons"),
+    namesHidden: !document.getElementById("names-hidden").hidden,
+    idle: !document.getElementById("idle").hidden,
+    windowIdle: document.getElementById("window-note").dataset.idle,
     charts: document.querySelectorAll(".chart .uplot canvas").length,
     points: Number(document.getElementById("throughput-chart").dataset.points || 0),
+    range: Object.fromEntries(["throughput-chart", "iops-chart", "errors-chart"].map((id) => {
+      const d = document.getElementById(id).dataset;
+      return [id, { range: Number(d.range), span: Number(d.span), points: Number(d.points) }];
+    })),
+    pressed: Array.from(document.querySelectorAll(".ranges button[aria-pressed=true]"))
+      .map((b) => b.dataset.range),
+    errorsUnit: document.getElementById("errors-unit").textContent,
     violations: window.__violations || [],
   };
 })()"""
@@ -283,7 +366,23 @@ def screenshot(tools: DevTools, path: Path) -> None:
     path.write_bytes(base64.b64decode(shot["data"]))
 
 
-def test_the_dashboard_moves_while_a_client_writes(server, browser):
+def space_of(path: Path) -> tuple[int, int]:
+    """(size, available) of the filesystem at `path`, as `df` counts them."""
+    st = os.statvfs(path)
+    return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+
+
+def click(tools: DevTools, selector: str) -> None:
+    assert tools.evaluate(f"""(() => {{
+      const el = document.querySelector({json.dumps(selector)});
+      if (!el) return false;
+      el.click();
+      return true;
+    }})()"""), f"nothing to click at {selector}"
+
+
+def test_the_dashboard_shows_the_nas_and_moves_while_a_client_writes(nas_server, browser):
+    server = nas_server
     url = dashboard_url(server)
     tools = browser
     tools.call("Runtime.enable")
@@ -294,37 +393,108 @@ def test_the_dashboard_moves_while_a_client_writes(server, browser):
     def read():
         return tools.evaluate(READ_PAGE)
 
+    # Two users, each with files open, and a stranger who fails to log on.
+    held = {TEST_USER: ["budget-2024.xlsx"], ALICE[0]: ["holiday.jpg", "notes.txt"]}
+    holders = [Holder(server, TEST_USER, TEST_PASSWORD, held[TEST_USER])]
     shot = artifact_path("dashboard.png")
-    with Writer(server) as writer:
-        tools.call("Page.navigate", url=url)
-        try:
-            first = wait_for(
-                read,
-                lambda p: p is not None
-                and p["status"] == "live"
-                and p["totalRequests"]["value"] > 0
-                and any(c["key"] == "WRITE" for c in p["commands"]),
-                PAGE_DEADLINE,
-                "the page did not show the server's WRITEs",
-            )
-            # Numbers that only grow while the client writes: they must
-            # move on the page without reloading it.
-            second = wait_for(
-                read,
-                lambda p: p["totalRequests"]["value"] > first["totalRequests"]["value"]
-                and p["totalBytesIn"]["value"] > first["totalBytesIn"]["value"]
-                and p["updated"]["value"] > first["updated"]["value"],
-                MOVE_DEADLINE,
-                "the numbers did not move",
-            )
-            # A few seconds of history, for lines worth a look in the charts.
-            wait_for(read, lambda p: p["points"] >= 5, MOVE_DEADLINE, "no history for the charts")
-        finally:
-            # Kept whether or not the numbers moved: it shows what the page did.
-            screenshot(tools, shot)
-        page = read()
+    try:
+        holders.append(Holder(server, *ALICE, held[ALICE[0]]))
+        fail_a_logon(server, STRANGER)
+        with Writer(server) as writer:
+            tools.call("Page.navigate", url=url)
+            try:
+                first = wait_for(
+                    read,
+                    lambda p: p is not None
+                    and p["status"] == "live"
+                    and p["totalRequests"]["value"] > 0
+                    and any(c["key"] == "WRITE" for c in p["commands"])
+                    and {r["user"]["text"] for r in p["sessionRows"]} >= set(held),
+                    PAGE_DEADLINE,
+                    "the page did not show the server's WRITEs and both users",
+                )
+                # Numbers that only grow while the client writes: they must
+                # move on the page without reloading it.
+                second = wait_for(
+                    read,
+                    lambda p: p["totalRequests"]["value"] > first["totalRequests"]["value"]
+                    and p["totalBytesIn"]["value"] > first["totalBytesIn"]["value"]
+                    and p["updated"]["value"] > first["updated"]["value"],
+                    MOVE_DEADLINE,
+                    "the numbers did not move",
+                )
+                # A few seconds of history, for lines worth a look in the charts.
+                wait_for(read, lambda p: p["points"] >= 5, MOVE_DEADLINE, "no history for the charts")
+            finally:
+                # Kept whether or not the numbers moved: it shows what the page did.
+                screenshot(tools, shot)
+            page = read()
+            size, available = space_of(server.share_path)
+
+            # The history ranges: an hour and a day of minute points, and
+            # back to five minutes of seconds.
+            minutes = json.loads(fetch(url + "history.json")[2])["minutes"]
+            for range_s in (3600, 86400, 300):
+                click(tools, f'.ranges button[data-range="{range_s}"]')
+                shown = wait_for(
+                    read,
+                    lambda p: all(c["range"] == range_s for c in p["range"].values()),
+                    MOVE_DEADLINE,
+                    f"the charts did not switch to {range_s} s",
+                )
+                assert shown["pressed"] == [str(range_s)], shown["pressed"]
+                # The range at most; no less than a minute of seconds or
+                # ten minutes of minutes, however young the server.
+                least = 60 if range_s == 300 else 600
+                for chart in shown["range"].values():
+                    assert least <= chart["span"] <= range_s, shown["range"]
+                if range_s == 300:
+                    assert shown["errorsUnit"] == "per second"
+                    assert shown["range"]["throughput-chart"]["points"] >= 5, shown["range"]
+                else:
+                    assert shown["errorsUnit"] == "per minute"
+                    # The minute points (none, in a server's first minute).
+                    assert shown["range"]["throughput-chart"]["points"] <= len(minutes) + 1
+    finally:
+        for holder in holders:
+            holder.close()
     assert writer.error is None, f"the writing client failed: {writer.error!r}"
     assert writer.files > 0
+
+    # Who is connected: both users, from this machine, on the share; the
+    # writer is the test user's second session.
+    users = sorted(r["user"]["text"] for r in page["sessionRows"])
+    assert users == sorted([TEST_USER, TEST_USER, ALICE[0]]), page["sessionRows"]
+    assert page["sessions"]["value"] == 3
+    for row in page["sessionRows"]:
+        assert row["client"]["text"].startswith("127.0.0.1:"), row
+        assert row["dialect"]["text"] == "3.1.1", row
+        assert row["signing"]["text"] == "required", row
+        assert row["shares"]["text"] == server.share, row
+        assert re.fullmatch(r"\d{1,2}:\d{2}:\d{2}(\s[AP]M)?", row["since"]["text"]), row
+    assert not page["namesHidden"]
+    # The open files: the three held, and at most the writer's one.
+    opened = {r["path"]["text"]: r["user"]["text"] for r in page["openRows"]}
+    for user, names in held.items():
+        for name in names:
+            assert opened.get(name) == user, page["openRows"]
+    assert 3 <= page["openFiles"]["value"] <= 4, page["openFiles"]
+    assert page["openFiles"]["value"] == len(page["openRows"])
+    # The room on the share: the filesystem's, as statvfs sees it (other
+    # writers on the disk move the free space a little meanwhile).
+    [space] = page["space"]
+    assert space["key"] == server.share
+    assert space["size"]["value"] == size, (space, size)
+    assert abs(space["available"]["value"] - available) <= max(256 << 20, available // 100), \
+        (space, available)
+    assert space["available"]["text"].endswith(" free")
+    used_percent = space["used_percent"]["value"]
+    assert 0 <= used_percent <= 100 and space["used_percent"]["text"].endswith("%)")
+    # The stranger's failed logon, with the name it tried.
+    assert page["failedLogons"]["value"] == 1
+    [failed] = page["failedLogonRows"]
+    assert failed["user"]["text"] == STRANGER and failed["client"]["text"] == "127.0.0.1"
+    assert failed["outcome"]["text"] == "bad user or password"
 
     # The text a person sees moved too, not only the values behind it.
     assert second["totalRequests"]["text"] != first["totalRequests"]["text"]
@@ -333,7 +503,7 @@ def test_the_dashboard_moves_while_a_client_writes(server, browser):
     assert first["writeRate"]["value"] > 0 and first["writeRate"]["text"].endswith("/s")
     assert first["requestRate"]["value"] > 0
     assert not page["tracingOff"]
-    assert page["charts"] == 2, page
+    assert page["charts"] == 3, page
 
     # What `copyless top` shows: the phases with their what-if figures...
     assert [p["key"] for p in page["phases"]] == PHASES
@@ -350,11 +520,26 @@ def test_the_dashboard_moves_while_a_client_writes(server, browser):
     assert 0 < write["p50_ns"]["value"] <= write["p99_ns"]["value"], write
     for field in ("p50_ns", "p99_ns"):
         assert re.fullmatch(r"\d+(\.\d+)?(ns|us|ms|s)", write[field]["text"]), write
-    # ...shares and clients, the client without its user name (the
-    # endpoint keeps user names unless `[metrics] user_labels = true`).
+    # ...shares and clients of that second, with user names (the endpoint
+    # is on loopback): the writer's at least; the others only if they sent
+    # something in that second (the stranger's connection had no user).
     assert [s["key"] for s in first["shares"]] == [server.share], first["shares"]
-    assert [c["address"]["text"] for c in first["clients"]] == ["127.0.0.1"], first["clients"]
-    assert first["clients"][0]["user"]["text"] == "-"
+    assert {c["address"]["text"] for c in first["clients"]} == {"127.0.0.1"}, first["clients"]
+    client_users = {c["user"]["text"] for c in first["clients"]}
+    assert {TEST_USER} <= client_users <= {TEST_USER, ALICE[0], "-"}, first["clients"]
+
+    # Idle: everyone gone, the page says so once and shows what happened
+    # since start rather than a second of zeros.
+    idle = wait_for(read, lambda p: p["idle"], MOVE_DEADLINE, "the page did not say idle")
+    screenshot(tools, artifact_path("dashboard-idle.png"))
+    assert idle["windowIdle"] == "true"
+    assert idle["writeRate"]["text"] == "idle" and idle["requestRate"]["text"] == "idle"
+    write = next(c for c in idle["commands"] if c["key"] == "WRITE")
+    assert write["count"]["value"] >= writer.files * (Writer.FILE_SIZE // Writer.CHUNK), write
+    assert sum(p["share_percent"]["value"] for p in idle["phases"]) > 99.0
+    # The sessions went with their connections, and their opens with them.
+    wait_for(read, lambda p: p["sessions"]["value"] == 0 and p["openFiles"]["value"] == 0,
+             MOVE_DEADLINE, "the sessions did not go")
 
     # Nothing went wrong in the page: no script errors, nothing the
     # Content-Security-Policy refused, nothing failed to load.
@@ -369,6 +554,59 @@ def test_the_dashboard_moves_while_a_client_writes(server, browser):
 
     data = shot.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 10_000, len(data)
+
+
+def report_of(server) -> dict:
+    # A wildcard address is reached on loopback.
+    url = dashboard_url(server).replace("//0.0.0.0:", "//127.0.0.1:")
+    status, _, body = fetch(url + "report.json")
+    assert status == 200
+    return json.loads(body)
+
+
+@pytest.mark.parametrize("user_labels", [False, True])
+def test_names_and_paths_beyond_loopback_only_with_user_labels(user_labels):
+    base, running = start_server(
+        "dashboard-wide", metrics_listen="0.0.0.0:0",
+        extra_config="user_labels = true\n" if user_labels else "")
+    server = running.info
+    try:
+        holder = Holder(server, *ALICE, ["secret-plans.txt"])
+        try:
+            fail_a_logon(server, STRANGER)
+            # The sampler reads once a second: wait for a document with both.
+            end = time.monotonic() + MOVE_DEADLINE
+            while True:
+                doc = report_of(server)
+                nas = doc["nas"]
+                if nas["open_files"] == 1 and doc["failed_logons"]:
+                    break
+                assert time.monotonic() < end, json.dumps(doc, indent=1)
+                time.sleep(0.25)
+        finally:
+            holder.close()
+        text = json.dumps(doc)
+        assert doc["names_shown"] is user_labels
+        [session] = nas["sessions"]
+        [open_] = nas["opens"]
+        [failed] = doc["failed_logons"]
+        # Counts, addresses and shares either way.
+        assert nas["session_count"] == 1 and session["client"].startswith("127.0.0.1:")
+        assert open_["share"] == server.share and session["shares"] == [server.share]
+        assert failed["client"] == "127.0.0.1"
+        if user_labels:
+            assert session["user"] == ALICE[0] and open_["user"] == ALICE[0]
+            assert open_["path"] == "secret-plans.txt" and failed["user"] == STRANGER
+        else:
+            assert session["user"] is None and open_["user"] is None
+            assert open_["path"] is None and failed["user"] is None
+            for secret in (ALICE[0], "secret-plans", STRANGER):
+                assert secret not in text, secret
+    finally:
+        try:
+            _stop_copyless(running)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
 
 
 def test_the_dashboard_over_http(server):
@@ -391,7 +629,18 @@ def test_the_dashboard_over_http(server):
                                     check=True).stdout)
     assert set(doc["report"]) == set(top)
     assert [p["phase"] for p in doc["report"]["phases"]] == PHASES
-    assert {"uptime_s", "requests", "bytes_in", "bytes_out"} <= set(doc["totals"])
+    assert {"uptime_s", "requests", "bytes_in", "bytes_out", "errors", "failed_logons"} \
+        <= set(doc["totals"])
+    # What the NAS holds: nobody yet, and the share's room.
+    assert doc["nas"]["session_count"] == 0 and doc["nas"]["open_files"] == 0
+    assert [s["name"] for s in doc["nas"]["shares"]] == [server.share]
+    assert doc["names_shown"] is True
+
+    # The minute points, apart: none before the first minute has ended.
+    status, headers, body = fetch(url + "history.json")
+    assert status == 200 and headers["Cache-Control"] == "no-store"
+    minutes = json.loads(body)["minutes"]
+    assert len(minutes) <= 1 and (doc["minutes_until"] is None) == (minutes == [])
 
     status, headers, body = fetch(url + "static/uPlot.iife.min.js")
     assert status == 200 and headers["Content-Type"] == "text/javascript; charset=utf-8"

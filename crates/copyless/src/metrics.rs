@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use copyless_core::status::ServerStatus;
 use copyless_core::Server;
 use copyless_trace::prometheus::{self, ClientLabels, NasGauges, ShareSpace};
 use copyless_trace::Tracer;
@@ -45,22 +46,47 @@ struct Endpoint {
     nas: Option<NasSource>,
 }
 
-/// Reads [`NasGauges`] at each scrape.
-pub type NasSource = Arc<dyn Fn() -> NasGauges + Send + Sync>;
+/// What the server holds now: its status board (sessions and open
+/// files, as `copyless status` shows them) and the room on each share.
+#[derive(Debug, Clone, Default)]
+pub struct NasView {
+    pub status: ServerStatus,
+    pub shares: Vec<ShareSpace>,
+}
 
-/// The gauges of `server`: its sessions (each counted once, however many
-/// channels it has), its opens, and the room on each configured share's
-/// filesystem (home shares, named after their users, are left out).
-pub fn nas_source(server: Arc<Server>) -> NasSource {
-    Arc::new(move || {
-        let status = server.status();
-        let mut sessions: Vec<u64> = status
+impl NasView {
+    /// The gauges of `/metrics`: sessions (each counted once, however many
+    /// channels it has), opens, and the room on each share.
+    pub fn gauges(&self) -> NasGauges {
+        NasGauges {
+            sessions: self.session_count(),
+            open_files: self.status.opens.len() as u64,
+            shares: self.shares.clone(),
+        }
+    }
+
+    pub fn session_count(&self) -> u64 {
+        let mut sessions: Vec<u64> = self
+            .status
             .connections
             .iter()
             .flat_map(|c| c.sessions.iter().map(|s| s.id))
             .collect();
         sessions.sort_unstable();
         sessions.dedup();
+        sessions.len() as u64
+    }
+}
+
+/// Reads the [`NasView`] at each scrape, and each second for the
+/// dashboard.
+pub type NasSource = Arc<dyn Fn() -> NasView + Send + Sync>;
+
+/// The view of `server`: its status board, and the room on each
+/// configured share's filesystem (home shares, named after their users,
+/// are left out).
+pub fn nas_source(server: Arc<Server>) -> NasSource {
+    Arc::new(move || {
         let shares = server
             .shares
             .all()
@@ -77,9 +103,8 @@ pub fn nas_source(server: Arc<Server>) -> NasSource {
                 })
             })
             .collect();
-        NasGauges {
-            sessions: sessions.len() as u64,
-            open_files: status.opens.len() as u64,
+        NasView {
+            status: server.status(),
             shares,
         }
     })
@@ -93,7 +118,11 @@ pub fn start(
     labels: ClientLabels,
     nas: NasSource,
 ) -> io::Result<SocketAddr> {
-    let dashboard = Dashboard::start(Arc::clone(&tracer), labels)?;
+    let dashboard = Dashboard::start(
+        Arc::clone(&tracer),
+        names_shown(addr, labels),
+        Some(Arc::clone(&nas)),
+    )?;
     start_endpoint(
         addr,
         Endpoint {
@@ -123,9 +152,22 @@ fn start_endpoint(addr: SocketAddr, endpoint: Endpoint) -> io::Result<SocketAddr
     Ok(local)
 }
 
+fn is_loopback(addr: SocketAddr) -> bool {
+    addr.ip().to_canonical().is_loopback()
+}
+
+/// Whether the dashboard shows user names (of sessions, open files and
+/// failed logons) and the paths of open files: when only this machine can
+/// reach it, or when `[metrics] user_labels = true` put user names in the
+/// labels for all who can. Client addresses are shown either way, as the
+/// labels of `/metrics` carry them.
+pub fn names_shown(addr: SocketAddr, labels: ClientLabels) -> bool {
+    is_loopback(addr) || labels == ClientLabels::AddressAndUser
+}
+
 /// What to say on stderr when the endpoint listens beyond this machine.
 pub fn exposure_warning(addr: SocketAddr) -> Option<String> {
-    (!addr.ip().to_canonical().is_loopback()).then(|| {
+    (!is_loopback(addr)).then(|| {
         format!(
             "metrics on {addr} have no authentication; anyone who can reach it sees \
              per-share and per-client figures"
@@ -307,7 +349,7 @@ fn respond(request: &Request, endpoint: &Endpoint) -> Response {
         return response;
     }
     let (tracer, labels) = (&endpoint.tracer, endpoint.labels);
-    let nas = || endpoint.nas.as_ref().map(|read| read());
+    let nas = || endpoint.nas.as_ref().map(|read| read().gauges());
     match request.path {
         "/metrics" if wants_openmetrics(request.head) => Response::live(
             prometheus::CONTENT_TYPE,
@@ -318,6 +360,7 @@ fn respond(request: &Request, endpoint: &Endpoint) -> Response {
             prometheus::encode_classic(&tracer.snapshot(), labels, nas().as_ref()).into_bytes(),
         ),
         "/report.json" => Response::live("application/json", endpoint.dashboard.document()),
+        "/history.json" => Response::live("application/json", endpoint.dashboard.minutes()),
         path => match dashboard::asset(path) {
             Some((content_type, body)) => Response::asset(request, content_type, body),
             None => Response::text("404 Not Found", "try /metrics or /\n"),
@@ -352,7 +395,7 @@ fn serve(mut stream: TcpStream, endpoint: &Endpoint, deadline: Instant) -> io::R
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::net::IpAddr;
 
@@ -363,7 +406,7 @@ mod tests {
         max_scrapes: usize,
     ) -> Endpoint {
         Endpoint {
-            dashboard: Dashboard::start(Arc::clone(&tracer), labels).unwrap(),
+            dashboard: Dashboard::start(Arc::clone(&tracer), false, None).unwrap(),
             tracer,
             labels,
             deadline,
@@ -390,14 +433,60 @@ mod tests {
         answer
     }
 
+    /// Connections (id, the ids of their sessions; one may be a channel
+    /// of another's) and `opens` opens of the first session.
+    pub(crate) fn status_of(input: &[(u64, &[u64])], opens: usize) -> ServerStatus {
+        use copyless_core::status::{ConnectionStatus, OpenStatus, SessionStatus};
+        let connections = input
+            .iter()
+            .map(|&(id, sessions)| ConnectionStatus {
+                id,
+                client: SocketAddr::from(([10, 0, 0, id as u8], 50000)),
+                dialect: 0x0311,
+                sessions: sessions
+                    .iter()
+                    .map(|&sid| SessionStatus {
+                        id: sid,
+                        user: format!("user{sid}"),
+                        anonymous: false,
+                        guest: false,
+                        kerberos: false,
+                        signing_required: true,
+                        encrypted: false,
+                        trees: vec!["data".into()],
+                    })
+                    .collect(),
+            })
+            .collect();
+        let first = input
+            .first()
+            .and_then(|(_, sessions)| sessions.first().copied())
+            .unwrap_or(0);
+        let opens = (0..opens)
+            .map(|i| OpenStatus {
+                share: "data".into(),
+                path: format!("dir/file{i:03}.txt"),
+                is_dir: false,
+                session: first,
+                access: 0x0012_0089,
+                share_access: 7,
+                delete_pending: false,
+                disconnected: false,
+                oplock: 0,
+                lease: None,
+                locks: Vec::new(),
+            })
+            .collect();
+        ServerStatus { connections, opens }
+    }
+
     const SCRAPE: &str = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
 
     #[test]
     fn serves_metrics_over_http() {
         let tracer = Tracer::new(vec!["data".into()], true);
-        let nas: NasSource = Arc::new(|| NasGauges {
-            sessions: 2,
-            open_files: 5,
+        let nas: NasSource = Arc::new(|| NasView {
+            status: status_of(&[(1, &[7, 8]), (2, &[8])], 5),
             shares: vec![ShareSpace {
                 name: "data".into(),
                 size: 4096,
@@ -659,6 +748,20 @@ mod tests {
             body.contains("{address=\"10.0.0.7\",user=\"alice\"}"),
             "{body}"
         );
+    }
+
+    #[test]
+    fn names_are_shown_on_loopback_or_when_labels_carry_them() {
+        for (addr, labels, shown) in [
+            ("127.0.0.1:9445", ClientLabels::Address, true),
+            ("[::1]:9445", ClientLabels::Address, true),
+            ("0.0.0.0:9445", ClientLabels::Address, false),
+            ("192.168.1.5:9445", ClientLabels::Address, false),
+            ("0.0.0.0:9445", ClientLabels::AddressAndUser, true),
+            ("127.0.0.1:9445", ClientLabels::AddressAndUser, true),
+        ] {
+            assert_eq!(names_shown(addr.parse().unwrap(), labels), shown, "{addr}");
+        }
     }
 
     #[test]

@@ -102,7 +102,12 @@ impl Logons {
                     continue;
                 }
             };
-            self.tracer.count_logon(logon.outcome().name());
+            let outcome = logon.outcome().name();
+            self.tracer.count_logon(outcome);
+            if !logon.succeeded() {
+                self.tracer
+                    .note_failed_logon(logon.client.ip(), &logon.user, outcome);
+            }
             // fail2ban reads the failures: they are warnings, written
             // unless only errors are.
             let level = if logon.succeeded() {

@@ -20,7 +20,7 @@ pub mod syscall;
 pub mod timed_vfs;
 
 pub use phase::Phase;
-pub use recorder::{FrameTimes, Recorder, Request, Scope, Tracer};
+pub use recorder::{FailedLogon, FrameTimes, Recorder, Request, Scope, Tracer};
 pub use report::Report;
 pub use snapshot::Snapshot;
 pub use syscall::Syscall;

@@ -2,10 +2,11 @@
 //! [`Recorder`] that the engine feeds with each frame's timestamps.
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::clock;
 use crate::phase::Phase;
@@ -95,6 +96,27 @@ pub struct Tracer {
     /// Logons by outcome: counted whether or not tracing is on, and
     /// rare enough for a lock.
     logons: Mutex<BTreeMap<&'static str, u64>>,
+    /// The latest failed logons, oldest first, at most
+    /// [`FAILED_LOGONS_KEPT`]: a client may fail as often as it likes.
+    failed_logons: Mutex<VecDeque<FailedLogon>>,
+}
+
+/// Failed logons a [`Tracer`] remembers, for the dashboard.
+pub const FAILED_LOGONS_KEPT: usize = 20;
+/// The most characters of a failed logon's user name kept: the client
+/// chooses it.
+pub const FAILED_LOGON_USER_CHARS: usize = 64;
+
+/// A logon that failed, as the dashboard lists it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct FailedLogon {
+    /// When, in seconds since the Unix epoch.
+    pub t: f64,
+    pub client: IpAddr,
+    /// As the client sent it, cut to [`FAILED_LOGON_USER_CHARS`].
+    pub user: String,
+    /// `bad_credentials` or `failed` (the core's `logon::Outcome`).
+    pub outcome: &'static str,
 }
 
 impl Tracer {
@@ -113,6 +135,7 @@ impl Tracer {
             }),
             other: Slot::new(shares),
             logons: Mutex::new(BTreeMap::new()),
+            failed_logons: Mutex::new(VecDeque::with_capacity(FAILED_LOGONS_KEPT)),
         })
     }
 
@@ -186,6 +209,33 @@ impl Tracer {
     pub fn count_logon(&self, outcome: &'static str) {
         let mut logons = self.logons.lock().unwrap_or_else(|e| e.into_inner());
         *logons.entry(outcome).or_insert(0) += 1;
+    }
+
+    /// Remembers a failed logon, forgetting the oldest beyond
+    /// [`FAILED_LOGONS_KEPT`]; kept whether or not tracing is on, as the
+    /// counts are.
+    pub fn note_failed_logon(&self, client: IpAddr, user: &str, outcome: &'static str) {
+        let t = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs_f64();
+        let logon = FailedLogon {
+            t,
+            client,
+            user: user.chars().take(FAILED_LOGON_USER_CHARS).collect(),
+            outcome,
+        };
+        let mut kept = self.failed_logons.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.len() == FAILED_LOGONS_KEPT {
+            kept.pop_front();
+        }
+        kept.push_back(logon);
+    }
+
+    /// The latest failed logons, oldest first.
+    pub fn failed_logons(&self) -> Vec<FailedLogon> {
+        let kept = self.failed_logons.lock().unwrap_or_else(|e| e.into_inner());
+        kept.iter().cloned().collect()
     }
 
     /// Everything recorded since the server started, merged over all
@@ -587,6 +637,28 @@ mod tests {
         let s = tracer.snapshot();
         assert!(!s.enabled);
         assert_eq!(s.requests, 0);
+    }
+
+    #[test]
+    fn the_latest_failed_logons_are_kept_and_bounded() {
+        let tracer = Tracer::new(vec![], false);
+        assert!(tracer.failed_logons().is_empty());
+        let long = "x".repeat(FAILED_LOGON_USER_CHARS + 10);
+        tracer.note_failed_logon(ip(), &long, "failed");
+        let kept = tracer.failed_logons();
+        assert_eq!(kept[0].user.chars().count(), FAILED_LOGON_USER_CHARS);
+        assert_eq!((kept[0].client, kept[0].outcome), (ip(), "failed"));
+        assert!(kept[0].t > 0.0);
+        for i in 0..FAILED_LOGONS_KEPT + 3 {
+            tracer.note_failed_logon(ip(), &format!("user{i}"), "bad_credentials");
+        }
+        let kept = tracer.failed_logons();
+        assert_eq!(kept.len(), FAILED_LOGONS_KEPT);
+        assert_eq!(kept[0].user, "user3");
+        assert_eq!(
+            kept.last().unwrap().user,
+            format!("user{}", FAILED_LOGONS_KEPT + 2)
+        );
     }
 
     #[test]
