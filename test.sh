@@ -36,8 +36,13 @@ install_system_packages() {
     # The network namespaces of the discovery tests (ip, and ss).
     command -v ip >/dev/null 2>&1 && command -v ss >/dev/null 2>&1 || packages+=(iproute2)
     python3 -m pip --version >/dev/null 2>&1 || packages+=(python3-pip)
-    # A real Samba's users to import (tests/test_samba_import.py).
+    # A real Samba's users to import (tests/test_samba_import.py), and a
+    # real Samba with the modules a NAS's smb.conf names, to compare with
+    # (tests/test_samba_parity.py).
     command -v pdbedit >/dev/null 2>&1 || packages+=(samba)
+    [ -e /usr/lib/x86_64-linux-gnu/samba/vfs/recycle.so ] ||
+        [ -n "$(find /usr/lib -path '*/samba/vfs/recycle.so' -print -quit 2>/dev/null)" ] ||
+        packages+=(samba-vfs-modules)
     # fail2ban-regex checks the filter in dist/fail2ban (tests/test_logons.py).
     command -v fail2ban-regex >/dev/null 2>&1 || packages+=(fail2ban)
     if [ "${COPYLESS_TEST_SERVER:-copyless}" = samba ]; then

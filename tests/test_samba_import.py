@@ -175,11 +175,9 @@ def test_an_office_smb_conf_becomes_a_config_check_config_accepts(base):
         return f"{prefix}{line_of(lines, marker)}: {what}"
 
     expected = [
-        note("server string", "option `server string` not carried over: "),
         note("passdb backend", "option `passdb backend` not carried over: "),
         note("log file", "option `log file` not carried over: "),
         note("max log size", "option `max log size` not carried over: "),
-        note("load printers", "option `load printers` not carried over: "),
         note("hosts allow", "option `hosts allow` carried over in part: ::1 added: Samba lets "
              "local clients in"),
         note("vfs objects = acl_xattr", "option `vfs objects` (`acl_xattr`) needs nothing: "),

@@ -273,6 +273,9 @@ pub struct Config {
     pub limits: Limits,
     /// NetBIOS name of the server: at most 15 characters, upper case.
     pub server_name: String,
+    /// `server_string`: what clients show beside the server's name, with
+    /// `%h` replaced by the host name.
+    pub server_string: String,
     /// The control socket `copyless top` reads; None for the default
     /// ([`Config::control_path`]).
     pub control: Option<PathBuf>,
@@ -527,6 +530,7 @@ impl Config {
             homes: None,
             limits: Limits::default(),
             server_name: default_server_name(),
+            server_string: String::new(),
             control: None,
             trace_enabled: true,
             multichannel: true,
@@ -731,6 +735,7 @@ mod raw {
         pub listen: Option<Spanned<Vec<Spanned<String>>>>,
         pub state_dir: Option<Spanned<String>>,
         pub server_name: Option<Spanned<String>>,
+        pub server_string: Option<Spanned<String>>,
         pub engine: Option<Spanned<String>>,
         pub multichannel: Option<bool>,
         pub security: Option<Security>,
@@ -929,6 +934,9 @@ fn parse(text: &str, base: &Path, file_name: &Path) -> Result<Config, SpanError>
         None => default_server_name(),
         Some(name) => check_server_name(&name)?,
     };
+    let host = rustix::system::uname();
+    let server_string = one_line("server_string", file.server_string.as_ref())?
+        .replace("%h", &host.nodename().to_string_lossy());
 
     let engine = match file.engine {
         None => EngineKind::default(),
@@ -1011,6 +1019,7 @@ fn parse(text: &str, base: &Path, file_name: &Path) -> Result<Config, SpanError>
         homes,
         limits,
         server_name,
+        server_string,
         control,
         trace_enabled,
         multichannel,
@@ -1473,7 +1482,7 @@ fn parse_share(
         access,
         source: source(spans),
         modes,
-        comment: share_comment(share.comment.as_ref())?,
+        comment: one_line("comment", share.comment.as_ref())?,
         names: share_names(share)?,
         audit: share_audit(share.audit.as_ref())?,
     })
@@ -1520,17 +1529,17 @@ fn share_names(share: &raw::Share) -> Result<ShareNames, SpanError> {
     })
 }
 
-/// A share's `comment`: one line of what Windows shows (at most 256
-/// characters, NetShareEnum's remark; no control characters).
-fn share_comment(comment: Option<&Spanned<String>>) -> Result<String, SpanError> {
-    let Some(c) = comment else {
+/// A share's `comment` or `server_string`: one line of what Windows shows
+/// (at most 256 characters, NetShareEnum's remark; no control characters).
+fn one_line(key: &str, text: Option<&Spanned<String>>) -> Result<String, SpanError> {
+    let Some(c) = text else {
         return Ok(String::new());
     };
     let text = c.get_ref();
     if text.chars().count() > 256 || text.chars().any(char::is_control) {
         return Err(SpanError::at(
             c,
-            "comment: one line of at most 256 characters",
+            format!("{key}: one line of at most 256 characters"),
         ));
     }
     Ok(text.clone())
@@ -2126,6 +2135,57 @@ max_listing_bytes_total = 134217728
             let m = error_at(&format!("{share}{bad}\n"), 4);
             assert!(m.contains("comment: one line of at most 256"), "{m}");
         }
+    }
+
+    #[test]
+    fn the_server_string_names_the_host_for_percent_h() {
+        let (_dir, config) = load_text("server_string = \"%h server\"\n");
+        let host = rustix::system::uname()
+            .nodename()
+            .to_string_lossy()
+            .into_owned();
+        assert_eq!(config.server_string, format!("{host} server"));
+        let (_dir, config) = load_text("");
+        assert_eq!(config.server_string, "");
+        let m = error_at("server_string = \"a\\tb\"\n", 1);
+        assert!(m.contains("server_string: one line of at most 256"), "{m}");
+    }
+
+    #[test]
+    fn audit_and_log_keys() {
+        let share = "[[share]]\nname = \"s\"\npath = \"/srv/s\"\n";
+        let (_dir, config) = load_text(&format!(
+            "[log]\nlevel = \"debug\"\n[audit]\nfile = \"audit.log\"\nmax_size_mib = 2\n\
+             keep = 0\n{share}audit = [\"delete\", \"denied\"]\n"
+        ));
+        assert_eq!(config.log_level, LogLevel::Debug);
+        let AuditTo::File {
+            path,
+            max_bytes,
+            keep,
+        } = &config.audit_to
+        else {
+            panic!("{:?}", config.audit_to);
+        };
+        assert!(
+            path.is_absolute() && path.ends_with("audit.log"),
+            "{path:?}"
+        );
+        assert_eq!((*max_bytes, *keep), (2 << 20, 0));
+        let kinds: AuditKinds = [AuditKind::Delete, AuditKind::Denied].into_iter().collect();
+        assert_eq!(config.shares[0].audit, kinds);
+        let (_dir, config) = load_text(&format!("{share}audit = [\"all\"]\n"));
+        assert!(AuditKind::ALL
+            .iter()
+            .all(|k| config.shares[0].audit.contains(*k)));
+        assert_eq!(config.audit_to, AuditTo::Journal);
+        assert_eq!(config.log_level, LogLevel::Info);
+        let m = error_at(&format!("{share}audit = [\"unlink\"]\n"), 4);
+        assert!(m.contains("unknown kind \"unlink\""), "{m}");
+        let m = error_at("[audit]\nfile = \"a.log\"\nmax_size_mib = 0\n", 3);
+        assert!(m.contains("max_size_mib"), "{m}");
+        let m = error_at("[log]\nlevel = \"loud\"\n", 2);
+        assert!(m.contains("error, warning, info or debug"), "{m}");
     }
 
     #[test]

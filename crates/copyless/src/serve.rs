@@ -104,6 +104,7 @@ pub fn serve(
     getrandom::fill(&mut guid).map_err(|e| (format!("random: {e}"), 1))?;
     let server_config = ServerConfig {
         server_name: config.server_name.clone(),
+        server_comment: config.server_string.clone(),
         min_dialect: config.dialects.0,
         max_dialect: config.dialects.1,
         signing_required: config.signing == Signing::Required,

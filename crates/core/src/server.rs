@@ -23,6 +23,9 @@ use crate::quota::OpenQuota;
 pub struct ServerConfig {
     /// NetBIOS name of the server (upper case, at most 15 characters).
     pub server_name: String,
+    /// What clients show of the server beside its name (Samba's `server
+    /// string`): NetrServerGetInfo's comment, and IPC$'s.
+    pub server_comment: String,
     /// The dialects offered: the lowest and highest a client may get
     /// (`[security] min_protocol` and `max_protocol`).
     pub min_dialect: u16,

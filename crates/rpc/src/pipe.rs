@@ -79,6 +79,7 @@ pub struct Pipe {
     /// interface is then refused at bind time).
     pipe_name: Option<&'static str>,
     server_name: String,
+    server_comment: String,
     shares: Vec<ShareInfo>,
     /// Bytes of an incomplete PDU.
     input: Vec<u8>,
@@ -97,6 +98,7 @@ impl Pipe {
         Pipe {
             pipe_name: canonical_pipe_name(pipe_name),
             server_name: server_name.to_string(),
+            server_comment: String::new(),
             shares,
             input: Vec::new(),
             output: VecDeque::new(),
@@ -107,6 +109,12 @@ impl Pipe {
             contexts: Vec::new(),
             partial: None,
         }
+    }
+
+    /// The server's description, as NetrServerGetInfo gives it.
+    pub fn with_comment(mut self, comment: &str) -> Pipe {
+        self.server_comment = comment.to_string();
+        self
     }
 
     /// Bytes written by the client (WRITE or the input of an FSCTL_PIPE_TRANSCEIVE). May contain a partial PDU (keep it until complete) or several PDUs. Responses are queued. Malformed input -> Err (the core then fails that request), never a panic.
@@ -333,6 +341,7 @@ impl Pipe {
         }
         let server = srvsvc::Server {
             name: &self.server_name,
+            comment: &self.server_comment,
             shares: &self.shares,
         };
         let mut out = Vec::new();

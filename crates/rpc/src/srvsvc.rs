@@ -38,6 +38,9 @@ impl From<NdrError> for CallError {
 
 pub struct Server<'a> {
     pub name: &'a str,
+    /// What NetrServerGetInfo's level 101 says of the server (Samba's
+    /// `server string`).
+    pub comment: &'a str,
     pub shares: &'a [ShareInfo],
 }
 
@@ -159,7 +162,7 @@ impl Server<'_> {
                 w.u32(SV_TYPE_WORKSTATION | SV_TYPE_SERVER | SV_TYPE_NT | SV_TYPE_SERVER_NT);
                 w.pointer(true);
                 w.string(self.name);
-                w.string("");
+                w.string(self.comment);
                 WERR_OK
             }
             _ => {
@@ -445,6 +448,7 @@ pub(crate) mod tests {
         let (shares, name) = server();
         let s = Server {
             name,
+            comment: "",
             shares: &shares,
         };
         let out = s.call(15, &unhex(SAMBA_SHARE_ENUM_ALL_L1)).unwrap();
@@ -459,6 +463,7 @@ pub(crate) mod tests {
         let (shares, name) = server();
         let s = Server {
             name,
+            comment: "",
             shares: &shares,
         };
         let out = s.call(16, &unhex(SAMBA_SHARE_GET_INFO_L2)).unwrap();
@@ -485,6 +490,7 @@ pub(crate) mod tests {
         shares[0].browseable = false;
         let s = Server {
             name: "HOST",
+            comment: "",
             shares: &shares,
         };
         let out = s.call(15, &unhex(SAMBA_SHARE_ENUM_ALL_L1)).unwrap();
@@ -506,6 +512,7 @@ pub(crate) mod tests {
         }];
         let s = Server {
             name: "HOST",
+            comment: "",
             shares: &one,
         };
         let out = s.call(15, &share_enum_request(1)).unwrap();
@@ -544,6 +551,7 @@ pub(crate) mod tests {
         let (shares, name) = server();
         let s = Server {
             name,
+            comment: "",
             shares: &shares,
         };
         let out = s.call(15, &share_enum_request(1)).unwrap();
@@ -576,6 +584,7 @@ pub(crate) mod tests {
         let (shares, name) = server();
         let s = Server {
             name,
+            comment: "",
             shares: &shares,
         };
         let out = s.call(15, &share_enum_request(0)).unwrap();
@@ -606,6 +615,7 @@ pub(crate) mod tests {
         let (shares, name) = server();
         let s = Server {
             name,
+            comment: "",
             shares: &shares,
         };
         let out = s.call(15, &share_enum_request(2)).unwrap();
@@ -620,6 +630,7 @@ pub(crate) mod tests {
         let (shares, name) = server();
         let s = Server {
             name,
+            comment: "",
             shares: &shares,
         };
         let mut req = share_enum_request(1);
@@ -636,6 +647,7 @@ pub(crate) mod tests {
         let (shares, name) = server();
         let s = Server {
             name,
+            comment: "",
             shares: &shares,
         };
         let mut w = NdrWriter::new();
@@ -662,6 +674,7 @@ pub(crate) mod tests {
         let (shares, name) = server();
         let s = Server {
             name,
+            comment: "",
             shares: &shares,
         };
         let mut req = share_enum_request(1);
@@ -684,6 +697,7 @@ pub(crate) mod tests {
         let (shares, name) = server();
         let s = Server {
             name,
+            comment: "",
             shares: &shares,
         };
         // Level 2, name matched case-insensitively.
@@ -746,6 +760,7 @@ pub(crate) mod tests {
         let (shares, name) = server();
         let s = Server {
             name,
+            comment: "",
             shares: &shares,
         };
         let out = s.call(16, &get_info_request("nope", 1)).unwrap();
@@ -776,6 +791,7 @@ pub(crate) mod tests {
         let (shares, name) = server();
         let s = Server {
             name,
+            comment: "Family NAS",
             shares: &shares,
         };
         let mut w = NdrWriter::new();
@@ -792,7 +808,7 @@ pub(crate) mod tests {
         assert_eq!(r.u32().unwrap(), 0x9003);
         assert!(r.pointer().unwrap());
         assert_eq!(r.string().unwrap(), "HOST");
-        assert_eq!(r.string().unwrap(), "");
+        assert_eq!(r.string().unwrap(), "Family NAS");
         assert_eq!(r.u32().unwrap(), WERR_OK);
         assert!(r.u32().is_err());
     }
@@ -802,6 +818,7 @@ pub(crate) mod tests {
         let (shares, name) = server();
         let s = Server {
             name,
+            comment: "",
             shares: &shares,
         };
         assert_eq!(s.call(0, &[]), Err(CallError::UnknownOpnum));

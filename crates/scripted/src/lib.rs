@@ -161,6 +161,7 @@ pub fn limits() -> Limits {
 pub fn config() -> ServerConfig {
     ServerConfig {
         server_name: "TEST".into(),
+        server_comment: String::new(),
         min_dialect: copyless_proto::negotiate::DIALECT_202,
         max_dialect: copyless_proto::negotiate::DIALECT_311,
         signing_required: true,

@@ -52,6 +52,7 @@ pub struct Conversion {
 /// Options of `[global]` that become copyless keys.
 const GLOBAL_KEYS: &[&str] = &[
     "netbiosname",
+    "serverstring",
     "interfaces",
     "bindinterfacesonly",
     "smbports",
@@ -225,6 +226,10 @@ impl Converter<'_> {
     fn globals(&mut self, g: &[&Param], doc: &mut Doc) -> Result<(), ParseError> {
         if let Some(p) = last(g, &["netbiosname"]) {
             doc.top.extend(self.name_entry(p, "server_name"));
+        }
+        if let Some(p) = last(g, &["serverstring"]) {
+            let text = self.one_line(p, "h");
+            doc.top.push(Entry::new("server_string", text, &[p]));
         }
         if let Some(entry) = self.listen(g)? {
             doc.top.push(entry);
@@ -837,7 +842,7 @@ impl Converter<'_> {
             }
         }
         if let Some(p) = last(&params, &["comment"]) {
-            e.push(Entry::new("comment", self.comment(p), &[p]));
+            e.push(Entry::new("comment", self.one_line(p, ""), &[p]));
         }
         // Samba hides dot files unless told not to; copyless, as Windows,
         // only when told to.
@@ -936,7 +941,10 @@ impl Converter<'_> {
 
     /// A share's comment as copyless takes it: one line of at most 256
     /// characters, Samba's `%` substitutions kept as written.
-    fn comment(&mut self, p: &Param) -> String {
+    /// A comment or server string: one line, at most 256 characters; the
+    /// %-substitutions other than those copyless makes too (`expanded`:
+    /// their letters) are said to be shown as written.
+    fn one_line(&mut self, p: &Param, expanded: &str) -> String {
         let text: String = p
             .value
             .chars()
@@ -947,7 +955,10 @@ impl Converter<'_> {
             self.in_part(p, "cut to one line of 256 characters");
         }
         let substitutes = |(i, c): (usize, char)| {
-            c == '%' && text[i + 1..].starts_with(|n: char| n.is_ascii_alphabetic() || n == '$')
+            c == '%'
+                && text[i + 1..].starts_with(|n: char| {
+                    (n.is_ascii_alphabetic() || n == '$') && !expanded.contains(n)
+                })
         };
         if text.char_indices().any(substitutes) {
             self.in_part(p, "Samba's %-substitutions are shown as written");

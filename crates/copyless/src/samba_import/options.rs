@@ -25,6 +25,26 @@ pub fn verdict(key: &str, value: &str) -> Verdict {
         "disablenetbios" | "storedosattributes" | "followsymlinks" | "encryptpasswords"
         | "ntaclsupport" | "mapaclinherit" => yes,
         "widelinks" | "lanmanauth" | "nullpasswords" => no,
+        // What copyless does not do either, switched off.
+        "winssupport"
+        | "winsproxy"
+        | "dnsproxy"
+        | "timeserver"
+        | "localmaster"
+        | "preferredmaster"
+        | "domainmaster"
+        | "loadprinters"
+        | "unixextensions"
+        | "obeypamrestrictions" => no,
+        "disablespoolss" => yes,
+        // Names are UTF-8 on disk; the DOS code page serves only SMB1.
+        "unixcharset" => matches!(v.as_str(), "utf-8" | "utf8"),
+        // How printers would be served, had copyless any; how Samba tunes
+        // its sockets and I/O, which copyless does its own way (zero-copy
+        // and asynchronous I/O, TCP_NODELAY).
+        "doscharset" | "printing" | "printcapname" | "printcapcachetime" | "socketoptions"
+        | "usesendfile" | "aioreadsize" | "aiowritesize" | "aiomaxthreads"
+        | "minreceivefilesize" | "getwdcache" | "maxxmit" | "readraw" | "writeraw" => true,
         "ntlmauth" => matches!(
             v.as_str(),
             "no" | "false" | "0" | "off" | "disabled" | "ntlmv2-only" | "mschapv2-and-ntlmv2-only"
@@ -61,7 +81,6 @@ fn reason(key: &str) -> &'static str {
         };
     }
     match key {
-        "serverstring" => "copyless announces no server description",
         "serverrole" | "security" | "passwordserver" | "allowtrusteddomains" => {
             "copyless is a standalone server with its own users: it joins and serves no domain"
         }
@@ -76,11 +95,13 @@ fn reason(key: &str) -> &'static str {
         | "printcommand" | "lpqcommand" | "lprmcommand" | "printername" | "printer"
         | "useclientdriver" | "showaddprinterwizard" | "cupsoptions" | "cupsserver"
         | "maxprintjobs" | "printable" | "printok" => "copyless serves no printers",
-        "loglevel" | "debuglevel" | "logfile" | "maxlogsize" | "logging" | "syslog"
-        | "syslogonly" | "debugtimestamp" | "timestamplogs" | "debugprefixtimestamp"
-        | "debughirestimestamp" | "debugpid" | "debuguid" | "debugclass" => {
-            "copyless logs to standard error (the journal under systemd) and has no log settings"
+        "logfile" | "maxlogsize" | "logging" | "syslog" | "syslogonly" | "debugtimestamp"
+        | "timestamplogs" | "debugprefixtimestamp" | "debughirestimestamp" | "debugpid"
+        | "debuguid" | "debugclass" => {
+            "copyless logs to standard error (the journal under systemd, which keeps and \
+             rotates it); how much it says is `[log] level`"
         }
+        "easupport" => "copyless keeps no extended attributes (EAs) for clients",
         "privatedir" | "lockdirectory" | "lockdir" | "statedirectory" | "cachedirectory"
         | "piddirectory" | "ncalrpcdir" | "binddnsdir" => {
             "a directory of Samba's own databases; copyless keeps its state in state_dir"
@@ -207,8 +228,21 @@ mod tests {
             ("disablenetbios", "yes"),
             ("widelinks", "no"),
             ("ntlmauth", "ntlmv2-only"),
+            ("loadprinters", "no"),
+            ("winssupport", "no"),
+            ("unixcharset", "UTF-8"),
+            ("socketoptions", "TCP_NODELAY IPTOS_LOWDELAY"),
+            ("usesendfile", "yes"),
         ] {
             assert_eq!(verdict(key, value), Verdict::Same, "{key} = {value}");
+        }
+        // Switched on, they would do what copyless does not.
+        for (key, value) in [
+            ("loadprinters", "yes"),
+            ("winssupport", "yes"),
+            ("unixcharset", "ISO-8859-1"),
+        ] {
+            assert_ne!(verdict(key, value), Verdict::Same, "{key} = {value}");
         }
     }
 

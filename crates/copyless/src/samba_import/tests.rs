@@ -177,6 +177,8 @@ fn a_family_nas() {
     let c = convert_text(NAS);
     let t = table(&c);
     assert_eq!(t["server_name"].as_str(), Some("NAS"));
+    // %h is the host name for copyless too.
+    assert_eq!(t["server_string"].as_str(), Some("%h server"));
     assert_eq!(t["multichannel"].as_bool(), Some(false));
     assert!(t.get("listen").is_none(), "copyless's default");
     let security = t["security"].as_table().unwrap();
@@ -224,13 +226,11 @@ fn a_family_nas() {
     assert_eq!(
         notes(&c),
         [
-            "smb.conf:6: option `server string` not carried over: copyless announces no \
-             server description",
             "smb.conf:11: option `passdb backend` not carried over: copyless keeps users in \
              its own store: move them with `copyless user import --pdbedit`",
             "smb.conf:12: option `log file` not carried over: copyless logs to standard error \
-             (the journal under systemd) and has no log settings",
-            "smb.conf:16: option `load printers` not carried over: copyless serves no printers",
+             (the journal under systemd, which keeps and rotates it); how much it says is \
+             `[log] level`",
             "smb.conf:17: option `vfs objects` (`acl_xattr`) needs nothing: copyless keeps the \
              NT ACLs clients set natively, in the xattr user.copyless.ntacl (ACLs Samba kept \
              in security.NTACL are not read)",

@@ -512,7 +512,8 @@ impl Connection {
                     &name,
                     &server.config.server_name,
                     share_list(&server, session),
-                );
+                )
+                .with_comment(&server.config.server_comment);
                 let id = server.next_id();
                 let file_id = FileId {
                     persistent: id,
@@ -967,7 +968,10 @@ fn share_list(
         browseable: true,
         name: "IPC$".into(),
         kind: copyless_rpc::ShareKind::Ipc,
-        comment: "IPC Service".into(),
+        comment: match server.config.server_comment.as_str() {
+            "" => "IPC Service".into(),
+            comment => format!("IPC Service ({comment})"),
+        },
         path: String::new(),
     });
     v
