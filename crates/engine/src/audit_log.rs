@@ -147,13 +147,16 @@ fn write_lines(
 /// The open destination.
 enum Out {
     Journal,
-    File {
-        path: PathBuf,
-        max_bytes: u64,
-        keep: u32,
-        file: File,
-        len: u64,
-    },
+    File(AuditFile),
+}
+
+/// The audit file, and how long it is.
+struct AuditFile {
+    path: PathBuf,
+    max_bytes: u64,
+    keep: u32,
+    file: File,
+    len: u64,
 }
 
 impl Out {
@@ -167,43 +170,24 @@ impl Out {
             } => {
                 let file = append_to(&path)?;
                 let len = file.metadata()?.len();
-                Out::File {
+                Out::File(AuditFile {
                     path,
                     max_bytes,
                     keep,
                     file,
                     len,
-                }
+                })
             }
         })
     }
 
-    /// Writes `line` with the time, and keeps it among the recent ones.
+    /// Writes `line` (with the time, in a file), and keeps it among the
+    /// recent ones.
     fn write(&mut self, line: &str, recent: &Mutex<VecDeque<String>>) {
         let stamped = format!("{} {line}", utc_stamp(SystemTime::now()));
         let written = match self {
             Out::Journal => writeln!(io::stderr().lock(), "copyless: {line}"),
-            Out::File {
-                path,
-                max_bytes,
-                keep,
-                file,
-                len,
-            } => {
-                let bytes = stamped.len() as u64 + 1;
-                let mut rotated = Ok(());
-                if *len > 0 && *len + bytes > *max_bytes {
-                    rotated = rotate(path, *keep).and_then(|()| append_to(path)).map(|f| {
-                        *file = f;
-                        *len = 0;
-                    });
-                }
-                rotated.and_then(|()| {
-                    writeln!(file, "{stamped}")?;
-                    *len += bytes;
-                    Ok(())
-                })
-            }
+            Out::File(f) => f.append(&stamped),
         };
         if let Err(e) = written {
             WRITE_FAILED.log(|| format!("audit log: {e}; audit events are being lost"));
@@ -213,6 +197,22 @@ impl Out {
             recent.pop_front();
         }
         recent.push_back(stamped);
+    }
+}
+
+impl AuditFile {
+    /// Appends `line`, first moving the file aside if it would grow past
+    /// its limit.
+    fn append(&mut self, line: &str) -> io::Result<()> {
+        let bytes = line.len() as u64 + 1;
+        if self.len > 0 && self.len + bytes > self.max_bytes {
+            rotate(&self.path, self.keep)?;
+            self.file = append_to(&self.path)?;
+            self.len = 0;
+        }
+        writeln!(self.file, "{line}")?;
+        self.len += bytes;
+        Ok(())
     }
 }
 

@@ -9,7 +9,6 @@
 //! a wait is another request, on this connection or (by a letter) on
 //! another.
 
-use crate::audit::AuditKind;
 use std::mem;
 
 use copyless_proto::header::{Header, FLAG_ASYNC_COMMAND, FLAG_SERVER_TO_REDIR};
@@ -17,6 +16,7 @@ use copyless_proto::messages;
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::{Writer, HEADER_LEN};
 
+use crate::audit::AuditKind;
 use crate::conn::channels::Via;
 use crate::conn::connection::{Begun, Chain, Connection, Output};
 use crate::conn::post::{ConnectionId, Kind};

@@ -764,6 +764,10 @@ impl Connection {
                 ACTION_OVERWRITTEN | ACTION_SUPERSEDED => AuditKind::Write,
                 _ => AuditKind::Open,
             };
+            // The name as it is on disk, whatever case the client used.
+            if stream.is_none() {
+                audited.path.clone_from(&opened.path);
+            }
         }
         let file_id = FileId {
             persistent: id,
