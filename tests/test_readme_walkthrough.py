@@ -4,8 +4,8 @@ as root, in a mount namespace of their own (a copy of /etc, and empty
 /srv and /var/lib), so that the machine is left as it was; then alice, bob
 and a guest work through smbclient, and what the README promises must
 hold: both edit what the other saved in `family`, each has a home share
-nobody else is shown or may open, made at the first connection, theirs
-and mode 0700, and `public` hides what Windows and Macs leave.
+nobody else is shown or may open, made at the first logon, theirs and
+mode 0700, and `public` hides what Windows and Macs leave.
 """
 
 from __future__ import annotations
@@ -115,6 +115,10 @@ exec copyless serve --config {config}
             st = in_namespace(pid, path).stat()
             return users[st.st_uid], groups[st.st_gid], oct(st.st_mode & 0o7777)
 
+        # Nobody has logged on: no home folder yet.
+        homes = in_namespace(pid, "/srv/nas/homes")
+        assert sorted(p.name for p in homes.iterdir()) == []
+
         work = base / "work"
         work.mkdir()
         (work / "list.txt").write_bytes(b"milk, eggs")
@@ -134,9 +138,9 @@ exec copyless serve --config {config}
         out = smbclient(port, client_conf, "bob", "nas", "ls alice\\*", work)
         assert "NT_STATUS_ACCESS_DENIED" in out, out
 
-        # alice's home: listed to her alone, made at her first connection.
-        home = in_namespace(pid, "/srv/nas/homes/alice")
-        assert not home.exists()
+        # alice's home: made at her first logon, theirs and private;
+        # listed to her alone.
+        assert owner("/srv/nas/homes/alice") == ("alice", "alice", "0o700")
         listing = smbclient(port, client_conf, "alice", None, None, work)
         assert re.search(r"^\s+alice\s+Disk\s+Your own files$", listing, re.M), listing
         assert re.search(r"^\s+public\s+Disk\s+For everyone$", listing, re.M), listing
@@ -144,7 +148,7 @@ exec copyless serve --config {config}
                              smbclient(port, client_conf, "bob", None, None, work), re.M)
         out = smbclient(port, client_conf, "alice", "alice", "put list.txt", work)
         assert "NT_STATUS" not in out, out
-        assert owner("/srv/nas/homes/alice") == ("alice", "alice", "0o700")
+        assert in_namespace(pid, "/srv/nas/homes/alice/list.txt").exists()
         out = smbclient(port, client_conf, "bob", "alice", "ls", work)
         assert "NT_STATUS" in out, out
 

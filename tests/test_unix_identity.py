@@ -317,21 +317,21 @@ def test_a_share_bob_may_not_use_is_not_listed_to_him(family, client_conf):
 
 def test_each_user_has_a_home_share_of_their_own(family, client_conf):
     home = family.share_path.parent / "homes" / "alice"
-    # Offered to alice alone, before it is first used.
+    assert not home.exists()
+    # Made at her first logon, as pam_mkhomedir makes one: hers, and
+    # private; offered to her alone.
     assert disk_shares(family, client_conf, ALICE).get("alice") == HOME_COMMENT
+    st = home.stat()
+    assert (st.st_uid, st.st_gid) == (uid("alice"), pwd.getpwnam("alice").pw_gid)
+    assert st.st_mode & 0o7777 == 0o700
     bobs = disk_shares(family, client_conf, BOB)
     assert "alice" not in bobs and bobs.get("bob") == HOME_COMMENT
-    assert not home.exists()
 
-    # Made at her first connection to it: hers, and private.
     alice = connect(family, ALICE, "alice")
     try:
         write_file(alice, "diary.txt", b"dear diary")
     finally:
         alice.session.connection.disconnect()
-    st = home.stat()
-    assert (st.st_uid, st.st_gid) == (uid("alice"), pwd.getpwnam("alice").pw_gid)
-    assert st.st_mode & 0o7777 == 0o700
     assert (home / "diary.txt").read_bytes() == b"dear diary"
 
     # Still not bob's to see or use, nor a guest's.

@@ -500,6 +500,9 @@ impl Connection {
         };
         let guest =
             status == status::SUCCESS && self.sessions.get(&session_id).is_some_and(|s| s.guest);
+        if status == status::SUCCESS && kind == logon::Kind::New {
+            self.make_home(session_id);
+        }
         let mechanism = if guest {
             logon::Mechanism::Guest
         } else {
@@ -513,6 +516,17 @@ impl Connection {
             kind,
             status,
         }));
+    }
+
+    /// A user who logs on has a home folder from then on (`[homes]`), as
+    /// pam_mkhomedir makes one at a login: made now, if it is not there.
+    fn make_home(&self, session_id: u64) {
+        let Some(session) = self.sessions.get(&session_id) else {
+            return;
+        };
+        if let (Some(homes), false) = (self.server.homes(), session.anonymous || session.guest) {
+            homes.home(&self.server, &session.user, &session.who);
+        }
     }
 
     pub(crate) fn logoff(&mut self, req: &Req<'_>, w: &mut Writer) -> Result<NtStatus, NtStatus> {
