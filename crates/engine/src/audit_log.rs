@@ -12,7 +12,7 @@
 
 use std::collections::VecDeque;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -129,19 +129,28 @@ fn write_lines(
     lost: &AtomicU64,
     recent: &Mutex<VecDeque<String>>,
 ) {
-    for message in incoming {
-        let n = lost.swap(0, Ordering::Relaxed);
-        if n > 0 {
-            let line = format!("{n} audit events lost: the audit log fell behind");
-            out.write(&line, recent);
-        }
-        match message {
-            Message::Line(audit) => out.write(&audit.to_string(), recent),
-            Message::Flush(done) => {
-                let _ = done.send(());
+    // Lines are buffered while more are waiting, and written out as soon
+    // as none is: one write for a burst, not one per line.
+    while let Ok(first) = incoming.recv() {
+        let mut next = Some(first);
+        while let Some(message) = next.take() {
+            let n = lost.swap(0, Ordering::Relaxed);
+            if n > 0 {
+                let line = format!("{n} audit events lost: the audit log fell behind");
+                out.write(&line, recent);
             }
+            match message {
+                Message::Line(audit) => out.write(&audit.to_string(), recent),
+                Message::Flush(done) => {
+                    out.flush();
+                    let _ = done.send(());
+                }
+            }
+            next = incoming.try_recv().ok();
         }
+        out.flush();
     }
+    out.flush();
 }
 
 /// The open destination.
@@ -155,7 +164,7 @@ struct AuditFile {
     path: PathBuf,
     max_bytes: u64,
     keep: u32,
-    file: File,
+    file: BufWriter<File>,
     len: u64,
 }
 
@@ -174,7 +183,7 @@ impl Out {
                     path,
                     max_bytes,
                     keep,
-                    file,
+                    file: BufWriter::new(file),
                     len,
                 })
             }
@@ -190,7 +199,7 @@ impl Out {
             Out::File(f) => f.append(&stamped),
         };
         if let Err(e) = written {
-            WRITE_FAILED.log(|| format!("audit log: {e}; audit events are being lost"));
+            failed(&e);
         }
         let mut recent = recent.lock().unwrap_or_else(|e| e.into_inner());
         if recent.len() == RECENT {
@@ -198,6 +207,19 @@ impl Out {
         }
         recent.push_back(stamped);
     }
+
+    /// Writes out what is buffered.
+    fn flush(&mut self) {
+        if let Out::File(f) = self {
+            if let Err(e) = f.file.flush() {
+                failed(&e);
+            }
+        }
+    }
+}
+
+fn failed(e: &io::Error) {
+    WRITE_FAILED.log(|| format!("audit log: {e}; audit events are being lost"));
 }
 
 impl AuditFile {
@@ -206,8 +228,9 @@ impl AuditFile {
     fn append(&mut self, line: &str) -> io::Result<()> {
         let bytes = line.len() as u64 + 1;
         if self.len > 0 && self.len + bytes > self.max_bytes {
+            self.file.flush()?;
             rotate(&self.path, self.keep)?;
-            self.file = append_to(&self.path)?;
+            self.file = BufWriter::new(append_to(&self.path)?);
             self.len = 0;
         }
         writeln!(self.file, "{line}")?;
