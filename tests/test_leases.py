@@ -7,18 +7,22 @@ from __future__ import annotations
 
 import os
 import struct
+import uuid
 from collections import OrderedDict
 
-from smbprotocol.connection import Dialects
+import pytest
+from smbprotocol.connection import Capabilities, Connection, Dialects
 from smbprotocol.create_contexts import (CreateContextName, LeaseState, SMB2CreateContextRequest,
                                          SMB2CreateRequestLease)
 from smbprotocol.header import Commands, NtStatus
 from smbprotocol.open import (CreateDisposition, CreateOptions, FileAttributes,
                               ImpersonationLevel, Open, RequestedOplockLevel, ShareAccess,
                               SMB2CreateResponse)
-
+from smbprotocol.session import Session
 from smbprotocol.structure import BytesField, Structure
+from smbprotocol.tree import TreeConnect
 
+from conftest import SERVER_KIND
 from test_acl import connect
 from test_oplocks import listen_for_notifications
 
@@ -114,7 +118,7 @@ def test_a_folder_lease_breaks_when_a_local_process_adds_a_file(server):
     from smbprotocol.create_contexts import SMB2CreateRequestLeaseV2
 
     (server.share_path / "inbox").mkdir()
-    tree = connect(server, Dialects.SMB_3_1_1)
+    tree = connect_asking(server, Capabilities.SMB2_GLOBAL_CAP_DIRECTORY_LEASING)
     try:
         key = os.urandom(16)
         lease = SMB2CreateRequestLeaseV2()
@@ -146,6 +150,50 @@ def test_a_folder_lease_breaks_when_a_local_process_adds_a_file(server):
         assert body[8:24] == key
         new_state = struct.unpack_from("<I", body, 28)[0]
         assert new_state == 0, "the listing is no longer cached"
+        folder.close()
+    finally:
+        tree.session.connection.disconnect()
+
+
+def connect_asking(server, capabilities: int) -> TreeConnect:
+    """A tree connect at SMB 3.1.1 whose NEGOTIATE asks for `capabilities`
+    (smbprotocol asks for large MTU, encryption and DFS only)."""
+    connection = Connection(uuid.uuid4(), server.host, server.port, require_signing=True)
+    connection.client_capabilities = capabilities
+    connection.connect(Dialects.SMB_3_1_1, timeout=30)
+    try:
+        session = Session(connection, server.user, server.password,
+                          require_encryption=False, auth_protocol="ntlm")
+        session.connect()
+        tree = TreeConnect(session, f"\\\\{server.host}\\{server.share}")
+        tree.connect()
+        return tree
+    except BaseException:
+        connection.disconnect()
+        raise
+
+
+@pytest.mark.parametrize("asked", [0, Capabilities.SMB2_GLOBAL_CAP_DIRECTORY_LEASING
+                                   | Capabilities.SMB2_GLOBAL_CAP_MULTI_CHANNEL])
+def test_directory_leasing_and_multichannel_are_offered_only_when_asked(server, asked):
+    """A client whose NEGOTIATE does not ask for directory leasing or
+    multichannel is not told of them (MS-SMB2 3.3.5.4), as Windows and Samba
+    do: one widely used client library fails every CREATE outside the share
+    root when told of directory leasing it did not ask for."""
+    both = (Capabilities.SMB2_GLOBAL_CAP_DIRECTORY_LEASING
+            | Capabilities.SMB2_GLOBAL_CAP_MULTI_CHANNEL)
+    tree = connect_asking(server, asked)
+    try:
+        offered = tree.session.connection.server_capabilities.get_value()
+        if SERVER_KIND == "copyless":
+            assert offered & both == asked
+        else:
+            assert offered & both & ~asked == 0
+        # Work goes on as usual beneath the root.
+        folder = Open(tree, "asked-nothing")
+        folder.create(ImpersonationLevel.Impersonation, 0x00100081,
+                      FileAttributes.FILE_ATTRIBUTE_DIRECTORY, SHARE_ALL,
+                      CreateDisposition.FILE_OPEN_IF, CreateOptions.FILE_DIRECTORY_FILE)
         folder.close()
     finally:
         tree.session.connection.disconnect()

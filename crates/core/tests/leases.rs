@@ -309,3 +309,28 @@ fn a_lease_key_of_another_file_is_refused_before_anything_is_made() {
         "no file was left behind"
     );
 }
+
+/// NEGOTIATE offers directory leasing and multichannel only to a client
+/// that asks for them (MS-SMB2 3.3.5.4), as Windows and Samba do.
+#[test]
+fn directory_leasing_and_multichannel_only_for_a_client_that_asks() {
+    use copyless_proto::negotiate::{CAP_DIRECTORY_LEASING, CAP_LEASING, CAP_MULTI_CHANNEL};
+    let (server, _vfs) = memory_server(config(), Arc::new(Users::default()));
+    server.set_local_watch(Arc::new(NoLocalChanges));
+    let mut asks = Client::negotiated(server.clone(), Dialect::Smb311);
+    let both = CAP_DIRECTORY_LEASING | CAP_MULTI_CHANNEL;
+    assert_eq!(asks.server_capabilities & both, both);
+    for (asked, offered) in [
+        (0, 0),
+        (CAP_DIRECTORY_LEASING, CAP_DIRECTORY_LEASING),
+        (CAP_MULTI_CHANNEL, CAP_MULTI_CHANNEL),
+    ] {
+        let mut c = Client::connect(server.clone());
+        c.dialect = Dialect::Smb311;
+        c.capabilities = asked;
+        c.negotiate();
+        assert_eq!(c.server_capabilities & both, offered, "asked {asked:#x}");
+        // Leasing itself is the server's to offer at 2.1 and later.
+        assert_ne!(c.server_capabilities & CAP_LEASING, 0);
+    }
+}

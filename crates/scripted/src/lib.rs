@@ -329,7 +329,7 @@ pub struct Client {
     pub next_mid: u64,
     pub session_id: u64,
     pub tree_id: u32,
-    dialect: Dialect,
+    pub dialect: Dialect,
     /// 3.1.1: the hash of the connection's NEGOTIATE exchange.
     preauth: PreauthHash,
     signing_algorithm: SigningAlgorithm,
@@ -347,6 +347,11 @@ pub struct Client {
     pub posted: Vec<Message>,
     /// What the server reported to the engine (logons), oldest first.
     pub events: Vec<Event>,
+    /// The Capabilities its NEGOTIATE asks for: by default what Windows
+    /// asks for.
+    pub capabilities: u32,
+    /// The Capabilities the server's NEGOTIATE answer gave.
+    pub server_capabilities: u32,
 }
 
 const CIPHER: CipherId = CipherId::Aes128Gcm;
@@ -375,6 +380,13 @@ impl Client {
             unsigned: false,
             posted: Vec::new(),
             events: Vec::new(),
+            capabilities: neg::CAP_DFS
+                | neg::CAP_LEASING
+                | neg::CAP_LARGE_MTU
+                | neg::CAP_MULTI_CHANNEL
+                | neg::CAP_DIRECTORY_LEASING
+                | neg::CAP_ENCRYPTION,
+            server_capabilities: 0,
         }
     }
 
@@ -422,7 +434,7 @@ impl Client {
                 w,
                 &NegotiateOffer {
                     security_mode: neg::SIGNING_ENABLED | neg::SIGNING_REQUIRED,
-                    capabilities: neg::CAP_LARGE_MTU | neg::CAP_ENCRYPTION,
+                    capabilities: self.capabilities,
                     client_guid: [5; 16],
                     dialects: &[dialect],
                     contexts: &contexts,
@@ -434,6 +446,7 @@ impl Client {
         assert_eq!(r.status(), status::SUCCESS, "NEGOTIATE");
         let reply = NegotiateReply::parse(&r.msg).unwrap();
         assert_eq!(reply.dialect, dialect);
+        self.server_capabilities = reply.capabilities;
         if self.dialect == Dialect::Smb311 {
             self.preauth.update(&frame);
             self.preauth.update(&r.msg);

@@ -107,10 +107,14 @@ impl Connection {
         } else {
             0
         };
-        if dialect >= neg::DIALECT_300 && self.server.config.multichannel {
+        // Multichannel and directory leasing only for a client that asks
+        // (MS-SMB2 3.3.5.4), as Windows and Samba do: a client told of
+        // them unasked may use them wrongly.
+        let asked = |cap: u32| dialect >= neg::DIALECT_300 && nr.capabilities & cap != 0;
+        if asked(neg::CAP_MULTI_CHANNEL) && self.server.config.multichannel {
             self.server_capabilities |= neg::CAP_MULTI_CHANNEL;
         }
-        if dialect >= neg::DIALECT_300 && self.server.sees_local_changes() {
+        if asked(neg::CAP_DIRECTORY_LEASING) && self.server.sees_local_changes() {
             self.server_capabilities |= neg::CAP_DIRECTORY_LEASING;
         }
         if dialect != neg::DIALECT_311 && self.cipher.is_some() {
