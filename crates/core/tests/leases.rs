@@ -317,7 +317,7 @@ fn directory_leasing_and_multichannel_only_for_a_client_that_asks() {
     use copyless_proto::negotiate::{CAP_DIRECTORY_LEASING, CAP_LEASING, CAP_MULTI_CHANNEL};
     let (server, _vfs) = memory_server(config(), Arc::new(Users::default()));
     server.set_local_watch(Arc::new(NoLocalChanges));
-    let mut asks = Client::negotiated(server.clone(), Dialect::Smb311);
+    let asks = Client::negotiated(server.clone(), Dialect::Smb311);
     let both = CAP_DIRECTORY_LEASING | CAP_MULTI_CHANNEL;
     assert_eq!(asks.server_capabilities & both, both);
     for (asked, offered) in [
