@@ -288,10 +288,12 @@ fn a_signed_request_on_another_connections_session_is_deleted_with_its_signature
     // Nothing was created, and the session still works at home.
     assert_eq!(home.create("f", false).map(|_| ()), Ok(()));
 
-    // A session nobody holds gets a plain refusal.
+    // A session nobody holds: the same, as Samba answers (smbtorture's
+    // smb2.session-id and smb2.tcon need the signed flag back).
     home.session_id ^= 0x5555;
     let frame = other.frame_as(&home, vec![create_request("g", false)]);
     let r = one(&mut other, &frame);
     assert_eq!(r.status(), status::USER_SESSION_DELETED);
-    assert!(!r.header.is_signed());
+    assert!(r.header.is_signed());
+    assert_eq!(r.header.signature, Header::parse(&frame).unwrap().signature);
 }

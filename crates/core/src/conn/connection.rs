@@ -168,8 +168,8 @@ pub(crate) struct Reply {
     /// a session another connection holds, which signed the request (a
     /// refused bind, MS-SMB2 3.3.4.1.1), or a new channel's.
     pub sign_key: Option<Arc<SigningKey>>,
-    /// The request was signed for a session another connection holds,
-    /// whose key this one may not use: the reply says it is signed and
+    /// The request was signed for a session this connection does not hold
+    /// (another connection's, or none): the reply says it is signed and
     /// echoes the request's signature, as Samba and ksmbd do, since a
     /// client drops a connection whose reply to a signed request is not.
     pub echo_signature: bool,
@@ -1523,9 +1523,12 @@ impl Connection {
                 .iter()
                 .find(|(sid, key)| *sid == req.session_id && signed && key.verify(req.msg))
                 .map(|(_, key)| key.clone());
-            reply.echo_signature = signed
-                && reply.sign_key.is_none()
-                && self.server.sessions.facts(req.session_id).is_some();
+            // A session nobody holds here, whose key this connection does
+            // not have: the reply echoes the request's signature, as
+            // Samba's does, so that a client that requires signed
+            // replies still hears STATUS_USER_SESSION_DELETED
+            // (smbtorture's smb2.session-id and smb2.tcon).
+            reply.echo_signature = signed && reply.sign_key.is_none();
             return Err(status::USER_SESSION_DELETED);
         }
         self.verify(req)?;
