@@ -58,8 +58,13 @@ OBJECT_INHERIT = 0x1
 STATUS_BUFFER_TOO_SMALL = 0xC0000023
 
 
-def connect(server, dialect) -> TreeConnect:
+def connect(server, dialect, capabilities=None) -> TreeConnect:
+    """A tree connect to the test share; `capabilities`, when given, are
+    what the NEGOTIATE asks for (smbprotocol asks for large MTU, encryption
+    and DFS)."""
     connection = Connection(uuid.uuid4(), server.host, server.port, require_signing=True)
+    if capabilities is not None:
+        connection.client_capabilities = capabilities
     connection.connect(dialect, timeout=30)
     try:
         session = Session(connection, server.user, server.password,

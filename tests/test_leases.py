@@ -7,20 +7,17 @@ from __future__ import annotations
 
 import os
 import struct
-import uuid
 from collections import OrderedDict
 
 import pytest
-from smbprotocol.connection import Capabilities, Connection, Dialects
+from smbprotocol.connection import Capabilities, Dialects
 from smbprotocol.create_contexts import (CreateContextName, LeaseState, SMB2CreateContextRequest,
                                          SMB2CreateRequestLease)
 from smbprotocol.header import Commands, NtStatus
 from smbprotocol.open import (CreateDisposition, CreateOptions, FileAttributes,
                               ImpersonationLevel, Open, RequestedOplockLevel, ShareAccess,
                               SMB2CreateResponse)
-from smbprotocol.session import Session
 from smbprotocol.structure import BytesField, Structure
-from smbprotocol.tree import TreeConnect
 
 from conftest import SERVER_KIND
 from test_acl import connect
@@ -118,7 +115,7 @@ def test_a_folder_lease_breaks_when_a_local_process_adds_a_file(server):
     from smbprotocol.create_contexts import SMB2CreateRequestLeaseV2
 
     (server.share_path / "inbox").mkdir()
-    tree = connect_asking(server, Capabilities.SMB2_GLOBAL_CAP_DIRECTORY_LEASING)
+    tree = connect(server, Dialects.SMB_3_1_1, Capabilities.SMB2_GLOBAL_CAP_DIRECTORY_LEASING)
     try:
         key = os.urandom(16)
         lease = SMB2CreateRequestLeaseV2()
@@ -155,24 +152,6 @@ def test_a_folder_lease_breaks_when_a_local_process_adds_a_file(server):
         tree.session.connection.disconnect()
 
 
-def connect_asking(server, capabilities: int) -> TreeConnect:
-    """A tree connect at SMB 3.1.1 whose NEGOTIATE asks for `capabilities`
-    (smbprotocol asks for large MTU, encryption and DFS only)."""
-    connection = Connection(uuid.uuid4(), server.host, server.port, require_signing=True)
-    connection.client_capabilities = capabilities
-    connection.connect(Dialects.SMB_3_1_1, timeout=30)
-    try:
-        session = Session(connection, server.user, server.password,
-                          require_encryption=False, auth_protocol="ntlm")
-        session.connect()
-        tree = TreeConnect(session, f"\\\\{server.host}\\{server.share}")
-        tree.connect()
-        return tree
-    except BaseException:
-        connection.disconnect()
-        raise
-
-
 @pytest.mark.parametrize("asked", [0, Capabilities.SMB2_GLOBAL_CAP_DIRECTORY_LEASING
                                    | Capabilities.SMB2_GLOBAL_CAP_MULTI_CHANNEL])
 def test_directory_leasing_and_multichannel_are_offered_only_when_asked(server, asked):
@@ -182,7 +161,7 @@ def test_directory_leasing_and_multichannel_are_offered_only_when_asked(server, 
     root when told of directory leasing it did not ask for."""
     both = (Capabilities.SMB2_GLOBAL_CAP_DIRECTORY_LEASING
             | Capabilities.SMB2_GLOBAL_CAP_MULTI_CHANNEL)
-    tree = connect_asking(server, asked)
+    tree = connect(server, Dialects.SMB_3_1_1, asked)
     try:
         offered = tree.session.connection.server_capabilities.get_value()
         if SERVER_KIND == "copyless":
