@@ -209,3 +209,35 @@ fn a_creators_descriptor_is_the_new_objects_and_a_null_dacl_shows_as_one() {
     let r = create_with(&mut c, "bad", false, &cc::build_chain(&[(cc::SECD, bad)]));
     assert_eq!(r, Err(0xC000_0058), "STATUS_UNKNOWN_REVISION");
 }
+
+#[test]
+fn each_part_of_a_descriptor_needs_its_right_and_no_part_needs_none() {
+    const READ_ATTRIBUTES: u32 = 0x80;
+    let mut c = login();
+    let id = create(&mut c, "f", false, None).unwrap();
+    assert_eq!(c.close(id), status::SUCCESS);
+    let id = c
+        .open(copyless_scripted::create_request_from(
+            &wire::CreateParams {
+                oplock_level: 0,
+                desired_access: READ_ATTRIBUTES,
+                file_attributes: 0,
+                share_access: 7,
+                disposition: 1,
+                options: 0,
+                name: "f",
+                contexts: &[],
+            },
+        ))
+        .unwrap();
+    // Owner, group, DACL: READ_CONTROL; the SACL: ACCESS_SYSTEM_SECURITY.
+    for part in [0x1, 0x2, 0x4, 0x8] {
+        let r = c.call(Request::new(command::QUERY_INFO, 1, |w| {
+            wire::write_query_info_request(w, INFO_SECURITY, 0, 4096, part, 0, id)
+        }));
+        assert_eq!(r.status(), status::ACCESS_DENIED, "part {part:#x}");
+    }
+    let sd = query(&mut c, id, 0);
+    assert!(sd.owner.is_none() && sd.group.is_none() && sd.dacl.is_none() && sd.sacl.is_none());
+    assert_eq!(c.close(id), status::SUCCESS);
+}

@@ -16,6 +16,7 @@ pub mod memory;
 mod names;
 mod new_modes;
 pub mod posix;
+pub mod shortname;
 
 pub use identity::{Identity, UnixIds};
 pub use new_modes::NewModes;

@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use rustix::io::Errno;
 
 use crate::names::{fold, join, split};
+use crate::shortname;
 use crate::{
     attr, CreateAction, Disposition, FileHandle, FileStat, FsStat, Identity, Kind, OpenRequest,
     Opened, SetTimes, UnixAccess, Vfs, VfsError, VfsResult,
@@ -364,10 +365,14 @@ impl State {
             return Ok(Some((name.to_owned(), id)));
         }
         let folded = fold(name);
-        Ok(children
-            .iter()
-            .find(|(n, _)| fold(n) == folded)
-            .map(|(n, &id)| (n.clone(), id)))
+        let found = children.iter().find(|(n, _)| fold(n) == folded);
+        // As PosixVfs: a short name names its long-named entry.
+        let found = found.or_else(|| {
+            shortname::is_hashed(name)
+                .then(|| children.iter().find(|(n, _)| shortname::matches(name, n)))
+                .flatten()
+        });
+        Ok(found.map(|(n, &id)| (n.clone(), id)))
     }
 
     /// Resolves the directories of a path case-insensitively: the last

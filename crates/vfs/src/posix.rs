@@ -15,6 +15,7 @@ mod ntacl;
 mod streams;
 mod sys;
 mod time;
+mod tunnel;
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::Path;
@@ -27,6 +28,7 @@ use rustix::fs::{
 use rustix::io::{pread, pwrite, Errno};
 
 use crate::names::{fold, join, split};
+use crate::shortname;
 use crate::{
     attr, CreateAction, Disposition, FileHandle, FileStat, FsStat, Identity, Kind, NewModes,
     OpenRequest, Opened, RootState, SetTimes, UnixAccess, Vfs, VfsError, VfsResult,
@@ -39,6 +41,7 @@ use sys::{
     file_key, file_type, filetime, has_btime, has_default_acl, lstat_at, open_beneath, settle_mode,
     stamp, statx_fd,
 };
+use tunnel::Tunnel;
 
 pub use time::{filetime_from_unix, unix_from_filetime, UNIX_EPOCH_AS_FILETIME};
 
@@ -59,6 +62,8 @@ pub struct PosixVfs {
     /// That data is in memory ([`DataKind::Memory`]).
     data_in_memory: bool,
     cache: CaseCache,
+    /// Long names that left a folder moments ago (see tunnel.rs).
+    tunnel: Tunnel,
     meta: MetaStore,
     acls: AclStore,
     change_times: ChangeTimes,
@@ -166,6 +171,7 @@ impl PosixVfs {
             source: root.to_path_buf(),
             root_key,
             cache: CaseCache::new(MAX_CACHED_DIRS, MAX_CACHED_NAMES),
+            tunnel: Tunnel::default(),
             meta: MetaStore::new(),
             change_times: ChangeTimes::default(),
             stream_lock: std::sync::Mutex::new(()),
@@ -226,8 +232,32 @@ impl PosixVfs {
 
     /// [`PosixVfs::find_child`], with the key of `dir` where it was looked
     /// at (the exact name was not there), so that a change made next need
-    /// not look again.
+    /// not look again. A name of a short name's form that names nothing
+    /// else names the entry whose short name it is.
     fn look_up(
+        &self,
+        dir: BorrowedFd<'_>,
+        name: &str,
+    ) -> VfsResult<(Option<Child>, Option<DirKey>)> {
+        let (child, key) = self.look_up_any_case(dir, name)?;
+        if child.is_some() || !shortname::is_hashed(name) {
+            return Ok((child, key));
+        }
+        let Ok(names) = scan_names(dir) else {
+            return Ok((None, key));
+        };
+        let Some(real) = names.into_iter().find(|n| shortname::matches(name, n)) else {
+            return Ok((None, key));
+        };
+        match lstat_at(dir, &real) {
+            Ok(lstat) => Ok((Some(Child { name: real, lstat }), key)),
+            Err(Errno::NOENT) => Ok((None, key)),
+            Err(e) => Err(path_err(e, true)),
+        }
+    }
+
+    /// [`PosixVfs::look_up`] by the name alone: exactly, else case aside.
+    fn look_up_any_case(
         &self,
         dir: BorrowedFd<'_>,
         name: &str,
@@ -319,6 +349,9 @@ impl PosixVfs {
         };
         if let Ok(stx) = from_stx {
             self.cache.removed(file_key(&stx), stamp(&stx), from_name);
+            if !same_dir || fold(from_name) != fold(to_name) {
+                self.tunnel.note_gone(file_key(&stx), from_name);
+            }
         }
         if let Ok(stx) = to_stx {
             self.cache.added(file_key(&stx), stamp(&stx), to_name);
@@ -328,7 +361,19 @@ impl PosixVfs {
     fn note_removed(&self, dir: BorrowedFd<'_>, name: &str) {
         if let Ok(stx) = statx_fd(dir) {
             self.cache.removed(file_key(&stx), stamp(&stx), name);
+            self.tunnel.note_gone(file_key(&stx), name);
         }
+    }
+
+    /// The long name a new entry `name` in `dir` takes back (see
+    /// tunnel.rs), if nothing has taken it since.
+    fn tunneled(&self, dir: BorrowedFd<'_>, name: &str) -> Option<String> {
+        if !shortname::is_hashed(name) {
+            return None;
+        }
+        let key = file_key(&statx_fd(dir).ok()?);
+        let long = self.tunnel.take_long_name(key, name)?;
+        matches!(lstat_at(dir, &long), Err(Errno::NOENT)).then_some(long)
     }
 
     /// An object's directory entry went away: drop what we keep about the
@@ -833,6 +878,8 @@ impl Vfs for PosixVfs {
                     if matches!(req.disposition, Disposition::Open | Disposition::Overwrite) {
                         return Err(VfsError::NameNotFound);
                     }
+                    let tunneled = self.tunneled(dir.fd(), last);
+                    let last = tunneled.as_deref().unwrap_or(last);
                     match self.create_new((dir.fd(), dir_key), last, req) {
                         Ok((handle, stat)) => {
                             // Its creator is granted what it asked for.

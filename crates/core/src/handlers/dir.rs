@@ -170,7 +170,7 @@ impl DirStep {
                     info.attributes = self.names.shown(name, info.attributes);
                 }
                 let short = matches!(entry, Entry::Name(_))
-                    .then(|| crate::names::shortname::short_name(name));
+                    .then(|| copyless_vfs::shortname::short_name(name));
                 if !writer.push_with_short_name(name, short.as_deref(), &info, next as u32) {
                     if writer.is_empty() {
                         return Err(status::INFO_LENGTH_MISMATCH);

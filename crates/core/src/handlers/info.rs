@@ -105,9 +105,7 @@ impl Connection {
             }
             messages::INFO_FILESYSTEM => Part::Fs,
             messages::INFO_SECURITY => {
-                if granted & access::READ_CONTROL == 0 {
-                    return Err(status::ACCESS_DENIED);
-                }
+                security_readable(q.additional_information, granted)?;
                 Part::Security
             }
             _ => return Err(status::NOT_SUPPORTED),
@@ -126,7 +124,7 @@ impl Connection {
                 let mut info = file_info(&st, delete_pending);
                 info.attributes = f.names.shown(path::file_name(&path), info.attributes);
                 if q.class == class::FILE_ALTERNATE_NAME_INFORMATION {
-                    let short = crate::names::shortname::short_name(path::file_name(&path));
+                    let short = copyless_vfs::shortname::short_name(path::file_name(&path));
                     let name = copyless_proto::utf16::encode(&short);
                     let mut data = (name.len() as u32).to_le_bytes().to_vec();
                     data.extend_from_slice(&name);
@@ -923,4 +921,24 @@ impl SecuritySet {
         vfs.set_security(&self.handle, &sd.encode(ALL_PARTS))
             .map_err(|e| vfs_status(&e))
     }
+}
+
+/// The right each part of a descriptor needs (MS-SMB2 3.3.5.20.3): the
+/// owner, group, DACL and label need READ_CONTROL, the SACL
+/// ACCESS_SYSTEM_SECURITY. A query for no part needs nothing and gets an
+/// empty descriptor, as Windows answers.
+fn security_readable(info: u32, granted: u32) -> Result<(), NtStatus> {
+    use fscc::additional_info::*;
+    const LABEL_SECURITY_INFORMATION: u32 = 0x0000_0010;
+    let control = OWNER_SECURITY_INFORMATION
+        | GROUP_SECURITY_INFORMATION
+        | DACL_SECURITY_INFORMATION
+        | LABEL_SECURITY_INFORMATION;
+    if info & control != 0 && granted & access::READ_CONTROL == 0 {
+        return Err(status::ACCESS_DENIED);
+    }
+    if info & SACL_SECURITY_INFORMATION != 0 && granted & access::ACCESS_SYSTEM_SECURITY == 0 {
+        return Err(status::ACCESS_DENIED);
+    }
+    Ok(())
 }

@@ -4,7 +4,6 @@
 pub mod enumeration;
 pub mod hiding;
 pub mod path;
-pub mod shortname;
 pub mod wildcard;
 #[cfg(any(test, feature = "reference"))]
 pub mod wildcard_reference;

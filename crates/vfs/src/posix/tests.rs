@@ -955,3 +955,32 @@ fn a_default_acl_decides_and_inherit_acls_lets_it_through() {
     assert_eq!(mode_of(&dir.join("whole.txt")), 0o660);
     assert_eq!(mode_of(&dir.join("sub")), 0o770);
 }
+
+#[test]
+fn short_names_open_their_long_names_and_take_them_back_when_gone() {
+    let s = share();
+    create_dir(&s.vfs, "d");
+    create_file(&s.vfs, "d/A long name.text", b"x");
+    let short = shortname::short_name("A long name.text");
+    let o = open(&s.vfs, &format!("d/{}", short.to_lowercase())).unwrap();
+    assert_eq!(o.path, "d/A long name.text");
+    drop(o);
+    // Deleted, then made again by its short name: the long name is back
+    // (NTFS tunneling).
+    s.vfs
+        .unlink(&Identity::Server, &format!("d/{short}"), false)
+        .unwrap();
+    assert!(matches!(
+        open(&s.vfs, &format!("d/{short}")),
+        Err(VfsError::NameNotFound)
+    ));
+    let o = create_file(&s.vfs, &format!("d/{short}"), b"y");
+    assert_eq!(o.path, "d/A long name.text");
+    assert_eq!(disk_names(&s.root.join("d")), vec!["A long name.text"]);
+    // Only once: the next is made by the name it is given.
+    s.vfs
+        .unlink(&Identity::Server, "d/A long name.text", false)
+        .unwrap();
+    create_file(&s.vfs, "d/OTHER~123.TXT", b"z");
+    assert_eq!(disk_names(&s.root.join("d")), vec!["OTHER~123.TXT"]);
+}

@@ -3,7 +3,9 @@
 //! own short name; others get a deterministic hashed name (the stem's
 //! first characters, `~`, three hash characters, and the extension's
 //! first three), computed, not stored, so it needs no state and survives
-//! restarts. Opening a file by its short name is not supported.
+//! restarts. A lookup that finds no entry by a name of the hashed form
+//! takes the entry whose short name it is ([`matches`]), as Windows opens
+//! a file by either name.
 
 const HASH_CHARS: &[u8; 36] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ";
 
@@ -64,6 +66,19 @@ pub fn short_name(name: &str) -> String {
     out
 }
 
+/// Whether `name` has the form of a hashed short name (`STEM~XYZ.EXT`),
+/// which a lookup that found nothing else may resolve through [`matches`].
+pub fn is_hashed(name: &str) -> bool {
+    name.contains('~') && is_83(&name.to_uppercase())
+}
+
+/// Whether `short`, a name of the hashed form, is the short name of the
+/// entry `long` (case aside), whose own name is not 8.3.
+pub fn matches(short: &str, long: &str) -> bool {
+    let of_long = short_name(long);
+    of_long.contains('~') && of_long != long.to_uppercase() && of_long.eq_ignore_ascii_case(short)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,5 +98,19 @@ mod tests {
         assert!(
             short_name(".hidden").starts_with("_~") || short_name(".hidden").starts_with("HIDD")
         );
+    }
+
+    #[test]
+    fn short_names_lead_to_their_long_names() {
+        let long = "AgEtxb5Vfj.n7y";
+        let short = short_name(long);
+        assert!(is_hashed(&short), "{short}");
+        assert!(matches(&short, long));
+        assert!(matches(&short.to_lowercase(), long));
+        assert!(!matches(&short, "other long name.n7y"));
+        // An 8.3 name is its own short name, found by the name itself.
+        assert!(!is_hashed("README.TXT"));
+        assert!(is_hashed("A~1.TXT"));
+        assert!(!matches("A~1.TXT", "a~1.txt"));
     }
 }
