@@ -284,6 +284,9 @@ pub struct Config {
     /// `multichannel`: SMB 3 clients may bind more connections to a
     /// session; on unless switched off.
     pub multichannel: bool,
+    /// `change_notify`: CHANGE_NOTIFY is served; on unless switched off
+    /// (then STATUS_NOT_IMPLEMENTED, as Samba's `change notify = no`).
+    pub change_notify: bool,
     /// `[metrics] listen`: where to serve Prometheus metrics; off if None.
     pub metrics_listen: Option<SocketAddr>,
     /// `[metrics] user_labels`: label per-client series with user names
@@ -534,6 +537,7 @@ impl Config {
             control: None,
             trace_enabled: true,
             multichannel: true,
+            change_notify: true,
             metrics_listen: None,
             metrics_user_labels: false,
             audit_to: AuditTo::Journal,
@@ -738,6 +742,7 @@ mod raw {
         pub server_string: Option<Spanned<String>>,
         pub engine: Option<Spanned<String>>,
         pub multichannel: Option<bool>,
+        pub change_notify: Option<bool>,
         pub security: Option<Security>,
         pub share: Option<Vec<Share>>,
         pub homes: Option<Share>,
@@ -994,6 +999,7 @@ fn parse(text: &str, base: &Path, file_name: &Path) -> Result<Config, SpanError>
     let log_level = parse_log(file.log)?;
     let trace_enabled = file.trace.and_then(|t| t.enabled).unwrap_or(true);
     let multichannel = file.multichannel.unwrap_or(true);
+    let change_notify = file.change_notify.unwrap_or(true);
     let metrics_user_labels = file
         .metrics
         .as_ref()
@@ -1023,6 +1029,7 @@ fn parse(text: &str, base: &Path, file_name: &Path) -> Result<Config, SpanError>
         control,
         trace_enabled,
         multichannel,
+        change_notify,
         metrics_listen,
         metrics_user_labels,
         engine,
@@ -2422,6 +2429,8 @@ read_only = false
         assert!(Config::builtin().multichannel);
         assert!(load_text("").1.multichannel);
         assert!(!load_text("multichannel = false\n").1.multichannel);
+        assert!(Config::builtin().change_notify);
+        assert!(!load_text("change_notify = false\n").1.change_notify);
     }
 
     #[test]

@@ -213,6 +213,7 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
         ("server_name", old.server_name != new.server_name),
         ("engine", old.engine != new.engine),
         ("multichannel", old.multichannel != new.multichannel),
+        ("change_notify", old.change_notify != new.change_notify),
         ("[security] signing", old.signing != new.signing),
         ("[security] encryption", old.encryption != new.encryption),
         ("[security] guest", old.guest != new.guest),

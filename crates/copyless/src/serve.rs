@@ -113,6 +113,7 @@ pub fn serve(
         allow_guest: config.guest,
         unknown_users_as_guests: config.map_to_guest,
         multichannel: config.multichannel,
+        change_notify: config.change_notify,
         kerberos: config.kerberos.clone(),
         limits: core_limits(&config.limits, &budget),
         server_guid: guid,

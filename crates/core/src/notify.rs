@@ -106,6 +106,9 @@ impl Connection {
         w: &mut Writer,
     ) -> Result<NtStatus, NtStatus> {
         let n = ChangeNotifyRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
+        if !self.server.config.change_notify {
+            return Err(status::NOT_IMPLEMENTED);
+        }
         if n.output_buffer_length > self.max_io {
             return Err(status::INVALID_PARAMETER);
         }

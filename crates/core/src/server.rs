@@ -43,6 +43,9 @@ pub struct ServerConfig {
     /// Offer SMB 3 multichannel: a client may bind more connections to a
     /// session (channels.rs).
     pub multichannel: bool,
+    /// Serve CHANGE_NOTIFY; when off, it is answered
+    /// STATUS_NOT_IMPLEMENTED (Samba's `change notify = no`).
+    pub change_notify: bool,
     /// Accept Kerberos logons with this service's keys (the `[kerberos]`
     /// config); NTLM only when None.
     pub kerberos: Option<Arc<copyless_auth::kerberos::KerberosService>>,

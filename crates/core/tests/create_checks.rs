@@ -154,3 +154,66 @@ fn set_info_makes_no_directory_temporary() {
     assert_eq!(set(&mut c, f, &basic(0x100 | 0x1000)), status::SUCCESS);
     assert_eq!(set(&mut c, f, &basic(0x10)), status::INVALID_PARAMETER);
 }
+
+#[test]
+fn a_hidden_or_system_file_is_overwritten_only_by_a_create_that_keeps_it_so() {
+    const HIDDEN: u32 = 0x2;
+    const SYSTEM: u32 = 0x4;
+    const OVERWRITE: u32 = 4;
+    const SUPERSEDE: u32 = 0;
+    let mut c = setup();
+    for kept in [HIDDEN, SYSTEM, HIDDEN | SYSTEM] {
+        let name = format!("f{kept}");
+        create(&mut c, &name, MAXIMUM_ALLOWED, kept, OVERWRITE_IF, 0).unwrap();
+        for disposition in [OVERWRITE, OVERWRITE_IF, SUPERSEDE] {
+            assert_eq!(
+                create(&mut c, &name, MAXIMUM_ALLOWED, 0, disposition, 0).err(),
+                Some(status::ACCESS_DENIED),
+                "{kept:#x} overwritten by {disposition} without it"
+            );
+        }
+        // Opening it is no overwrite.
+        assert!(create(&mut c, &name, MAXIMUM_ALLOWED, 0, OPEN_IF, 0).is_ok());
+        let got = create(&mut c, &name, MAXIMUM_ALLOWED, kept, OVERWRITE, 0).unwrap();
+        assert_eq!(got, kept | 0x20);
+    }
+}
+
+#[test]
+fn a_slash_separates_components_as_a_backslash_does() {
+    const DIRECTORY: u32 = 1;
+    let mut c = setup();
+    create(&mut c, "d", MAXIMUM_ALLOWED, 0, OPEN_IF, DIRECTORY).unwrap();
+    create(&mut c, "d/f", MAXIMUM_ALLOWED, 0, OPEN_IF, 0).unwrap();
+    assert!(create(&mut c, "d\\f", MAXIMUM_ALLOWED, 0, 1, 0).is_ok());
+    assert_eq!(
+        create(&mut c, "d/f/", MAXIMUM_ALLOWED, 0, 1, 0).err(),
+        Some(status::OBJECT_NAME_INVALID)
+    );
+    assert_eq!(
+        create(&mut c, "/d", MAXIMUM_ALLOWED, 0, 1, 0).err(),
+        Some(status::INVALID_PARAMETER)
+    );
+}
+
+#[test]
+fn a_file_opens_by_its_short_name() {
+    let mut c = setup();
+    create(
+        &mut c,
+        "A long file name.text",
+        MAXIMUM_ALLOWED,
+        0,
+        OPEN_IF,
+        0,
+    )
+    .unwrap();
+    let short = copyless_vfs::shortname::short_name("A long file name.text");
+    assert!(short.contains('~'), "{short}");
+    assert!(create(&mut c, &short.to_lowercase(), MAXIMUM_ALLOWED, 0, 1, 0).is_ok());
+    // Nothing else of that form is found.
+    assert_eq!(
+        create(&mut c, "ALON~ZZZ.TEX", MAXIMUM_ALLOWED, 0, 1, 0).err(),
+        Some(status::OBJECT_NAME_NOT_FOUND)
+    );
+}

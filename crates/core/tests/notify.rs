@@ -259,3 +259,17 @@ fn a_tree_watcher_hears_nothing_beneath_a_folder_its_dacl_keeps_it_out_of() {
         vec![(action::ADDED, "private\\bonus.xlsx".into())]
     );
 }
+
+#[test]
+fn a_server_that_serves_no_change_notify_says_it_is_not_implemented() {
+    let users = Arc::new(Users::default());
+    users.add("u", "pw");
+    let mut off = config();
+    off.change_notify = false;
+    let (server, _vfs) = memory_server(off, users);
+    let mut a = Client::login(server, "u", "pw");
+    let dir = a.create("docs", true).unwrap();
+    let r = a.call(notify_request(dir, NAMES, true, 4096));
+    assert_eq!(r.status(), status::NOT_IMPLEMENTED);
+    assert_eq!(a.close(dir), status::SUCCESS);
+}

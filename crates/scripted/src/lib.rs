@@ -170,6 +170,7 @@ pub fn config() -> ServerConfig {
         allow_guest: false,
         unknown_users_as_guests: false,
         multichannel: true,
+        change_notify: true,
         kerberos: None,
         limits: limits(),
         server_guid: [1; 16],

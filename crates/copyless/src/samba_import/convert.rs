@@ -62,6 +62,7 @@ const GLOBAL_KEYS: &[&str] = &[
     "maptoguest",
     "guestaccount",
     "servermultichannelsupport",
+    "changenotify",
     "serverminprotocol",
     "minprotocol",
     "servermaxprotocol",
@@ -236,6 +237,9 @@ impl Converter<'_> {
         }
         if let Some(p) = last(g, &["servermultichannelsupport"]) {
             doc.top.push(Entry::new("multichannel", boolean(p)?, &[p]));
+        }
+        if let Some(p) = last(g, &["changenotify"]) {
+            doc.top.push(Entry::new("change_notify", boolean(p)?, &[p]));
         }
         if let Some(p) = last(g, &["serversigning"]) {
             let value = match normalize(&p.value).as_str() {

@@ -834,3 +834,9 @@ fn full_audit_becomes_the_share_audit_and_log_level_the_log_level() {
     }
     assert!(try_convert("[global]\nlog level = loud\n").is_err());
 }
+
+#[test]
+fn change_notify_switched_off_stays_off() {
+    let c = convert_text("[global]\n   change notify = no\n[data]\n   path = /srv/data\n");
+    assert_eq!(table(&c)["change_notify"].as_bool(), Some(false));
+}

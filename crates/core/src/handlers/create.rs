@@ -1125,6 +1125,7 @@ fn open_or_create(
                 }
                 if truncating {
                     no_encryption(cr)?;
+                    keeps_hidden_and_system(&opened.stat, cr.file_attributes)?;
                 }
                 register(
                     server,
@@ -1217,6 +1218,18 @@ fn judge(
     };
     let mut facts = security::OpenedFacts::new(vfs, caller, opened);
     rights::open(&mut facts, &ask)
+}
+
+/// A file that is hidden or a system file is overwritten or superseded
+/// only by a CREATE that keeps it so (MS-FSA 2.1.5.1.2; CreateFile's
+/// CREATE_ALWAYS fails the same way), lest a program that writes a new
+/// file over it unhide it unawares.
+fn keeps_hidden_and_system(st: &FileStat, asked: u32) -> Result<(), NtStatus> {
+    let kept = st.attributes & (attr::HIDDEN | attr::SYSTEM);
+    if kept & !asked != 0 {
+        return Err(status::ACCESS_DENIED);
+    }
+    Ok(())
 }
 
 /// A file with FILE_ATTRIBUTE_READONLY, whose data is not written.

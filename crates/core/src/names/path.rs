@@ -41,7 +41,7 @@ pub fn from_smb_with_stream(name: &[u8]) -> Result<CreateName, NtStatus> {
 }
 
 fn from_smb_str_with_stream(name: &str) -> Result<CreateName, NtStatus> {
-    if name.starts_with('\\') {
+    if name.starts_with(SEPARATORS) {
         return Err(status::INVALID_PARAMETER);
     }
     let (name, stream, data_type) = split_stream(name)?;
@@ -55,7 +55,16 @@ fn from_smb_str_with_stream(name: &str) -> Result<CreateName, NtStatus> {
     })
 }
 
+/// What separates a name's components. `\\` is Windows'; `/` is taken
+/// too, as Samba and ksmbd take it, for clients that send Unix-style
+/// names (smbtorture among them), though never at the end of a name
+/// (MS-FSA 2.1.5.1).
+const SEPARATORS: [char; 2] = ['\\', '/'];
+
 fn path_of(name: &str) -> Result<String, NtStatus> {
+    if name.ends_with('/') {
+        return Err(status::OBJECT_NAME_INVALID);
+    }
     let trimmed = name.strip_suffix('\\').unwrap_or(name);
     if trimmed.is_empty() {
         return if name.is_empty() {
@@ -65,7 +74,7 @@ fn path_of(name: &str) -> Result<String, NtStatus> {
         };
     }
     let mut out = String::with_capacity(trimmed.len());
-    for comp in trimmed.split('\\') {
+    for comp in trimmed.split(SEPARATORS) {
         // `a\b\..` names `a`, as on Windows; above the share root there
         // is nothing to name.
         if comp == ".." && !out.is_empty() {
@@ -174,7 +183,11 @@ mod tests {
         );
         assert_eq!(from_smb_str("a\\\\b"), Err(status::OBJECT_NAME_INVALID));
         assert_eq!(from_smb_str("a*"), Err(status::OBJECT_NAME_INVALID));
-        assert_eq!(from_smb_str("a/b"), Err(status::OBJECT_NAME_INVALID));
+        assert_eq!(from_smb_str("a/b\\c").unwrap(), "a/b/c");
+        assert_eq!(from_smb_str("a/b/"), Err(status::OBJECT_NAME_INVALID));
+        assert_eq!(from_smb_str("/a"), Err(status::INVALID_PARAMETER));
+        assert_eq!(from_smb_str("a//b"), Err(status::OBJECT_NAME_INVALID));
+        assert_eq!(from_smb_str("a/../.."), Err(status::OBJECT_PATH_SYNTAX_BAD));
         assert_eq!(from_smb_str("f:stream"), Err(status::OBJECT_NAME_NOT_FOUND));
         let with = |s: &str| from_smb_str_with_stream(s).map(|n| (n.path, n.stream, n.data_type));
         assert_eq!(
