@@ -27,7 +27,7 @@ SLOW_TO_CREATE = "slow-"
 
 def serve(backing: str, mount: str, delay: float) -> None:
     """A passthrough filesystem whose reads take `delay` seconds."""
-    from fuse import FUSE, FuseOSError, Operations
+    from fuse import FUSE, FuseOSError, Operations, fuse_get_context
 
     class Slow(Operations):
         def __init__(self) -> None:
@@ -67,8 +67,15 @@ def serve(backing: str, mount: str, delay: float) -> None:
         def rmdir(self, path):
             return os.rmdir(self._p(path))
 
+        def _own(self, path):
+            # What a caller makes is theirs, as on any filesystem (the
+            # daemon, root, makes it).
+            uid, gid, _ = fuse_get_context()
+            os.lchown(self._p(path), uid, gid)
+
         def mkdir(self, path, mode):
-            return os.mkdir(self._p(path), mode)
+            os.mkdir(self._p(path), mode)
+            self._own(path)
 
         def statfs(self, path):
             st = os.statvfs(self._p(path))
@@ -92,7 +99,9 @@ def serve(backing: str, mount: str, delay: float) -> None:
             # A name meant to be slow to make (tests/test_slow_share.py).
             if os.path.basename(path).startswith(SLOW_TO_CREATE):
                 time.sleep(delay)
-            return os.open(self._p(path), os.O_WRONLY | os.O_CREAT, mode)
+            fd = os.open(self._p(path), os.O_WRONLY | os.O_CREAT, mode)
+            self._own(path)
+            return fd
 
         def read(self, path, size, offset, fh):
             time.sleep(delay)

@@ -4,7 +4,10 @@ The share lives on a FUSE filesystem whose reads take 1.5 s (slowfs.py).
 The io_uring engine answers such a READ with an interim STATUS_PENDING
 carrying an AsyncId after half a second, as Windows does for a request
 that goes asynchronous, then with the data; a CANCEL naming the AsyncId
-ends it with STATUS_CANCELLED at once. The threaded engine waits on the
+does not stop a read the disk has begun: it ends with its data, as Samba
+ends one (smbtorture smb2.aio_delay.aio_cancel; MS-SMB2 3.3.5.16 leaves it
+to the server). The threaded
+engine waits on the
 disk with the connection's own thread, so it sends the one final reply."""
 
 from __future__ import annotations
@@ -28,7 +31,6 @@ pytestmark = pytest.mark.skipif(SERVER_KIND != "copyless",
 DELAY = 1.5
 CANCEL = 0x0C
 FILE_CREATE = 2
-STATUS_CANCELLED = 0xC0000120
 
 
 @pytest.fixture
@@ -77,7 +79,8 @@ def _read_slowly(client: RawSmb, file_id: bytes, length: int):
                 return seen
 
 
-def test_a_read_on_a_slow_disk_goes_asynchronous_and_can_be_cancelled(slow_server):
+def test_a_read_on_a_slow_disk_goes_asynchronous_and_ends_with_its_data_even_cancelled(
+        slow_server):
     running, data = slow_server
     info = running.info
     client = RawSmb.logged_in(info.host, info.port, info.user, info.password, info.share,
@@ -109,7 +112,8 @@ def test_a_read_on_a_slow_disk_goes_asynchronous_and_can_be_cancelled(slow_serve
         assert final.flags & FLAG_SIGNED, "the final reply is signed as the session signs"
         assert final.credits == 0, "the interim reply granted the credits already"
 
-        # Again, cancelled once it has gone asynchronous.
+        # Again, cancelled once it has gone asynchronous: the disk's read
+        # runs to its end, and the client gets its data.
         msg = client.message(READ, read_body(file_id, 4096, offset=4096))
         client.send([msg])
         started = time.monotonic()
@@ -118,9 +122,10 @@ def test_a_read_on_a_slow_disk_goes_asynchronous_and_can_be_cancelled(slow_serve
         _cancel(client, interim.async_id)
         final = client.recv_frame(timeout=3 * DELAY)[0]
         took = time.monotonic() - started
-        assert final.status == STATUS_CANCELLED, f"the cancelled read ended with {final.status:#x}"
+        assert final.status == STATUS_SUCCESS, f"the cancelled read ended with {final.status:#x}"
         assert final.async_id == interim.async_id
-        assert took < DELAY, f"the cancelled read took {took:.2f} s, as long as the disk"
+        assert final.body[16:16 + 4096] == data[4096:8192], "the cancelled read's bytes"
+        assert took >= DELAY * 0.9, f"the cancelled read took {took:.2f} s on a {DELAY} s disk"
         # The connection goes on.
         status, _ = client.create("slow.bin")
         assert status == STATUS_SUCCESS

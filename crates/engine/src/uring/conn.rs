@@ -526,7 +526,7 @@ impl Conn {
                 continue;
             }
             if let Some(f) = self.flights.get(token) {
-                if !matches!(f.kind, FlightKind::Write { .. }) {
+                if matches!(f.kind, FlightKind::Sync) {
                     let _ = ctx.ops.cancel(f.key, Tag::Conn(self.slot, What::Cancel));
                 }
             }
@@ -614,18 +614,11 @@ impl Conn {
                 },
                 op => op,
             };
-            match &op {
-                Op::Read { .. } => {
-                    let stopped =
-                        Completion::Read(Vec::new(), Err(copyless_vfs::VfsError::Cancelled));
-                    self.stoppable.insert(token, stopped);
-                }
-                Op::Flush => {
-                    let stopped = Completion::Flush(Err(copyless_vfs::VfsError::Cancelled));
-                    self.stoppable.insert(token, stopped);
-                }
-                // A write the pool may have begun runs to its end.
-                Op::Write { .. } => {}
+            // A read or write the pool may have begun runs to its end
+            // (Completion::stoppable).
+            if let Op::Flush = &op {
+                let stopped = Completion::Flush(Err(copyless_vfs::VfsError::Cancelled));
+                self.stoppable.insert(token, stopped);
             }
             let intent = copyless_core::Intent { token, file, op };
             let start = clock::now();
