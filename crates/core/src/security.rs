@@ -100,6 +100,14 @@ impl OwnedCaller {
         }
     }
 
+    /// The caller a session acts for, anonymous or not.
+    pub fn from_session(server: &std::sync::Arc<crate::server::Server>, anonymous: bool) -> Self {
+        OwnedCaller {
+            server: server.clone(),
+            anonymous,
+        }
+    }
+
     /// The caller, acting as `who`.
     pub fn caller<'a>(&'a self, who: &'a Identity) -> Caller<'a> {
         Caller {
@@ -297,6 +305,42 @@ pub fn stored_rights_at(vfs: &dyn Vfs, caller: &Caller<'_>, path: &str) -> Resul
         }
         _ => 0,
     })
+}
+
+/// Whether `caller` sees the entry `name` (at `path`) of the folder `dir`
+/// in a listing that leaves out what its reader may not read
+/// (access-based enumeration): its stored descriptor must grant what
+/// reading it takes (FILE_READ_DATA, FILE_READ_EA, FILE_READ_ATTRIBUTES
+/// and READ_CONTROL), the folder's FILE_LIST_DIRECTORY not standing in for
+/// FILE_READ_ATTRIBUTES, as Windows checks; without one, the kernel's
+/// read permission decides.
+pub fn may_see(
+    vfs: &dyn Vfs,
+    caller: &Caller<'_>,
+    dir: &copyless_vfs::FileHandle,
+    name: &str,
+    path: &str,
+) -> bool {
+    const READING: u32 = access::FILE_READ_DATA
+        | access::FILE_READ_EA
+        | access::FILE_READ_ATTRIBUTES
+        | access::READ_CONTROL;
+    let kernel = || vfs.may_read_entry(dir, name).unwrap_or(false);
+    if !vfs.descriptors_stored() {
+        return kernel();
+    }
+    let req = copyless_vfs::OpenRequest::look(caller.who, path, copyless_vfs::Kind::Any);
+    let Ok(opened) = vfs.open(&req) else {
+        return false;
+    };
+    match stored(vfs, &opened.handle) {
+        Ok(Some(sd)) if rights::decides(&sd) => {
+            let owner = sids::unix_user(opened.stat.uid);
+            rights::stored_rights(&sd, &owner, &caller.token()) & READING == READING
+        }
+        Ok(_) => kernel(),
+        Err(_) => false,
+    }
 }
 
 /// What creating `path` needs from its parent's stored descriptor: the

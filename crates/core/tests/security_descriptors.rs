@@ -241,3 +241,51 @@ fn each_part_of_a_descriptor_needs_its_right_and_no_part_needs_none() {
     assert!(sd.owner.is_none() && sd.group.is_none() && sd.dacl.is_none() && sd.sacl.is_none());
     assert_eq!(c.close(id), status::SUCCESS);
 }
+
+#[test]
+fn access_based_enumeration_shows_only_what_a_stored_dacl_lets_the_reader_read() {
+    const READ_CONTROL: u32 = 0x0002_0000;
+    const WRITE_DAC: u32 = 0x0004_0000;
+    const SYNCHRONIZE: u32 = 0x0010_0000;
+    const READ_DATA: u32 = 0x1;
+    const READ_EA: u32 = 0x8;
+    const READ_ATTRIBUTES: u32 = 0x80;
+    let users = Arc::new(Users::default());
+    users.add("alice", "pw");
+    let abe = copyless_core::ShareAccess {
+        access_based_enumeration: true,
+        ..Default::default()
+    };
+    let server = copyless_scripted::shares_over(
+        Arc::new(copyless_vfs::memory::MemoryVfs::new()),
+        "memory",
+        config(),
+        users,
+        &[("share", false, abe)],
+    );
+    let mut c = Client::login(server, "alice", "pw");
+    let d = create(&mut c, "d", true, None).unwrap();
+    let owner = query(&mut c, d, DACL_AND_OWNER).owner.unwrap();
+    let reading = READ_CONTROL | READ_DATA | READ_EA | READ_ATTRIBUTES | SYNCHRONIZE | WRITE_DAC;
+    // Each lacks one right reading takes, but the last, which has all.
+    for (name, mask) in [
+        ("no-data", reading & !READ_DATA),
+        ("no-ea", reading & !READ_EA),
+        ("no-attributes", reading & !READ_ATTRIBUTES),
+        ("all", reading),
+    ] {
+        let f = create(&mut c, &format!("d\\{name}"), false, None).unwrap();
+        set(
+            &mut c,
+            f,
+            DACL,
+            SE_DACL_PRESENT,
+            &dacl(&[(&owner, mask, 0)]),
+        );
+        assert_eq!(c.close(f), status::SUCCESS);
+    }
+    let r = c.call(copyless_scripted::names_request(d, 0, "*", 4096));
+    assert_eq!(r.status(), status::SUCCESS);
+    let names = copyless_scripted::names_in(wire::buffer_response_data(&r.msg).unwrap());
+    assert_eq!(names, [".", "..", "all"]);
+}

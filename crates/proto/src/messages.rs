@@ -131,6 +131,8 @@ impl TreeConnectRequest {
 
 pub const SHARE_TYPE_DISK: u8 = 1;
 pub const SHARE_TYPE_PIPE: u8 = 2;
+/// ShareFlags: listings leave out what the reader may not open.
+pub const SHAREFLAG_ACCESS_BASED_DIRECTORY_ENUM: u32 = 0x0000_0800;
 
 pub fn write_tree_connect_response(
     w: &mut Writer,

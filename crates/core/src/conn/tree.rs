@@ -172,9 +172,18 @@ impl Connection {
         let maximal_access = maximal_access(read_only);
         let id = session.next_tree_id;
         session.next_tree_id = session.next_tree_id.wrapping_add(1).max(1);
-        let share_type = match kind {
-            TreeKind::Ipc => messages::SHARE_TYPE_PIPE,
-            TreeKind::Disk { .. } => messages::SHARE_TYPE_DISK,
+        let (share_type, share_flags) = match &kind {
+            TreeKind::Ipc => (messages::SHARE_TYPE_PIPE, 0),
+            // Clients show that a share hides what its reader may not
+            // open (smbtorture smb2.acls.ACCESSBASED asks).
+            TreeKind::Disk { share, .. } => (
+                messages::SHARE_TYPE_DISK,
+                if share.access.access_based_enumeration {
+                    messages::SHAREFLAG_ACCESS_BASED_DIRECTORY_ENUM
+                } else {
+                    0
+                },
+            ),
         };
         session.trees.insert(
             id,
@@ -189,7 +198,7 @@ impl Connection {
         );
         reply.tree_id = id;
         reply.header_tree_id = id;
-        messages::write_tree_connect_response(w, share_type, 0, 0, maximal_access);
+        messages::write_tree_connect_response(w, share_type, share_flags, 0, maximal_access);
         Ok(status::SUCCESS)
     }
 

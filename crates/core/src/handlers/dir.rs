@@ -25,6 +25,7 @@ use crate::names::enumeration::{Entry, Enumeration};
 use crate::names::hiding::NameRules;
 use crate::names::wildcard::{self, Pattern};
 use crate::open::{current_path, Open, OpenKind};
+use crate::security::{self, OwnedCaller};
 
 /// The least room worth keeping a window of a directory in: below it a
 /// listing serves one request and goes.
@@ -52,7 +53,9 @@ pub struct DirStep {
     en: Option<Box<Enumeration>>,
     writer: DirWriter,
     room: Option<Room>,
-    hide_unreadable: bool,
+    /// Access-based enumeration: who reads the folder, and its path, when
+    /// the listing leaves out what they may not read.
+    hide_unreadable: Option<(OwnedCaller, String)>,
     /// What the share hides (shown hidden) and vetoes (left out).
     names: Arc<NameRules>,
     single: bool,
@@ -158,12 +161,17 @@ impl DirStep {
                 };
                 // Access-based enumeration: what the reader may not read is not
                 // there for them.
-                if self.hide_unreadable
-                    && matches!(entry, Entry::Name(_))
-                    && !vfs.may_read_entry(&self.dir, name).unwrap_or(false)
-                {
-                    next += 1;
-                    continue;
+                let listed = matches!(entry, Entry::Name(_));
+                if let (Some((caller, dir_path)), true) = (&self.hide_unreadable, listed) {
+                    let caller = caller.caller(self.dir.who());
+                    let path = match dir_path.as_str() {
+                        "" => name.to_owned(),
+                        dir => format!("{dir}/{name}"),
+                    };
+                    if !security::may_see(vfs, &caller, &self.dir, name, &path) {
+                        next += 1;
+                        continue;
+                    }
                 }
                 let mut info = file_info(&stat, false);
                 if matches!(entry, Entry::Name(_)) {
@@ -341,17 +349,26 @@ impl Connection {
         let OpenKind::File(f) = &open.kind else {
             return Err(status::INVALID_PARAMETER);
         };
-        let share = f.key.0;
+        let key = f.key;
+        let share = key.0;
         let lists = begin.is_some()
             || f.dir
                 .as_ref()
                 .is_some_and(|en| en.needs_listing() || en.window_done());
         let room = lists.then(|| self.listing_room_for(req.session_id, id));
+        let anonymous = self
+            .sessions
+            .get(&req.session_id)
+            .is_some_and(|s| s.anonymous);
         let hide_unreadable = self
             .server
             .shares
             .get(share)
-            .is_some_and(|s| s.access.access_based_enumeration);
+            .is_some_and(|s| s.access.access_based_enumeration)
+            .then(|| {
+                let caller = OwnedCaller::from_session(&self.server, anonymous);
+                (caller, current_path(&self.server, &key).unwrap_or_default())
+            });
         let open = self.open_mut(req, compound, q.file_id)?;
         let OpenKind::File(f) = &mut open.kind else {
             return Err(status::INVALID_PARAMETER);
