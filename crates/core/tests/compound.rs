@@ -9,7 +9,10 @@ use copyless_core::{Completion, Op};
 use copyless_proto::client as wire;
 use copyless_proto::messages::FileId;
 use copyless_proto::{command, status};
-use copyless_scripted::{close_request, Client, Dialect, Request, Users};
+use copyless_scripted::{
+    close_request, create_request, create_request_with, notify_request, Client, Dialect, Request,
+    Users,
+};
 
 fn users() -> Arc<Users> {
     let users = Arc::new(Users::default());
@@ -33,6 +36,13 @@ fn related(mut r: Request) -> Request {
 
 fn flush_request(id: FileId) -> Request {
     Request::new(command::FLUSH, 1, |w| wire::write_flush_request(w, id))
+}
+
+/// SET_INFO of FILE_BASIC_INFORMATION that changes nothing.
+fn set_basic_request(id: FileId) -> Request {
+    Request::new(command::SET_INFO, 1, |w| {
+        wire::write_set_info_request(w, 1, 4, 0, id, &[0; 40]).unwrap()
+    })
 }
 
 /// QUERY_INFO of FILE_BASIC_INFORMATION.
@@ -93,6 +103,34 @@ fn a_flush_related_to_a_flush_flushes_the_same_file_after_it() {
     assert_eq!(flushes, 2);
     assert_eq!(statuses(&replies), [status::SUCCESS, status::SUCCESS]);
     assert_eq!(c.close(id), status::SUCCESS);
+}
+
+#[test]
+fn a_related_request_after_a_failed_open_fails_as_it_did_notify_too() {
+    let (mut c, _) = setup();
+    // FILE_OPEN of a name that is not there.
+    let open = create_request_with("absent", 0x0012_019f, 7, 1, 0);
+    let replies = c.send(vec![
+        open,
+        related(notify_request(FileId::RELATED, 1, true, 4096)),
+        related(close_request(FileId::RELATED)),
+        related(set_basic_request(FileId::RELATED)),
+    ]);
+    assert_eq!(statuses(&replies), [status::OBJECT_NAME_NOT_FOUND; 4]);
+}
+
+#[test]
+fn a_notify_short_of_the_last_request_of_its_compound_fails_internal_error() {
+    let (mut c, _) = setup();
+    let replies = c.send(vec![
+        create_request("d", true),
+        related(notify_request(FileId::RELATED, 1, true, 4096)),
+        related(query_basic_request(FileId::RELATED)),
+    ]);
+    assert_eq!(
+        statuses(&replies),
+        [status::SUCCESS, status::INTERNAL_ERROR, status::SUCCESS]
+    );
 }
 
 #[test]

@@ -1578,10 +1578,6 @@ impl Connection {
             cmd::QUERY_INFO => self.query_info(req, compound, reply, w, None),
             cmd::SET_INFO => self.set_info(req, compound, reply, w, None),
             cmd::IOCTL => self.ioctl(req, compound, reply, w),
-            // CHANGE_NOTIFY always goes asynchronous; inside a compound,
-            // short of the last request, Windows fails such a request with
-            // STATUS_INTERNAL_ERROR (MS-SMB2 <159>).
-            cmd::CHANGE_NOTIFY if compound.more_follow => Err(status::INTERNAL_ERROR),
             cmd::LOCK => self.lock(req, compound, reply, w),
             cmd::CHANGE_NOTIFY => self.change_notify(req, compound, reply, w),
             cmd::OPLOCK_BREAK => self.oplock_break(req, compound, w),
