@@ -134,6 +134,22 @@ fn a_notify_short_of_the_last_request_of_its_compound_fails_internal_error() {
 }
 
 #[test]
+fn a_related_first_request_leaves_the_rest_no_session_to_inherit() {
+    let (mut c, id) = setup();
+    let replies = c.send(vec![
+        related(notify_request(FileId::RELATED, 1, true, 4096)),
+        related(close_request(id)),
+        related(set_basic_request(id)),
+    ]);
+    assert_eq!(statuses(&replies), [status::INVALID_PARAMETER; 3]);
+    assert_eq!(
+        c.close(id),
+        status::SUCCESS,
+        "the related CLOSE did not run"
+    );
+}
+
+#[test]
 fn a_related_request_naming_a_file_of_its_own_leaves_it_to_the_next() {
     let (mut c, id) = setup();
     let other = c.create("g", false).unwrap();

@@ -1350,6 +1350,13 @@ impl Connection {
             }
         }
         let bytes = self.finish_one(&mut begun, result, w, chain);
+        if related && first {
+            // A related first request has no session or tree for those
+            // after it to inherit: the related ones fail too (MS-SMB2
+            // 3.3.5.2.7.2, smb2.compound.related9).
+            chain.compound.session_id = 0;
+            chain.compound.tree_id = 0;
+        }
         Step::Reply(bytes, begun.reply)
     }
 
