@@ -134,6 +134,14 @@ impl Connection {
         if server.files().get(&f.key).is_some_and(|s| s.delete_pending) {
             return Err(status::DELETE_PENDING);
         }
+        // A request with no changes to take goes asynchronous; inside a
+        // compound, short of the last request, Windows fails one that
+        // would with STATUS_INTERNAL_ERROR (MS-SMB2 <159>), but only once
+        // the open it names is found: a related one after a CREATE that
+        // failed fails with the CREATE's status (smb2.compound.related7).
+        if compound.more_follow && !f.watch.as_ref().is_some_and(|w| w.has_news()) {
+            return Err(status::INTERNAL_ERROR);
+        }
         let room = n.output_buffer_length;
         // The first request sets the watch up; later ones' filter and
         // depth are ignored.

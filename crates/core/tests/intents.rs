@@ -469,3 +469,40 @@ fn a_read_set_aside_that_was_not_bare_ends_the_connection() {
     assert!(out.disconnect);
     assert!(out.frames.is_empty());
 }
+
+#[test]
+fn a_read_or_write_beyond_what_a_file_offset_can_be_is_refused() {
+    const MAX_FILE_SIZE: u64 = 0xFFF_FFFF_0000;
+    let top = i64::MAX as u64;
+    let (_share, mut c, id) = setup(Dialect::Smb311);
+    let refused = [
+        read_request(id, top, 1, 1),
+        read_request(id, top + 1, 0, 1),
+        read_request(id, u64::MAX, 0, 1),
+        write_request(id, u64::MAX, b"x"),
+        write_request(id, u64::MAX - 1, b"x"),
+        write_request(id, top + 1, b""),
+        write_request(id, top, b"x"),
+        write_request(id, MAX_FILE_SIZE, b"x"),
+    ];
+    for req in refused {
+        let frame = c.frame(vec![req]);
+        let out = c.handle_raw(&frame);
+        assert!(out.intents.is_empty(), "no I/O for it");
+        let replies = c.take(out);
+        assert_eq!(replies[0].status(), status::INVALID_PARAMETER);
+    }
+    // Up to the last offset a read may reach, and, writing nothing, any
+    // offset that is not negative; a byte below MAXFILESIZE is left to
+    // the filesystem.
+    let allowed = [
+        read_request(id, top - 1, 1, 1),
+        read_request(id, top, 0, 1),
+        write_request(id, top, b""),
+        write_request(id, MAX_FILE_SIZE - 1, b"x"),
+    ];
+    for req in allowed {
+        let frame = c.frame(vec![req]);
+        only_intent(&mut c.handle_raw(&frame));
+    }
+}

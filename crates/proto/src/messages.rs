@@ -713,6 +713,33 @@ impl ValidateNegotiateInfo {
     }
 }
 
+// ---- any command ----
+
+/// The FileId the request `msg` of `command` names, where the command
+/// carries one: a related request after it in a compound acts on the
+/// same file (MS-SMB2 3.3.5.2.7.2). None for commands without one (an
+/// oplock break acknowledgment has one, a lease break acknowledgment
+/// has not) and for a body too short to hold it; the handler refuses
+/// those.
+pub fn named_file_id(command: u16, msg: &[u8]) -> Option<FileId> {
+    use crate::command as cmd;
+    // Where the FileId lies in each command's fixed part.
+    let at = match command {
+        cmd::CLOSE
+        | cmd::FLUSH
+        | cmd::LOCK
+        | cmd::IOCTL
+        | cmd::QUERY_DIRECTORY
+        | cmd::CHANGE_NOTIFY => 8,
+        cmd::OPLOCK_BREAK => return OplockBreakAck::parse(msg).ok().map(|a| a.file_id),
+        cmd::READ | cmd::WRITE | cmd::SET_INFO => 16,
+        cmd::QUERY_INFO => 24,
+        _ => return None,
+    };
+    let mut r = Reader::at(msg, HEADER_LEN + at).ok()?;
+    FileId::read(&mut r).ok()
+}
+
 // ---- CANCEL ----
 
 pub fn parse_cancel(msg: &[u8]) -> Result<()> {
@@ -743,6 +770,44 @@ mod tests {
         assert_eq!(req.offset, 10);
         assert_eq!(req.flags, WRITEFLAG_WRITE_THROUGH);
         assert!(WriteRequest::parse(&m[..m.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn named_file_ids_lie_where_each_command_keeps_them() {
+        let id = FileId {
+            persistent: 7,
+            volatile: 9,
+        };
+        let mut flush = Writer::new();
+        flush.u16(24).u16(0).u32(0);
+        id.write(&mut flush);
+        let m = msg(&flush.buf);
+        assert_eq!(named_file_id(crate::command::FLUSH, &m), Some(id));
+        assert_eq!(
+            named_file_id(crate::command::FLUSH, &m[..m.len() - 1]),
+            None
+        );
+        assert_eq!(named_file_id(crate::command::CREATE, &m), None);
+        let mut query = Writer::new();
+        query
+            .u16(41)
+            .u8(1)
+            .u8(4)
+            .u32(0)
+            .u16(0)
+            .u16(0)
+            .u32(0)
+            .u32(0)
+            .u32(0);
+        id.write(&mut query);
+        assert_eq!(
+            named_file_id(crate::command::QUERY_INFO, &msg(&query.buf)),
+            Some(id)
+        );
+        let mut lease_ack = Writer::new();
+        lease_ack.u16(36).zeros(34);
+        let m = msg(&lease_ack.buf);
+        assert_eq!(named_file_id(crate::command::OPLOCK_BREAK, &m), None);
     }
 
     #[test]

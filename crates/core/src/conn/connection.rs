@@ -1253,6 +1253,14 @@ impl Connection {
         if !related {
             compound.file_id = None;
         }
+        // A related request after this one acts on the file this one
+        // names (MS-SMB2 3.3.5.2.7.2), a FLUSH's as much as a CREATE's; a
+        // CREATE names none, and gives the one it opens, if it opens one.
+        match messages::named_file_id(hdr.command, msg) {
+            Some(id) if id != FileId::RELATED => compound.file_id = Some(id),
+            _ if hdr.command == cmd::CREATE => compound.file_id = None,
+            _ => {}
+        }
         compound.related = related && !first;
         let mut reply = Reply {
             session_id,
@@ -1342,6 +1350,13 @@ impl Connection {
             }
         }
         let bytes = self.finish_one(&mut begun, result, w, chain);
+        if related && first {
+            // A related first request has no session or tree for those
+            // after it to inherit: the related ones fail too (MS-SMB2
+            // 3.3.5.2.7.2, smb2.compound.related9).
+            chain.compound.session_id = 0;
+            chain.compound.tree_id = 0;
+        }
         Step::Reply(bytes, begun.reply)
     }
 
@@ -1570,10 +1585,6 @@ impl Connection {
             cmd::QUERY_INFO => self.query_info(req, compound, reply, w, None),
             cmd::SET_INFO => self.set_info(req, compound, reply, w, None),
             cmd::IOCTL => self.ioctl(req, compound, reply, w),
-            // CHANGE_NOTIFY always goes asynchronous; inside a compound,
-            // short of the last request, Windows fails such a request with
-            // STATUS_INTERNAL_ERROR (MS-SMB2 <159>).
-            cmd::CHANGE_NOTIFY if compound.more_follow => Err(status::INTERNAL_ERROR),
             cmd::LOCK => self.lock(req, compound, reply, w),
             cmd::CHANGE_NOTIFY => self.change_notify(req, compound, reply, w),
             cmd::OPLOCK_BREAK => self.oplock_break(req, compound, w),
@@ -1723,9 +1734,10 @@ impl Output {
 }
 
 /// The compound `frame`'s first request when it is a CREATE related to
-/// nothing before it and every request up to `index` is related to it:
-/// then those act on what it opens (Explorer's and Finder's CREATE,
-/// QUERY_INFO, CLOSE). The request, parsed, and the name it opens.
+/// nothing before it and every request up to `index` is related to it
+/// and names no other file: then those act on what it opens (Explorer's
+/// and Finder's CREATE, QUERY_INFO, CLOSE). The request, parsed, and the
+/// name it opens.
 fn chain_create(
     frame: &[u8],
     index: usize,
@@ -1742,6 +1754,12 @@ fn chain_create(
     let cr = messages::CreateRequest::parse(first.bytes).ok()?;
     let name = crate::names::path::from_smb_with_stream(cr.name).ok()?;
     chain
-        .all(|m| m.is_ok_and(|m| m.header.is_related()))
+        .all(|m| {
+            m.is_ok_and(|m| {
+                m.header.is_related()
+                    && messages::named_file_id(m.header.command, m.bytes)
+                        .is_none_or(|id| id == FileId::RELATED)
+            })
+        })
         .then_some((first, cr, name))
 }

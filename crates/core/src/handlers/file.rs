@@ -29,6 +29,29 @@ pub(crate) struct Removing {
 
 const PIPE_EMPTY: NtStatus = 0xC000_00D9;
 
+/// The largest size a file may grow to (MAXFILESIZE, MS-FSA 2.1.5.4).
+const MAX_FILE_SIZE: u64 = 0xFFF_FFFF_0000;
+
+/// Whether a READ of `len` bytes at `offset` lies within what a file's
+/// offsets can be: neither negative nor past the largest signed 64-bit
+/// value, as offsets are signed (MS-FSA 2.1.5.3).
+fn readable_range(offset: u64, len: u32) -> bool {
+    offset
+        .checked_add(u64::from(len))
+        .is_some_and(|end| end <= i64::MAX as u64)
+}
+
+/// Whether a WRITE of `len` bytes at `offset` may be made: its offset as
+/// a READ's, and, unless it writes nothing, no byte past MAXFILESIZE
+/// (MS-FSA 2.1.5.4). A negative offset, which MS-FSA reads as "at the
+/// end" or "at the file pointer", is refused, as Windows refuses it.
+fn writable_range(offset: u64, len: usize) -> bool {
+    let len = len as u64;
+    offset
+        .checked_add(len)
+        .is_some_and(|end| end <= i64::MAX as u64 && (len == 0 || end <= MAX_FILE_SIZE))
+}
+
 impl Connection {
     /// CLOSE; `looked`, on the run after the call that looked up the
     /// attributes it asks back (POSTQUERY_ATTRIB) where they are not in
@@ -196,6 +219,9 @@ impl Connection {
                 if access & (access::FILE_READ_DATA | access::FILE_EXECUTE) == 0 {
                     return Err(status::ACCESS_DENIED);
                 }
+                if !readable_range(r.offset, r.length) {
+                    return Err(status::INVALID_PARAMETER);
+                }
                 if let Some(server) = locked {
                     let len = u64::from(r.length);
                     if !server
@@ -248,6 +274,9 @@ impl Connection {
                 }
                 if access & (access::FILE_WRITE_DATA | access::FILE_APPEND_DATA) == 0 {
                     return Err(status::ACCESS_DENIED);
+                }
+                if !writable_range(wr.offset, wr.data.len()) {
+                    return Err(status::INVALID_PARAMETER);
                 }
                 f.written = true;
                 if let Some(server) = locked {
