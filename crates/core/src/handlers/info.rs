@@ -6,6 +6,7 @@ use std::sync::Arc;
 use copyless_fscc::notify::{action, filter};
 use copyless_fscc::{self as fscc, class, FsInfo, QueryContext};
 use copyless_proto::messages::{self, QueryInfoRequest, SetInfoRequest};
+use copyless_proto::negotiate::DIALECT_311;
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::Writer;
 use copyless_vfs::{
@@ -86,6 +87,7 @@ impl Connection {
         self.check_charge(req, q.output_buffer_length.max(q.input.len() as u32))?;
         let server = self.server.clone();
         let share_name = self.share_name(req);
+        let dialect = self.dialect;
         let open = self.open_mut(req, compound, q.file_id)?;
         let granted = open.access;
         let OpenKind::File(f) = &open.kind else {
@@ -93,6 +95,13 @@ impl Connection {
         };
         let out_len = q.output_buffer_length as usize;
         let part = match q.info_type {
+            // Served from SMB 3.1.1 on, as Windows does (MS-SMB2
+            // 3.3.5.20.1).
+            messages::INFO_FILE
+                if q.class == class::FILE_NORMALIZED_NAME_INFORMATION && dialect < DIALECT_311 =>
+            {
+                return Err(status::NOT_SUPPORTED);
+            }
             messages::INFO_FILE => {
                 if needs_read_attributes(q.class) && granted & access::FILE_READ_ATTRIBUTES == 0 {
                     return Err(status::ACCESS_DENIED);
@@ -130,7 +139,9 @@ impl Connection {
                     let name = copyless_proto::utf16::encode(&short);
                     let mut data = (name.len() as u32).to_le_bytes().to_vec();
                     data.extend_from_slice(&name);
-                    if out_len < 4 {
+                    // sizeof(FILE_NAME_INFORMATION): the length and one
+                    // character, padded (smb2.getinfo.qfile_buffercheck).
+                    if out_len < 8 {
                         return Err(status::INFO_LENGTH_MISMATCH);
                     }
                     let overflow = data.len() > out_len;
@@ -142,7 +153,14 @@ impl Connection {
                         status::SUCCESS
                     });
                 }
-                let name = path::to_windows(&path);
+                let mut name = path::to_windows(&path);
+                // The normalized name of a stream's open names the stream
+                // too (`dir\file:stream`); the other classes name the file.
+                if let (class::FILE_NORMALIZED_NAME_INFORMATION, Some(stream)) =
+                    (q.class, &f.handle.stream)
+                {
+                    name = format!("{name}:{stream}");
+                }
                 let ctx = QueryContext {
                     name: &name,
                     access_mask: granted,
