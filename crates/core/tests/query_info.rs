@@ -1,21 +1,27 @@
 //! QUERY_INFO and SET_INFO of what a getinfo or setinfo client checks:
-//! the smallest buffers a class takes, FileFsControlInformation and the
-//! normalized name of a stream. On a share in memory.
+//! the smallest buffers a class takes, FileFsControlInformation, the
+//! normalized name of a stream, a change time the client set and the
+//! links of a file to be deleted. On a share in memory.
 
 use std::sync::Arc;
 
-use copyless_proto::client as wire;
+use copyless_proto::client::{self as wire, ACCESS_DELETE, ACCESS_WRITE_ATTRIBUTES};
 use copyless_proto::messages::FileId;
 use copyless_proto::{command, status};
-use copyless_scripted::{Client, Dialect, Request, Users};
+use copyless_scripted::{create_request_with, write_request, Client, Dialect, Request, Users};
 use copyless_vfs::memory::MemoryVfs;
 
 const INFO_FILE: u8 = 1;
 const INFO_FILESYSTEM: u8 = 2;
+const FILE_BASIC_INFORMATION: u8 = 4;
+const FILE_DISPOSITION_INFORMATION: u8 = 13;
+const FILE_ALL_INFORMATION: u8 = 18;
 const FILE_ALTERNATE_NAME_INFORMATION: u8 = 21;
 const FILE_NORMALIZED_NAME_INFORMATION: u8 = 48;
 const FS_ATTRIBUTE_INFORMATION: u8 = 5;
 const FS_CONTROL_INFORMATION: u8 = 6;
+/// Everything the scripted client's own CREATE asks for, and DELETE.
+const ALL_ACCESS: u32 = 0x001f_01ff;
 
 fn login(dialect: Dialect) -> (Arc<MemoryVfs>, Client) {
     let users = Arc::new(Users::default());
@@ -130,4 +136,86 @@ fn the_normalized_name_is_for_smb_3_1_1() {
         0,
     );
     assert_eq!(st, status::NOT_SUPPORTED);
+}
+
+fn set(c: &mut Client, id: FileId, class: u8, buffer: &[u8]) -> u32 {
+    c.call(Request::new(command::SET_INFO, 1, |w| {
+        wire::write_set_info_request(w, INFO_FILE, class, 0, id, buffer).unwrap()
+    }))
+    .status()
+}
+
+/// FileBasicInformation to set: times (0 leaves one) and attributes.
+fn basic(change_time: u64, attributes: u32) -> Vec<u8> {
+    let mut b = vec![0; 24];
+    b.extend(change_time.to_le_bytes());
+    b.extend(attributes.to_le_bytes());
+    b.extend([0; 4]);
+    b
+}
+
+#[test]
+fn a_change_time_set_stays_through_attribute_changes_until_a_write() {
+    let (_vfs, mut c) = login(Dialect::Smb210);
+    let f = c
+        .open(create_request_with(
+            "f",
+            ALL_ACCESS | ACCESS_WRITE_ATTRIBUTES,
+            7,
+            3,
+            0,
+        ))
+        .unwrap();
+    let change_time = |c: &mut Client| {
+        let (st, data) = query(c, f, INFO_FILE, FILE_BASIC_INFORMATION, 4096, 0);
+        assert_eq!(st, status::SUCCESS);
+        u64_at(&data, 24)
+    };
+    let set_at = 0x01D0_0000_0000_0000;
+    assert_eq!(
+        set(&mut c, f, FILE_BASIC_INFORMATION, &basic(set_at, 0x01)),
+        status::SUCCESS
+    );
+    assert_eq!(change_time(&mut c), set_at);
+    // Attributes alone (times 0: left as they are).
+    assert_eq!(
+        set(&mut c, f, FILE_BASIC_INFORMATION, &basic(0, 0x80)),
+        status::SUCCESS
+    );
+    assert_eq!(change_time(&mut c), set_at);
+    // New data is a change the set time no longer covers.
+    assert_eq!(
+        c.call(write_request(f, 0, b"data")).status(),
+        status::SUCCESS
+    );
+    assert_ne!(change_time(&mut c), set_at);
+}
+
+#[test]
+fn a_file_to_be_deleted_counts_one_link_less() {
+    let (_vfs, mut c) = login(Dialect::Smb210);
+    let f = c
+        .open(create_request_with(
+            "f",
+            ALL_ACCESS | ACCESS_DELETE,
+            7,
+            3,
+            0,
+        ))
+        .unwrap();
+    let links = |c: &mut Client| {
+        let (_, all) = query(c, f, INFO_FILE, FILE_ALL_INFORMATION, 4096, 0);
+        (u32_at(&all, 56), all[60])
+    };
+    assert_eq!(links(&mut c), (1, 0));
+    assert_eq!(
+        set(&mut c, f, FILE_DISPOSITION_INFORMATION, &[1]),
+        status::SUCCESS
+    );
+    assert_eq!(links(&mut c), (0, 1));
+    assert_eq!(
+        set(&mut c, f, FILE_DISPOSITION_INFORMATION, &[0]),
+        status::SUCCESS
+    );
+    assert_eq!(links(&mut c), (1, 0));
 }

@@ -101,6 +101,9 @@ struct Node {
     last_access_time: u64,
     last_write_time: u64,
     change_time: u64,
+    /// A client set the change time: setting attributes or other times
+    /// leaves it, until the data changes (as PosixVfs keeps it).
+    change_time_set: bool,
     streams: BTreeMap<String, Vec<u8>>,
     security: Option<Vec<u8>>,
     pin: Weak<Pin>,
@@ -212,6 +215,7 @@ impl Node {
             last_access_time: now,
             last_write_time: now,
             change_time: now,
+            change_time_set: false,
             streams: BTreeMap::new(),
             security: None,
             pin: Weak::new(),
@@ -239,6 +243,15 @@ impl Node {
     fn modified(&mut self, now: u64) {
         self.last_write_time = now;
         self.change_time = now;
+        self.change_time_set = false;
+    }
+
+    /// Its metadata changed by a client at `now`: a change time the
+    /// client set stays.
+    fn metadata_changed(&mut self, now: u64) {
+        if !self.change_time_set {
+            self.change_time = now;
+        }
     }
 }
 
@@ -774,10 +787,11 @@ impl Vfs for MemoryVfs {
         // Setting any time is a change of the inode, unless the change
         // time itself is given, which is set last.
         if creation.is_some() || access.is_some() || write.is_some() {
-            n.change_time = now;
+            n.metadata_changed(now);
         }
         if let Some(t) = time_to_set(times.change_time) {
             n.change_time = t;
+            n.change_time_set = true;
         }
         Ok(())
     }
@@ -788,7 +802,7 @@ impl Vfs for MemoryVfs {
         let now = st.tick();
         let n = st.node_mut(node.pin.node)?;
         n.attrs = attributes & attr::SETTABLE;
-        n.change_time = now;
+        n.metadata_changed(now);
         Ok(())
     }
 

@@ -71,8 +71,12 @@ pub struct PosixVfs {
 /// Change times set by clients. Linux owns ctime, so a set value is kept
 /// in memory beside the real ctime it was set at, and reported for as long
 /// as the file's real ctime has not moved since: any later change to the
-/// file then shows through, as it would on Windows. Lost on restart, when
-/// the real ctime is reported again.
+/// file's data or names then shows through, as it would on Windows. The
+/// metadata a client sets itself (attributes, times) is kept in ways
+/// that move the real ctime too; those changes carry the set value over,
+/// as Windows keeps a change time the client set on that open
+/// (MS-FSA 2.1.4.17, Open.UserSetChangeTime). Lost on restart, when the
+/// real ctime is reported again.
 #[derive(Default)]
 struct ChangeTimes {
     map: std::sync::Mutex<std::collections::HashMap<(u64, u64), PinnedChange>>,
@@ -95,6 +99,45 @@ impl ChangeTimes {
             (file_key(stx).0, stx.stx_ino),
             (value, stx.stx_ctime.tv_sec, stx.stx_ctime.tv_nsec),
         );
+    }
+
+    /// The change time set for the object `fd` is open on, if it still
+    /// holds.
+    fn pinned(&self, fd: BorrowedFd<'_>) -> VfsResult<Option<u64>> {
+        if self
+            .map
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+        {
+            // Nothing was ever set: no stat needed.
+            return Ok(None);
+        }
+        let stx = statx_fd(fd).map_err(io_err)?;
+        let m = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(match m.get(&(file_key(&stx).0, stx.stx_ino)) {
+            Some(&(v, sec, nsec))
+                if sec == stx.stx_ctime.tv_sec && nsec == stx.stx_ctime.tv_nsec =>
+            {
+                Some(v)
+            }
+            _ => None,
+        })
+    }
+
+    /// Makes `change` of the metadata of the object `fd` is open on, and
+    /// carries a change time set for it over to the ctime that follows.
+    fn keeping<T>(
+        &self,
+        fd: BorrowedFd<'_>,
+        change: impl FnOnce() -> VfsResult<T>,
+    ) -> VfsResult<T> {
+        let pinned = self.pinned(fd)?;
+        let done = change()?;
+        if let Some(v) = pinned {
+            self.set(&statx_fd(fd).map_err(io_err)?, v);
+        }
+        Ok(done)
     }
 
     fn apply(&self, stx: &Statx, mut st: FileStat) -> FileStat {
@@ -986,6 +1029,11 @@ impl Vfs for PosixVfs {
 
     fn set_times(&self, h: &FileHandle, times: &SetTimes) -> VfsResult<()> {
         let fd = fd_of(h)?;
+        // A change time set before stays, unless this sets another.
+        let change_time = match time_to_set(times.change_time) {
+            Some(ct) => Some(ct),
+            None => self.change_times.pinned(fd)?,
+        };
         if let Some(ct) = time_to_set(times.creation_time) {
             self.meta.set_btime(fd, ct)?;
         }
@@ -999,7 +1047,7 @@ impl Vfs for PosixVfs {
             futimens(fd, &ts).map_err(io_err)?;
         }
         // Last, so the ctime it is pinned to includes the changes above.
-        if let Some(ct) = time_to_set(times.change_time) {
+        if let Some(ct) = change_time {
             let stx = statx_fd(fd).map_err(io_err)?;
             self.change_times.set(&stx, ct);
         }
@@ -1007,7 +1055,9 @@ impl Vfs for PosixVfs {
     }
 
     fn set_attributes(&self, h: &FileHandle, attributes: u32) -> VfsResult<()> {
-        self.meta.set_attrs(fd_of(h)?, attributes & attr::SETTABLE)
+        let fd = fd_of(h)?;
+        self.change_times
+            .keeping(fd, || self.meta.set_attrs(fd, attributes & attr::SETTABLE))
     }
 
     fn list_names(&self, h: &FileHandle) -> VfsResult<Vec<String>> {

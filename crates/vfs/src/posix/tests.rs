@@ -955,3 +955,24 @@ fn a_default_acl_decides_and_inherit_acls_lets_it_through() {
     assert_eq!(mode_of(&dir.join("whole.txt")), 0o660);
     assert_eq!(mode_of(&dir.join("sub")), 0o770);
 }
+
+#[test]
+fn a_set_change_time_stays_through_attribute_changes_until_the_data_changes() {
+    let s = share();
+    let o = create_file(&s.vfs, "f", b"x");
+    let set_at = 132_000_000_000_000_000;
+    let times = SetTimes {
+        change_time: Some(set_at),
+        ..SetTimes::default()
+    };
+    s.vfs.set_times(&o.handle, &times).unwrap();
+    s.vfs.set_attributes(&o.handle, attr::HIDDEN).unwrap();
+    let write_only = SetTimes {
+        last_write_time: Some(131_000_000_000_000_000),
+        ..SetTimes::default()
+    };
+    s.vfs.set_times(&o.handle, &write_only).unwrap();
+    assert_eq!(s.vfs.stat(&o.handle).unwrap().change_time, set_at);
+    s.vfs.write(&o.handle, 0, b"new").unwrap();
+    assert_ne!(s.vfs.stat(&o.handle).unwrap().change_time, set_at);
+}
