@@ -47,7 +47,8 @@ pub const FILE_SUPPORTS_OPEN_BY_FILE_ID: u32 = 0x0100_0000;
 /// What a share claims, as NTFS and Samba (with acl_xattr and
 /// streams_xattr) claim it: names keep their case and are Unicode on
 /// disk, files may be sparse, security descriptors are stored (so that
-/// Windows shows its Security tab) and files have named streams.
+/// Windows shows its Security tab), files have named streams and
+/// extended attributes.
 /// FILE_CASE_SENSITIVE_SEARCH says the file system can tell names apart by
 /// case, which a POSIX one can; lookups stay case-insensitive, as on NTFS.
 ///
@@ -58,7 +59,8 @@ pub const DEFAULT_FS_ATTRIBUTES: u32 = FILE_CASE_SENSITIVE_SEARCH
     | FILE_UNICODE_ON_DISK
     | FILE_PERSISTENT_ACLS
     | FILE_SUPPORTS_SPARSE_FILES
-    | FILE_NAMED_STREAMS;
+    | FILE_NAMED_STREAMS
+    | FILE_SUPPORTS_EXTENDED_ATTRIBUTES;
 
 /// DeviceType of a disk share.
 pub const FILE_DEVICE_DISK: u32 = 0x0000_0007;
@@ -243,7 +245,7 @@ mod tests {
         );
         assert_eq!(
             encode_fs_info(class::FS_ATTRIBUTE_INFORMATION, &fs()).unwrap(),
-            [0x4F, 0, 0x04, 0, 255, 0, 0, 0, 8, 0, 0, 0, b'N', 0, b'T', 0, b'F', 0, b'S', 0]
+            [0x4F, 0, 0x84, 0, 255, 0, 0, 0, 8, 0, 0, 0, b'N', 0, b'T', 0, b'F', 0, b'S', 0]
         );
         let s = encode_fs_info(class::FS_SECTOR_SIZE_INFORMATION, &fs()).unwrap();
         assert_eq!(

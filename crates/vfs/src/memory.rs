@@ -25,7 +25,7 @@ use rustix::io::Errno;
 
 use crate::names::{fold, join, split};
 use crate::{
-    attr, CreateAction, Disposition, FileHandle, FileStat, FsStat, Identity, Kind, OpenRequest,
+    attr, CreateAction, Disposition, Ea, FileHandle, FileStat, FsStat, Identity, Kind, OpenRequest,
     Opened, SetTimes, UnixAccess, Vfs, VfsError, VfsResult,
 };
 
@@ -88,6 +88,8 @@ struct State {
     /// A security descriptor was stored at some point: until then there
     /// are none to look up, as PosixVfs's marker on the share root says.
     acls_in_use: bool,
+    /// An EA was stored at some point (PosixVfs's marker likewise).
+    eas_in_use: bool,
 }
 
 struct Node {
@@ -106,6 +108,7 @@ struct Node {
     change_time_set: bool,
     streams: BTreeMap<String, Vec<u8>>,
     security: Option<Vec<u8>>,
+    eas: Vec<Ea>,
     pin: Weak<Pin>,
     /// Who owns it (its creator; the server's own work makes root's), and
     /// its permission bits, which [`Vfs::unix_access`] answers by.
@@ -218,6 +221,7 @@ impl Node {
             change_time_set: false,
             streams: BTreeMap::new(),
             security: None,
+            eas: Vec::new(),
             pin: Weak::new(),
         }
     }
@@ -274,6 +278,7 @@ impl MemoryVfs {
                 orphans: Vec::new(),
                 clock: START_TIME,
                 acls_in_use: false,
+                eas_in_use: false,
             }),
         }
     }
@@ -444,6 +449,7 @@ impl State {
             mode: node.perm | if is_dir { 0o040_000 } else { 0o100_000 },
             uid: node.uid,
             gid: node.gid,
+            ea_size: crate::eas::encode(&node.eas).len() as u32,
         })
     }
 
@@ -994,6 +1000,31 @@ impl Vfs for MemoryVfs {
 
     fn descriptors_stored(&self) -> bool {
         self.lock().acls_in_use
+    }
+
+    fn eas(&self, h: &FileHandle) -> VfsResult<Vec<Ea>> {
+        let node = self.node_of(h)?;
+        Ok(self.lock().node(node.pin.node)?.eas.clone())
+    }
+
+    fn set_eas(&self, h: &FileHandle, changes: &[Ea]) -> VfsResult<()> {
+        let node = self.node_of(h)?;
+        let mut st = self.lock();
+        st.eas_in_use = true;
+        let now = st.tick();
+        let n = st.node_mut(node.pin.node)?;
+        let mut set = n.eas.clone();
+        crate::eas::merge(&mut set, changes);
+        if crate::eas::encode(&set).len() > MAX_XATTR {
+            return Err(VfsError::DiskFull);
+        }
+        n.eas = set;
+        n.metadata_changed(now);
+        Ok(())
+    }
+
+    fn eas_stored(&self) -> bool {
+        self.lock().eas_in_use
     }
 
     fn found_without_waiting(&self, _path: &str) -> bool {

@@ -9,6 +9,7 @@
 
 mod case_cache;
 mod creds;
+mod eas;
 mod errno;
 mod meta;
 mod ntacl;
@@ -28,10 +29,11 @@ use rustix::io::{pread, pwrite, Errno};
 
 use crate::names::{fold, join, split};
 use crate::{
-    attr, CreateAction, Disposition, FileHandle, FileStat, FsStat, Identity, Kind, NewModes,
+    attr, CreateAction, Disposition, Ea, FileHandle, FileStat, FsStat, Identity, Kind, NewModes,
     OpenRequest, Opened, RootState, SetTimes, UnixAccess, Vfs, VfsError, VfsResult,
 };
 use case_cache::{CaseCache, DirKey, Lookup};
+use eas::EaStore;
 use errno::{io_err, path_err};
 use meta::{MetaStore, Stored, Target};
 use ntacl::AclStore;
@@ -61,6 +63,7 @@ pub struct PosixVfs {
     cache: CaseCache,
     meta: MetaStore,
     acls: AclStore,
+    eas: EaStore,
     change_times: ChangeTimes,
     /// Serializes read-modify-write of stream xattrs.
     stream_lock: std::sync::Mutex<()>,
@@ -72,7 +75,7 @@ pub struct PosixVfs {
 /// in memory beside the real ctime it was set at, and reported for as long
 /// as the file's real ctime has not moved since: any later change to the
 /// file's data or names then shows through, as it would on Windows. The
-/// metadata a client sets itself (attributes, times) is kept in ways
+/// metadata a client sets itself (attributes, times, EAs) is kept in ways
 /// that move the real ctime too; those changes carry the set value over,
 /// as Windows keeps a change time the client set on that open
 /// (MS-FSA 2.1.4.17, Open.UserSetChangeTime). Lost on restart, when the
@@ -198,18 +201,24 @@ impl PosixVfs {
             Mode::empty(),
         )?;
         let acls = AclStore::new(fd.as_fd());
+        let eas = EaStore::new(fd.as_fd());
         let root_key = file_key(&statx_fd(fd.as_fd())?);
         let data = data_kind(fd.as_fd())?;
         let direct_dev = (data != DataKind::Indirect).then_some(root_key.0);
+        let meta = MetaStore::new();
+        if eas.in_use() {
+            meta.read_ea_sizes();
+        }
         Ok(PosixVfs {
             acls,
+            eas,
             direct_dev,
             data_in_memory: data == DataKind::Memory,
             root: fd,
             source: root.to_path_buf(),
             root_key,
             cache: CaseCache::new(MAX_CACHED_DIRS, MAX_CACHED_NAMES),
-            meta: MetaStore::new(),
+            meta,
             change_times: ChangeTimes::default(),
             stream_lock: std::sync::Mutex::new(()),
             modes: NewModes::default(),
@@ -560,7 +569,10 @@ impl PosixVfs {
             if !acl_inherited && settle_mode(dir, fd.as_fd(), &stx, wanted).map_err(io_err)? {
                 stx = statx_fd(fd.as_fd()).map_err(io_err)?;
             }
-            let stored = Stored { attrs, btime: None };
+            let stored = Stored {
+                attrs,
+                ..Stored::default()
+            };
             Ok(self.change_times.apply(&stx, build_stat(&stx, stored)))
         };
         match setup() {
@@ -755,6 +767,7 @@ fn build_stat(stx: &Statx, stored: Stored) -> FileStat {
         mode: u32::from(stx.stx_mode),
         uid: stx.stx_uid,
         gid: stx.stx_gid,
+        ea_size: stored.ea_size.unwrap_or(0),
     }
 }
 
@@ -1330,6 +1343,26 @@ impl Vfs for PosixVfs {
 
     fn descriptors_stored(&self) -> bool {
         self.acls.in_use()
+    }
+
+    fn eas(&self, h: &FileHandle) -> VfsResult<Vec<Ea>> {
+        self.eas.get(fd_of(h)?)
+    }
+
+    fn set_eas(&self, h: &FileHandle, changes: &[Ea]) -> VfsResult<()> {
+        if !self.eas.in_use() {
+            // The share's marker is the server's, whoever stores the
+            // first EA.
+            creds::act_as(&Identity::Server)?;
+            self.eas.mark_in_use(self.root.as_fd())?;
+            self.meta.read_ea_sizes();
+        }
+        let fd = fd_of(h)?;
+        self.change_times.keeping(fd, || self.eas.set(fd, changes))
+    }
+
+    fn eas_stored(&self) -> bool {
+        self.eas.in_use()
     }
 
     fn found_without_waiting(&self, path: &str) -> bool {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use copyless_vfs::memory::MemoryVfs;
 use copyless_vfs::posix::PosixVfs;
 use copyless_vfs::{
-    attr, CreateAction, Disposition, FileHandle, FileStat, Identity, Kind, OpenRequest, Opened,
+    attr, CreateAction, Disposition, Ea, FileHandle, FileStat, Identity, Kind, OpenRequest, Opened,
     SetTimes, Vfs, VfsError, VfsResult,
 };
 
@@ -756,8 +756,8 @@ fn times_set_and_moved_by_changes() {
         let moved = (st.last_write_time, st.change_time > before);
         r.note("after attributes", moved);
         assert_eq!(moved, (Y2010, true), "{}", r.name);
-        // Unless the client set it: then attributes and times it sets
-        // leave it (MS-FSA 2.1.4.17, Open.UserSetChangeTime).
+        // Unless the client set it: then attributes, times and EAs it
+        // sets leave it (MS-FSA 2.1.4.17, Open.UserSetChangeTime).
         r.vfs
             .set_times(
                 h,
@@ -769,6 +769,12 @@ fn times_set_and_moved_by_changes() {
             .unwrap();
         settle();
         r.vfs.set_attributes(h, attr::ARCHIVE).unwrap();
+        let ea = Ea {
+            flags: 0,
+            name: "A".into(),
+            value: b"1".to_vec(),
+        };
+        r.vfs.set_eas(h, &[ea]).unwrap();
         let st = r.vfs.stat(h).unwrap();
         r.note("kept", st.change_time);
         assert_eq!(st.change_time, Y2010, "{}", r.name);

@@ -123,7 +123,7 @@ pub fn file_info(st: &FileStat, delete_pending: bool) -> FileInfo {
         },
         delete_pending,
         is_dir: st.is_dir,
-        ea_size: 0,
+        ea_size: st.ea_size,
     }
 }
 
