@@ -42,6 +42,9 @@ pub struct FileOpen {
     pub position: u64,
     /// FileModeInformation flags from the create options.
     pub mode: u32,
+    /// The EA a query of FileFullEaInformation without SL_RESTART_SCAN
+    /// goes on from: the count of those returned before.
+    pub ea_index: usize,
     pub dir: Option<Box<crate::names::enumeration::Enumeration>>,
     /// The enumeration is with a call (`dir` is None meanwhile): another
     /// query of it waits for it to come back.

@@ -12,6 +12,11 @@ pub enum InfoError {
     /// A class that exists but is not served to remote clients, such as
     /// FileNameInformation (MS-FSA 2.1.5.12.19): STATUS_NOT_SUPPORTED.
     NotSupported,
+    /// An EA list whose entries do not add up (MS-FSCC 2.4.15):
+    /// STATUS_EA_LIST_INCONSISTENT.
+    EaListInconsistent,
+    /// An EA name (or flag) no EA may have: STATUS_INVALID_EA_NAME.
+    InvalidEaName,
 }
 
 impl InfoError {
@@ -22,6 +27,8 @@ impl InfoError {
             InfoError::BufferTooSmall => 0xC000_0004,
             InfoError::InvalidParameter => 0xC000_000D,
             InfoError::NotSupported => 0xC000_00BB,
+            InfoError::EaListInconsistent => 0x8000_0014,
+            InfoError::InvalidEaName => 0x8000_0013,
         }
     }
 }
@@ -33,6 +40,8 @@ impl fmt::Display for InfoError {
             InfoError::BufferTooSmall => "information buffer too small",
             InfoError::InvalidParameter => "invalid parameter in information buffer",
             InfoError::NotSupported => "information class not supported",
+            InfoError::EaListInconsistent => "inconsistent EA list",
+            InfoError::InvalidEaName => "invalid EA name",
         };
         f.write_str(s)
     }

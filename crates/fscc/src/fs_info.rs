@@ -2,7 +2,7 @@
 
 use crate::class;
 use crate::file_info::QueryOutput;
-use crate::wire::{len_u32, put_u32, put_u64, put_u8, utf16};
+use crate::wire::{len_u32, put_u32, put_u64, put_u8, put_zeros, utf16};
 use crate::InfoError;
 
 /// What the server reports about the volume behind a share.
@@ -47,7 +47,8 @@ pub const FILE_SUPPORTS_OPEN_BY_FILE_ID: u32 = 0x0100_0000;
 /// What a share claims, as NTFS and Samba (with acl_xattr and
 /// streams_xattr) claim it: names keep their case and are Unicode on
 /// disk, files may be sparse, security descriptors are stored (so that
-/// Windows shows its Security tab) and files have named streams.
+/// Windows shows its Security tab), files have named streams and
+/// extended attributes.
 /// FILE_CASE_SENSITIVE_SEARCH says the file system can tell names apart by
 /// case, which a POSIX one can; lookups stay case-insensitive, as on NTFS.
 ///
@@ -58,12 +59,17 @@ pub const DEFAULT_FS_ATTRIBUTES: u32 = FILE_CASE_SENSITIVE_SEARCH
     | FILE_UNICODE_ON_DISK
     | FILE_PERSISTENT_ACLS
     | FILE_SUPPORTS_SPARSE_FILES
-    | FILE_NAMED_STREAMS;
+    | FILE_NAMED_STREAMS
+    | FILE_SUPPORTS_EXTENDED_ATTRIBUTES;
 
 /// DeviceType of a disk share.
 pub const FILE_DEVICE_DISK: u32 = 0x0000_0007;
 /// Characteristics of a disk share, as Windows and illumos report it.
 pub const FILE_DEVICE_IS_MOUNTED: u32 = 0x0000_0020;
+
+/// DefaultQuotaThreshold and DefaultQuotaLimit of FileFsControlInformation
+/// (MS-FSCC 2.5.2) when none is set.
+const NO_QUOTA: u64 = u64::MAX;
 
 // FileFsSectorSizeInformation flags, MS-FSCC 2.5.7.
 const SSINFO_FLAGS_ALIGNED_DEVICE: u32 = 0x0000_0001;
@@ -78,8 +84,11 @@ pub fn min_fs_info_size(class: u8) -> Option<usize> {
         class::FS_VOLUME_INFORMATION => 24,
         class::FS_SIZE_INFORMATION => 24,
         class::FS_DEVICE_INFORMATION => 8,
-        // BlockAlign(FieldOffset(FileSystemName), 4)
-        class::FS_ATTRIBUTE_INFORMATION => 12,
+        // sizeof(FILE_FS_ATTRIBUTE_INFORMATION): the fixed part and the
+        // first character of FileSystemName, padded; Windows refuses less
+        // (smbtorture smb2.getinfo.qfs_buffercheck).
+        class::FS_ATTRIBUTE_INFORMATION => 16,
+        class::FS_CONTROL_INFORMATION => 48,
         class::FS_FULL_SIZE_INFORMATION => 32,
         class::FS_OBJECT_ID_INFORMATION => 64,
         class::FS_SECTOR_SIZE_INFORMATION => 28,
@@ -89,8 +98,8 @@ pub fn min_fs_info_size(class: u8) -> Option<usize> {
 
 /// Encodes file system information class `class`, complete.
 ///
-/// Served: Volume, Size, Device, Attribute, FullSize, ObjectId, SectorSize.
-/// Label, Control (quotas), DriverPath and VolumeFlags are NotSupported
+/// Served: Volume, Size, Device, Attribute, Control, FullSize, ObjectId,
+/// SectorSize. Label, DriverPath and VolumeFlags are NotSupported
 /// (MS-SMB2 3.3.5.20.2); anything else is InvalidClass.
 pub fn encode_fs_info(class: u8, info: &FsInfo) -> Result<Vec<u8>, InfoError> {
     let mut out = Vec::with_capacity(64);
@@ -128,6 +137,16 @@ pub fn encode_fs_info(class: u8, info: &FsInfo) -> Result<Vec<u8>, InfoError> {
             put_u32(&mut out, info.sectors_per_unit);
             put_u32(&mut out, info.bytes_per_sector);
         }
+        class::FS_CONTROL_INFORMATION => {
+            // A volume whose quotas are neither tracked nor enforced
+            // (MS-FSA 2.1.5.13.6): the content indexing fields are 0,
+            // no default threshold or limit is set (-1), no control flag.
+            put_zeros(&mut out, 24);
+            put_u64(&mut out, NO_QUOTA);
+            put_u64(&mut out, NO_QUOTA);
+            put_u32(&mut out, 0); // FileSystemControlFlags
+            put_u32(&mut out, 0); // Padding
+        }
         class::FS_OBJECT_ID_INFORMATION => {
             out.extend_from_slice(&info.object_id);
             out.resize(64, 0); // ExtendedInfo, 48 bytes
@@ -146,7 +165,6 @@ pub fn encode_fs_info(class: u8, info: &FsInfo) -> Result<Vec<u8>, InfoError> {
             put_u32(&mut out, 0); // ByteOffsetForPartitionAlignment
         }
         class::FS_LABEL_INFORMATION
-        | class::FS_CONTROL_INFORMATION
         | class::FS_DRIVER_PATH_INFORMATION
         | class::FS_VOLUME_FLAGS_INFORMATION => return Err(InfoError::NotSupported),
         _ => return Err(InfoError::InvalidClass),
@@ -227,7 +245,7 @@ mod tests {
         );
         assert_eq!(
             encode_fs_info(class::FS_ATTRIBUTE_INFORMATION, &fs()).unwrap(),
-            [0x4F, 0, 0x04, 0, 255, 0, 0, 0, 8, 0, 0, 0, b'N', 0, b'T', 0, b'F', 0, b'S', 0]
+            [0x4F, 0, 0x84, 0, 255, 0, 0, 0, 8, 0, 0, 0, b'N', 0, b'T', 0, b'F', 0, b'S', 0]
         );
         let s = encode_fs_info(class::FS_SECTOR_SIZE_INFORMATION, &fs()).unwrap();
         assert_eq!(
@@ -241,10 +259,18 @@ mod tests {
     }
 
     #[test]
+    fn control_reports_no_quotas() {
+        let b = encode_fs_info(class::FS_CONTROL_INFORMATION, &fs()).unwrap();
+        let mut want = vec![0; 24];
+        want.extend([0xFF; 16]);
+        want.extend([0; 8]);
+        assert_eq!(b, want);
+    }
+
+    #[test]
     fn unserved_fs_classes() {
         let e = |c| encode_fs_info(c, &fs()).unwrap_err();
         assert_eq!(e(class::FS_LABEL_INFORMATION), InfoError::NotSupported);
-        assert_eq!(e(class::FS_CONTROL_INFORMATION), InfoError::NotSupported);
         assert_eq!(e(0), InfoError::InvalidClass);
         assert_eq!(e(12), InfoError::InvalidClass);
         assert_eq!(min_fs_info_size(12), None);
@@ -265,10 +291,17 @@ mod tests {
         assert!(!whole.overflow);
         assert_eq!(whole.data.len(), 26);
         assert_eq!(
-            q(class::FS_ATTRIBUTE_INFORMATION, 11),
+            q(class::FS_ATTRIBUTE_INFORMATION, 15),
             Err(InfoError::BufferTooSmall)
         );
-        assert!(q(class::FS_ATTRIBUTE_INFORMATION, 12).unwrap().overflow);
+        let cut = q(class::FS_ATTRIBUTE_INFORMATION, 16).unwrap();
+        assert!(cut.overflow);
+        assert_eq!(cut.data.len(), 16);
+        assert_eq!(
+            q(class::FS_CONTROL_INFORMATION, 47),
+            Err(InfoError::BufferTooSmall)
+        );
+        assert!(!q(class::FS_CONTROL_INFORMATION, 48).unwrap().overflow);
         assert_eq!(q(class::FS_SIZE_INFORMATION, 24).unwrap().data.len(), 24);
         assert_eq!(q(99, 4096), Err(InfoError::InvalidClass));
     }

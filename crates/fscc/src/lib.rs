@@ -8,6 +8,7 @@ pub mod attr;
 pub mod class;
 pub mod descriptor;
 mod dir;
+pub mod ea;
 mod error;
 mod file_info;
 mod fs_info;

@@ -43,6 +43,11 @@ pub(crate) fn get_u8(buf: &[u8], at: usize) -> Option<u8> {
     buf.get(at).copied()
 }
 
+pub(crate) fn get_u16(buf: &[u8], at: usize) -> Option<u16> {
+    let b = buf.get(at..at.checked_add(2)?)?;
+    Some(u16::from_le_bytes(b.try_into().ok()?))
+}
+
 pub(crate) fn get_u32(buf: &[u8], at: usize) -> Option<u32> {
     let b = buf.get(at..at.checked_add(4)?)?;
     Some(u32::from_le_bytes(b.try_into().ok()?))

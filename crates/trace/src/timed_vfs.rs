@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use copyless_vfs::{
-    CreateAction, Disposition, FileHandle, FileStat, FsStat, Identity, OpenRequest, Opened,
+    CreateAction, Disposition, Ea, FileHandle, FileStat, FsStat, Identity, OpenRequest, Opened,
     RootState, SetTimes, UnixAccess, Vfs, VfsResult,
 };
 
@@ -193,6 +193,18 @@ impl Vfs for TimedVfs {
 
     fn descriptors_stored(&self) -> bool {
         self.inner.descriptors_stored()
+    }
+
+    fn eas(&self, h: &FileHandle) -> VfsResult<Vec<Ea>> {
+        self.timed(Syscall::Stat, || self.inner.eas(h))
+    }
+
+    fn set_eas(&self, h: &FileHandle, changes: &[Ea]) -> VfsResult<()> {
+        self.timed(Syscall::SetAttributes, || self.inner.set_eas(h, changes))
+    }
+
+    fn eas_stored(&self) -> bool {
+        self.inner.eas_stored()
     }
 
     fn found_without_waiting(&self, path: &str) -> bool {

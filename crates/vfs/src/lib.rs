@@ -11,6 +11,7 @@
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
+pub mod eas;
 mod identity;
 pub mod memory;
 mod names;
@@ -18,6 +19,7 @@ mod new_modes;
 pub mod posix;
 pub mod shortname;
 
+pub use eas::Ea;
 pub use identity::{Identity, UnixIds};
 pub use new_modes::NewModes;
 
@@ -97,6 +99,9 @@ pub struct FileStat {
     pub mode: u32,
     pub uid: u32,
     pub gid: u32,
+    /// The size of its extended attributes as Windows lists them
+    /// ([`eas::encode`]); 0 without any.
+    pub ea_size: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -496,6 +501,16 @@ pub trait Vfs: Send + Sync {
     /// `path` (as returned by open), with the uid that owns the directory
     /// (the owner a descriptor that names none stands for).
     fn dir_security(&self, who: &Identity, path: &str) -> VfsResult<Option<(Vec<u8>, u32)>>;
+    /// The extended attributes of the object `h` is open on (a stream's
+    /// handle: its file's), in the order they were set.
+    fn eas(&self, h: &FileHandle) -> VfsResult<Vec<Ea>>;
+    /// Applies `changes` to the extended attributes of the object `h` is
+    /// open on, all or none ([`eas::merge`]: an EA replaces the one of its
+    /// name in any case, an empty value removes it).
+    fn set_eas(&self, h: &FileHandle, changes: &[Ea]) -> VfsResult<()>;
+    /// Whether an EA was ever stored on this share: until one is, no
+    /// object has any, and callers may skip looking.
+    fn eas_stored(&self) -> bool;
     /// Opens the alternate data stream `name` of the open object `base`,
     /// creating or truncating it as `disposition` says (matched
     /// case-insensitively). The handle's reads, writes, set_len and stat

@@ -26,7 +26,7 @@ use rustix::io::Errno;
 use crate::names::{fold, join, split};
 use crate::shortname;
 use crate::{
-    attr, CreateAction, Disposition, FileHandle, FileStat, FsStat, Identity, Kind, OpenRequest,
+    attr, CreateAction, Disposition, Ea, FileHandle, FileStat, FsStat, Identity, Kind, OpenRequest,
     Opened, SetTimes, UnixAccess, Vfs, VfsError, VfsResult,
 };
 
@@ -89,6 +89,8 @@ struct State {
     /// A security descriptor was stored at some point: until then there
     /// are none to look up, as PosixVfs's marker on the share root says.
     acls_in_use: bool,
+    /// An EA was stored at some point (PosixVfs's marker likewise).
+    eas_in_use: bool,
 }
 
 struct Node {
@@ -102,8 +104,12 @@ struct Node {
     last_access_time: u64,
     last_write_time: u64,
     change_time: u64,
+    /// A client set the change time: setting attributes or other times
+    /// leaves it, until the data changes (as PosixVfs keeps it).
+    change_time_set: bool,
     streams: BTreeMap<String, Vec<u8>>,
     security: Option<Vec<u8>>,
+    eas: Vec<Ea>,
     pin: Weak<Pin>,
     /// Who owns it (its creator; the server's own work makes root's), and
     /// its permission bits, which [`Vfs::unix_access`] answers by.
@@ -213,8 +219,10 @@ impl Node {
             last_access_time: now,
             last_write_time: now,
             change_time: now,
+            change_time_set: false,
             streams: BTreeMap::new(),
             security: None,
+            eas: Vec::new(),
             pin: Weak::new(),
         }
     }
@@ -240,6 +248,15 @@ impl Node {
     fn modified(&mut self, now: u64) {
         self.last_write_time = now;
         self.change_time = now;
+        self.change_time_set = false;
+    }
+
+    /// Its metadata changed by a client at `now`: a change time the
+    /// client set stays.
+    fn metadata_changed(&mut self, now: u64) {
+        if !self.change_time_set {
+            self.change_time = now;
+        }
     }
 }
 
@@ -262,6 +279,7 @@ impl MemoryVfs {
                 orphans: Vec::new(),
                 clock: START_TIME,
                 acls_in_use: false,
+                eas_in_use: false,
             }),
         }
     }
@@ -436,6 +454,7 @@ impl State {
             mode: node.perm | if is_dir { 0o040_000 } else { 0o100_000 },
             uid: node.uid,
             gid: node.gid,
+            ea_size: crate::eas::encode(&node.eas).len() as u32,
         })
     }
 
@@ -779,10 +798,11 @@ impl Vfs for MemoryVfs {
         // Setting any time is a change of the inode, unless the change
         // time itself is given, which is set last.
         if creation.is_some() || access.is_some() || write.is_some() {
-            n.change_time = now;
+            n.metadata_changed(now);
         }
         if let Some(t) = time_to_set(times.change_time) {
             n.change_time = t;
+            n.change_time_set = true;
         }
         Ok(())
     }
@@ -793,7 +813,7 @@ impl Vfs for MemoryVfs {
         let now = st.tick();
         let n = st.node_mut(node.pin.node)?;
         n.attrs = attributes & attr::SETTABLE;
-        n.change_time = now;
+        n.metadata_changed(now);
         Ok(())
     }
 
@@ -985,6 +1005,31 @@ impl Vfs for MemoryVfs {
 
     fn descriptors_stored(&self) -> bool {
         self.lock().acls_in_use
+    }
+
+    fn eas(&self, h: &FileHandle) -> VfsResult<Vec<Ea>> {
+        let node = self.node_of(h)?;
+        Ok(self.lock().node(node.pin.node)?.eas.clone())
+    }
+
+    fn set_eas(&self, h: &FileHandle, changes: &[Ea]) -> VfsResult<()> {
+        let node = self.node_of(h)?;
+        let mut st = self.lock();
+        st.eas_in_use = true;
+        let now = st.tick();
+        let n = st.node_mut(node.pin.node)?;
+        let mut set = n.eas.clone();
+        crate::eas::merge(&mut set, changes);
+        if crate::eas::encode(&set).len() > MAX_XATTR {
+            return Err(VfsError::DiskFull);
+        }
+        n.eas = set;
+        n.metadata_changed(now);
+        Ok(())
+    }
+
+    fn eas_stored(&self) -> bool {
+        self.lock().eas_in_use
     }
 
     fn found_without_waiting(&self, _path: &str) -> bool {

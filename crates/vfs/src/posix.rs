@@ -9,6 +9,7 @@
 
 mod case_cache;
 mod creds;
+mod eas;
 mod errno;
 mod meta;
 mod ntacl;
@@ -30,10 +31,11 @@ use rustix::io::{pread, pwrite, Errno};
 use crate::names::{fold, join, split};
 use crate::shortname;
 use crate::{
-    attr, CreateAction, Disposition, FileHandle, FileStat, FsStat, Identity, Kind, NewModes,
+    attr, CreateAction, Disposition, Ea, FileHandle, FileStat, FsStat, Identity, Kind, NewModes,
     OpenRequest, Opened, RootState, SetTimes, UnixAccess, Vfs, VfsError, VfsResult,
 };
 use case_cache::{CaseCache, DirKey, Lookup};
+use eas::EaStore;
 use errno::{io_err, path_err};
 use meta::{MetaStore, Stored, Target};
 use ntacl::AclStore;
@@ -66,6 +68,7 @@ pub struct PosixVfs {
     tunnel: Tunnel,
     meta: MetaStore,
     acls: AclStore,
+    eas: EaStore,
     change_times: ChangeTimes,
     /// Serializes read-modify-write of stream xattrs.
     stream_lock: std::sync::Mutex<()>,
@@ -76,8 +79,12 @@ pub struct PosixVfs {
 /// Change times set by clients. Linux owns ctime, so a set value is kept
 /// in memory beside the real ctime it was set at, and reported for as long
 /// as the file's real ctime has not moved since: any later change to the
-/// file then shows through, as it would on Windows. Lost on restart, when
-/// the real ctime is reported again.
+/// file's data or names then shows through, as it would on Windows. The
+/// metadata a client sets itself (attributes, times, EAs) is kept in ways
+/// that move the real ctime too; those changes carry the set value over,
+/// as Windows keeps a change time the client set on that open
+/// (MS-FSA 2.1.4.17, Open.UserSetChangeTime). Lost on restart, when the
+/// real ctime is reported again.
 #[derive(Default)]
 struct ChangeTimes {
     map: std::sync::Mutex<std::collections::HashMap<(u64, u64), PinnedChange>>,
@@ -100,6 +107,45 @@ impl ChangeTimes {
             (file_key(stx).0, stx.stx_ino),
             (value, stx.stx_ctime.tv_sec, stx.stx_ctime.tv_nsec),
         );
+    }
+
+    /// The change time set for the object `fd` is open on, if it still
+    /// holds.
+    fn pinned(&self, fd: BorrowedFd<'_>) -> VfsResult<Option<u64>> {
+        if self
+            .map
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+        {
+            // Nothing was ever set: no stat needed.
+            return Ok(None);
+        }
+        let stx = statx_fd(fd).map_err(io_err)?;
+        let m = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(match m.get(&(file_key(&stx).0, stx.stx_ino)) {
+            Some(&(v, sec, nsec))
+                if sec == stx.stx_ctime.tv_sec && nsec == stx.stx_ctime.tv_nsec =>
+            {
+                Some(v)
+            }
+            _ => None,
+        })
+    }
+
+    /// Makes `change` of the metadata of the object `fd` is open on, and
+    /// carries a change time set for it over to the ctime that follows.
+    fn keeping<T>(
+        &self,
+        fd: BorrowedFd<'_>,
+        change: impl FnOnce() -> VfsResult<T>,
+    ) -> VfsResult<T> {
+        let pinned = self.pinned(fd)?;
+        let done = change()?;
+        if let Some(v) = pinned {
+            self.set(&statx_fd(fd).map_err(io_err)?, v);
+        }
+        Ok(done)
     }
 
     fn apply(&self, stx: &Statx, mut st: FileStat) -> FileStat {
@@ -160,11 +206,17 @@ impl PosixVfs {
             Mode::empty(),
         )?;
         let acls = AclStore::new(fd.as_fd());
+        let eas = EaStore::new(fd.as_fd());
         let root_key = file_key(&statx_fd(fd.as_fd())?);
         let data = data_kind(fd.as_fd())?;
         let direct_dev = (data != DataKind::Indirect).then_some(root_key.0);
+        let meta = MetaStore::new();
+        if eas.in_use() {
+            meta.read_ea_sizes();
+        }
         Ok(PosixVfs {
             acls,
+            eas,
             direct_dev,
             data_in_memory: data == DataKind::Memory,
             root: fd,
@@ -172,7 +224,7 @@ impl PosixVfs {
             root_key,
             cache: CaseCache::new(MAX_CACHED_DIRS, MAX_CACHED_NAMES),
             tunnel: Tunnel::default(),
-            meta: MetaStore::new(),
+            meta,
             change_times: ChangeTimes::default(),
             stream_lock: std::sync::Mutex::new(()),
             modes: NewModes::default(),
@@ -562,7 +614,10 @@ impl PosixVfs {
             if !acl_inherited && settle_mode(dir, fd.as_fd(), &stx, wanted).map_err(io_err)? {
                 stx = statx_fd(fd.as_fd()).map_err(io_err)?;
             }
-            let stored = Stored { attrs, btime: None };
+            let stored = Stored {
+                attrs,
+                ..Stored::default()
+            };
             Ok(self.change_times.apply(&stx, build_stat(&stx, stored)))
         };
         match setup() {
@@ -757,6 +812,7 @@ fn build_stat(stx: &Statx, stored: Stored) -> FileStat {
         mode: u32::from(stx.stx_mode),
         uid: stx.stx_uid,
         gid: stx.stx_gid,
+        ea_size: stored.ea_size.unwrap_or(0),
     }
 }
 
@@ -1033,6 +1089,11 @@ impl Vfs for PosixVfs {
 
     fn set_times(&self, h: &FileHandle, times: &SetTimes) -> VfsResult<()> {
         let fd = fd_of(h)?;
+        // A change time set before stays, unless this sets another.
+        let change_time = match time_to_set(times.change_time) {
+            Some(ct) => Some(ct),
+            None => self.change_times.pinned(fd)?,
+        };
         if let Some(ct) = time_to_set(times.creation_time) {
             self.meta.set_btime(fd, ct)?;
         }
@@ -1046,7 +1107,7 @@ impl Vfs for PosixVfs {
             futimens(fd, &ts).map_err(io_err)?;
         }
         // Last, so the ctime it is pinned to includes the changes above.
-        if let Some(ct) = time_to_set(times.change_time) {
+        if let Some(ct) = change_time {
             let stx = statx_fd(fd).map_err(io_err)?;
             self.change_times.set(&stx, ct);
         }
@@ -1054,7 +1115,9 @@ impl Vfs for PosixVfs {
     }
 
     fn set_attributes(&self, h: &FileHandle, attributes: u32) -> VfsResult<()> {
-        self.meta.set_attrs(fd_of(h)?, attributes & attr::SETTABLE)
+        let fd = fd_of(h)?;
+        self.change_times
+            .keeping(fd, || self.meta.set_attrs(fd, attributes & attr::SETTABLE))
     }
 
     fn list_names(&self, h: &FileHandle) -> VfsResult<Vec<String>> {
@@ -1327,6 +1390,26 @@ impl Vfs for PosixVfs {
 
     fn descriptors_stored(&self) -> bool {
         self.acls.in_use()
+    }
+
+    fn eas(&self, h: &FileHandle) -> VfsResult<Vec<Ea>> {
+        self.eas.get(fd_of(h)?)
+    }
+
+    fn set_eas(&self, h: &FileHandle, changes: &[Ea]) -> VfsResult<()> {
+        if !self.eas.in_use() {
+            // The share's marker is the server's, whoever stores the
+            // first EA.
+            creds::act_as(&Identity::Server)?;
+            self.eas.mark_in_use(self.root.as_fd())?;
+            self.meta.read_ea_sizes();
+        }
+        let fd = fd_of(h)?;
+        self.change_times.keeping(fd, || self.eas.set(fd, changes))
+    }
+
+    fn eas_stored(&self) -> bool {
+        self.eas.in_use()
     }
 
     fn found_without_waiting(&self, path: &str) -> bool {

@@ -6,13 +6,13 @@
 use std::sync::Arc;
 
 use copyless_proto::status::{self, NtStatus};
-use copyless_vfs::{attr, FileHandle, SetTimes, Vfs};
+use copyless_vfs::{attr, Ea, FileHandle, SetTimes, Vfs};
 
 use crate::handlers::vfs_status;
 use crate::names::hiding::NameRules;
 
 /// The change (or check).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) enum Alter {
     /// FileBasicInformation: the attributes to set, if any, then the
     /// times.
@@ -28,6 +28,8 @@ pub(crate) enum Alter {
     /// FileDispositionInformation asking for deletion: the object is not
     /// read-only, and a folder is empty.
     Deletable,
+    /// FileFullEaInformation: EAs to set or (with empty values) remove.
+    Eas(Vec<Ea>),
 }
 
 /// The call: `alter` on the object open as `handle`, in a share with the
@@ -42,7 +44,7 @@ pub struct Change {
 impl Change {
     /// Makes it through `vfs`, blocking.
     pub(crate) fn perform(&self, vfs: &dyn Vfs) -> Result<(), NtStatus> {
-        make(vfs, &self.handle, self.alter, &self.names)
+        make(vfs, &self.handle, &self.alter, &self.names)
     }
 }
 
@@ -50,17 +52,18 @@ impl Change {
 pub(crate) fn make(
     vfs: &dyn Vfs,
     h: &FileHandle,
-    alter: Alter,
+    alter: &Alter,
     names: &NameRules,
 ) -> Result<(), NtStatus> {
     let fs = |e| vfs_status(&e);
-    match alter {
+    match *alter {
         Alter::Basic { attributes, times } => {
             if let Some(a) = attributes {
                 vfs.set_attributes(h, a).map_err(fs)?;
             }
             vfs.set_times(h, &times).map_err(fs)
         }
+        Alter::Eas(ref eas) => vfs.set_eas(h, eas).map_err(fs),
         Alter::Len(len) => vfs.set_len(h, len).map_err(fs),
         Alter::Allocation(len) => {
             if len < vfs.stat(h).map_err(fs)?.size {
@@ -87,6 +90,6 @@ pub(crate) fn make(
 /// entries, attributes (extended attributes, which may be a block on
 /// disk away), times, sizes and whatever another filesystem holds are
 /// not.
-pub(crate) fn in_place(vfs: &dyn Vfs, h: &FileHandle, alter: Alter) -> bool {
+pub(crate) fn in_place(vfs: &dyn Vfs, h: &FileHandle, alter: &Alter) -> bool {
     matches!(alter, Alter::Deletable) && !h.is_dir && vfs.data_fd(h).is_some()
 }

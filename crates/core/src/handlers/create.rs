@@ -24,6 +24,7 @@ use crate::conn::waiting::{Awaited, Hold, Wait};
 use crate::durable;
 use crate::env::Env;
 use crate::file_table::{stream_id, AppOpen, FileKey, LeaseAsk, OpenRef, OplockRequest};
+use crate::handlers::info::eas_to_set;
 use crate::handlers::{file_times, vfs_status, Then};
 use crate::intent::{CallOp, OpenCall, WatchCall};
 use crate::leases;
@@ -458,6 +459,11 @@ impl Connection {
             .find(|c| c.name == cc::SECD)
             .map(|c| Descriptor::parse(c.data).map_err(|e| e.ntstatus()))
             .transpose()?;
+        // The EAs a new or emptied file is to have (ExtA, MS-SMB2
+        // 2.2.13.2.1) are checked before anything is made.
+        if let Some(c) = contexts.iter().find(|c| c.name == cc::EXTA) {
+            eas_to_set(c.data)?;
+        }
         let lease = self.lease_asked(&cr, &contexts)?;
         let server = self.server.clone();
         let mut oplock = OplockRequest {
@@ -750,6 +756,29 @@ impl Connection {
             key,
         } = finishing;
         let server = self.server.clone();
+        // A file made or emptied gets the EAs the request gives; an open
+        // of what is there ignores them (MS-FSA 2.1.5.1.2.1). A CREATE
+        // with them is never one made in place (`may_block`).
+        let made_anew = matches!(
+            action,
+            ACTION_CREATED | ACTION_OVERWRITTEN | ACTION_SUPERSEDED
+        );
+        if let (true, None, Some(c)) = (
+            made_anew,
+            &stream,
+            contexts.iter().find(|c| c.name == cc::EXTA),
+        ) {
+            let set = eas_to_set(c.data).and_then(|eas| {
+                share
+                    .vfs
+                    .set_eas(&opened.handle, &eas)
+                    .map_err(|e| vfs_status(&e))
+            });
+            if let Err(e) = set {
+                server.files().unregister(&key, id, false);
+                return Err(e);
+            }
+        }
         let client_guid = self.client_guid;
         let delete_on_close = cr.create_options & FILE_DELETE_ON_CLOSE != 0;
         let Some(session) = self.sessions.get_mut(&req.session_id) else {
@@ -852,6 +881,7 @@ impl Connection {
                     write_through: cr.create_options & FILE_WRITE_THROUGH != 0,
                     position: 0,
                     mode,
+                    ea_index: 0,
                     dir: None,
                     dir_away: false,
                     watch: None,

@@ -4,12 +4,13 @@
 use std::sync::Arc;
 
 use copyless_fscc::notify::{action, filter};
-use copyless_fscc::{self as fscc, class, FsInfo, QueryContext};
+use copyless_fscc::{self as fscc, class, ea, FsInfo, QueryContext};
 use copyless_proto::messages::{self, QueryInfoRequest, SetInfoRequest};
+use copyless_proto::negotiate::DIALECT_311;
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::Writer;
 use copyless_vfs::{
-    attr, Disposition, FileHandle, Identity, Kind, OpenRequest, SetTimes, Vfs, VfsError,
+    attr, Disposition, Ea, FileHandle, Identity, Kind, OpenRequest, SetTimes, Vfs, VfsError,
 };
 
 use crate::access;
@@ -45,8 +46,8 @@ fn change(
         return result.map(|()| None);
     }
     let vfs = f.vfs.as_ref();
-    if change::in_place(vfs, &f.handle, alter) {
-        return change::make(vfs, &f.handle, alter, &f.names).map(|()| None);
+    if change::in_place(vfs, &f.handle, &alter) {
+        return change::make(vfs, &f.handle, &alter, &f.names).map(|()| None);
     }
     reply.wait = Some(Wait::Call {
         vfs: f.vfs.clone(),
@@ -86,21 +87,34 @@ impl Connection {
         self.check_charge(req, q.output_buffer_length.max(q.input.len() as u32))?;
         let server = self.server.clone();
         let share_name = self.share_name(req);
+        let dialect = self.dialect;
         let open = self.open_mut(req, compound, q.file_id)?;
         let granted = open.access;
-        let OpenKind::File(f) = &open.kind else {
+        let OpenKind::File(f) = &mut open.kind else {
             return Err(status::NOT_SUPPORTED);
         };
         let out_len = q.output_buffer_length as usize;
         let part = match q.info_type {
+            // Served from SMB 3.1.1 on, as Windows does (MS-SMB2
+            // 3.3.5.20.1).
+            messages::INFO_FILE
+                if q.class == class::FILE_NORMALIZED_NAME_INFORMATION && dialect < DIALECT_311 =>
+            {
+                return Err(status::NOT_SUPPORTED);
+            }
             messages::INFO_FILE => {
                 if needs_read_attributes(q.class) && granted & access::FILE_READ_ATTRIBUTES == 0 {
                     return Err(status::ACCESS_DENIED);
                 }
-                if q.class == class::FILE_STREAM_INFORMATION {
-                    Part::Streams
-                } else {
-                    Part::Stat
+                if q.class == class::FILE_FULL_EA_INFORMATION && granted & access::FILE_READ_EA == 0
+                {
+                    return Err(status::ACCESS_DENIED);
+                }
+                match q.class {
+                    class::FILE_STREAM_INFORMATION => Part::Streams,
+                    class::FILE_FULL_EA_INFORMATION => Part::Eas,
+                    // EaSize included: the VFS keeps it with the stat.
+                    _ => Part::Stat,
                 }
             }
             messages::INFO_FILESYSTEM => Part::Fs,
@@ -118,6 +132,11 @@ impl Connection {
         };
         let looked = looked?;
         let output = match part {
+            Part::Eas => {
+                let (data, status) = full_eas(f, &q, looked.eas, out_len)?;
+                messages::write_buffer_response(w, &data);
+                return Ok(status);
+            }
             Part::Stat | Part::Streams => {
                 let st = looked.stat.ok_or(status::INTERNAL_ERROR)?;
                 let (path, delete_pending) = file_state(&server, f);
@@ -128,7 +147,9 @@ impl Connection {
                     let name = copyless_proto::utf16::encode(&short);
                     let mut data = (name.len() as u32).to_le_bytes().to_vec();
                     data.extend_from_slice(&name);
-                    if out_len < 4 {
+                    // sizeof(FILE_NAME_INFORMATION): the length and one
+                    // character, padded (smb2.getinfo.qfile_buffercheck).
+                    if out_len < 8 {
                         return Err(status::INFO_LENGTH_MISMATCH);
                     }
                     let overflow = data.len() > out_len;
@@ -140,7 +161,14 @@ impl Connection {
                         status::SUCCESS
                     });
                 }
-                let name = path::to_windows(&path);
+                let mut name = path::to_windows(&path);
+                // The normalized name of a stream's open names the stream
+                // too (`dir\file:stream`); the other classes name the file.
+                if let (class::FILE_NORMALIZED_NAME_INFORMATION, Some(stream)) =
+                    (q.class, &f.handle.stream)
+                {
+                    name = format!("{name}:{stream}");
+                }
                 let ctx = QueryContext {
                     name: &name,
                     access_mask: granted,
@@ -326,6 +354,14 @@ impl Connection {
                     changed.push((here.clone(), action::MODIFIED, class));
                 }
             }
+            class::FILE_FULL_EA_INFORMATION => {
+                need(access::FILE_WRITE_EA)?;
+                let eas = eas_to_set(s.buffer)?;
+                if let Some(call) = change(f, Alter::Eas(eas), &mut made, req, reply)? {
+                    return Ok(call);
+                }
+                changed.push((here.clone(), action::MODIFIED, filter::EA));
+            }
             class::FILE_RENAME_INFORMATION => {
                 reply.audit = audited(AuditKind::Rename);
                 need(access::DELETE)?;
@@ -492,6 +528,92 @@ impl Connection {
             .and_then(|s| s.trees.get(&req.tree_id))
             .is_some_and(|t| t.read_only)
     }
+}
+
+/// SL_RESTART_SCAN: a query of EAs starts from the first (MS-SMB2 2.2.37).
+const SL_RESTART_SCAN: u32 = 0x0000_0001;
+/// SL_RETURN_SINGLE_ENTRY: it returns one EA at most.
+const SL_RETURN_SINGLE_ENTRY: u32 = 0x0000_0002;
+
+/// The EAs of a VFS as the wire lists them.
+fn wire_eas(eas: Vec<Ea>) -> Vec<ea::FullEa> {
+    eas.into_iter()
+        .map(|e| ea::FullEa {
+            flags: e.flags,
+            name: e.name,
+            value: e.value,
+        })
+        .collect()
+}
+
+/// The EAs a SET_INFO of FileFullEaInformation (or a CREATE's ExtA
+/// context) gives in `buffer`, as the VFS keeps them: names in capitals,
+/// as NTFS keeps them (smbtorture smb2.setinfo).
+pub(crate) fn eas_to_set(buffer: &[u8]) -> Result<Vec<Ea>, NtStatus> {
+    let list = ea::parse_full_ea_list(buffer).map_err(|e| e.ntstatus())?;
+    Ok(list
+        .into_iter()
+        .map(|e| Ea {
+            flags: e.flags,
+            name: e.name.to_ascii_uppercase(),
+            value: e.value,
+        })
+        .collect())
+}
+
+/// A query of FileFullEaInformation (MS-FSA 2.1.5.12.6) on open `f`
+/// whose object has `eas`: the EAs the request's list names (one it
+/// lacks with an empty value), else those after the ones the open
+/// returned before (from the first with SL_RESTART_SCAN), as many as
+/// fit whole, or one with SL_RETURN_SINGLE_ENTRY. The reply's data and
+/// status: NO_EAS_ON_FILE without any, NO_MORE_EAS past the last,
+/// BUFFER_TOO_SMALL when not one fits, BUFFER_OVERFLOW when some are
+/// left out.
+fn full_eas(
+    f: &mut FileOpen,
+    q: &QueryInfoRequest<'_>,
+    eas: Vec<Ea>,
+    out_len: usize,
+) -> Result<(Vec<u8>, NtStatus), NtStatus> {
+    let eas = wire_eas(eas);
+    let single = q.flags & SL_RETURN_SINGLE_ENTRY != 0;
+    if !q.input.is_empty() {
+        let asked = ea::parse_get_ea_list(q.input).map_err(|e| e.ntstatus())?;
+        let named: Vec<ea::FullEa> = asked
+            .into_iter()
+            .map(|name| {
+                let found = eas.iter().find(|e| e.name.eq_ignore_ascii_case(&name));
+                found.cloned().unwrap_or(ea::FullEa {
+                    flags: 0,
+                    name,
+                    value: Vec::new(),
+                })
+            })
+            .collect();
+        let (data, taken) = ea::fit_full_ea_list(&named, out_len, single);
+        return Ok(match taken {
+            0 => (Vec::new(), status::BUFFER_TOO_SMALL),
+            n if n < named.len() && !single => (data, status::BUFFER_OVERFLOW),
+            _ => (data, status::SUCCESS),
+        });
+    }
+    if eas.is_empty() {
+        return Err(status::NO_EAS_ON_FILE);
+    }
+    if q.flags & SL_RESTART_SCAN != 0 {
+        f.ea_index = 0;
+    }
+    let rest = eas.get(f.ea_index..).unwrap_or_default();
+    if rest.is_empty() {
+        return Err(status::NO_MORE_EAS);
+    }
+    let (data, taken) = ea::fit_full_ea_list(rest, out_len, single);
+    f.ea_index += taken;
+    Ok(match taken {
+        0 => (Vec::new(), status::BUFFER_TOO_SMALL),
+        n if n < rest.len() && !single => (data, status::BUFFER_OVERFLOW),
+        _ => (data, status::SUCCESS),
+    })
 }
 
 fn needs_read_attributes(class: u8) -> bool {

@@ -1,13 +1,13 @@
 //! What a QUERY_INFO (or a CLOSE asking for attributes back) needs of the
-//! filesystem: the open's stat, and its streams, its filesystem's figures
-//! or its security descriptor. Where that is not in memory, one call
+//! filesystem: the open's stat, and its streams, its extended attributes,
+//! its filesystem's figures or its security descriptor. Where that is not in memory, one call
 //! ([`CallOp::Look`]) gathers it, and the request runs again with it.
 
 use std::sync::Arc;
 
 use copyless_fscc::descriptor::Descriptor;
 use copyless_proto::status::NtStatus;
-use copyless_vfs::{FileHandle, FileStat, FsStat, Vfs};
+use copyless_vfs::{Ea, FileHandle, FileStat, FsStat, Vfs};
 
 use crate::conn::connection::Reply;
 use crate::conn::waiting::Wait;
@@ -65,6 +65,8 @@ pub(crate) enum Part {
     /// Its stat and its security descriptor, stored or made from its
     /// mode.
     Security,
+    /// Its stat and its extended attributes.
+    Eas,
 }
 
 /// The call: `part` of the object open as `handle`.
@@ -81,6 +83,7 @@ pub struct Looked {
     pub(crate) streams: Vec<(String, u64)>,
     pub(crate) fs: Option<FsStat>,
     pub(crate) descriptor: Option<Descriptor>,
+    pub(crate) eas: Vec<Ea>,
 }
 
 impl Look {
@@ -99,6 +102,10 @@ pub(crate) fn gather(vfs: &dyn Vfs, h: &FileHandle, part: Part) -> Result<Looked
         Part::Streams => {
             looked.stat = Some(stat()?);
             looked.streams = vfs.streams(h).map_err(|e| vfs_status(&e))?;
+        }
+        Part::Eas => {
+            looked.stat = Some(stat()?);
+            looked.eas = vfs.eas(h).map_err(|e| vfs_status(&e))?;
         }
         Part::Fs => looked.fs = Some(vfs.fs_stat().map_err(|e| vfs_status(&e))?),
         Part::Security => {

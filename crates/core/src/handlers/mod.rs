@@ -114,10 +114,16 @@ pub fn file_info(st: &FileStat, delete_pending: bool) -> FileInfo {
         allocation_size: if st.is_dir { 0 } else { st.alloc_size },
         attributes: st.attributes,
         file_id: st.ino,
-        nlink: st.nlink,
+        // A link marked for deletion no longer counts (MS-FSA 2.1.5.12.27;
+        // smb2.setinfo).
+        nlink: if delete_pending {
+            st.nlink.saturating_sub(1)
+        } else {
+            st.nlink
+        },
         delete_pending,
         is_dir: st.is_dir,
-        ea_size: 0,
+        ea_size: st.ea_size,
     }
 }
 

@@ -15,9 +15,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rustix::fs::{fgetxattr, fsetxattr, getxattr, lgetxattr, Statx, XattrFlags};
+use rustix::fs::{
+    fgetxattr, fgetxattr_query, fsetxattr, getxattr, getxattr_query, lgetxattr, lgetxattr_query,
+    Statx, XattrFlags,
+};
 use rustix::io::Errno;
 
+use super::eas::EAS_XATTR;
 use super::errno::io_err;
 use super::sys::{file_key, statx_fd};
 use crate::VfsResult;
@@ -40,6 +44,9 @@ type FileKey = (u64, u64);
 pub struct Stored {
     pub attrs: Option<u32>,
     pub btime: Option<u64>,
+    /// The length of its EAs' xattr (eas.rs), read only on a share
+    /// that stores EAs.
+    pub ea_size: Option<u32>,
 }
 
 /// How to reach an object's xattrs.
@@ -63,6 +70,8 @@ pub struct MetaStore {
     /// What the xattrs held, by inode, and the change time then.
     read: Mutex<HashMap<FileKey, (ChangeTime, Stored)>>,
     mem_used: AtomicBool,
+    /// The share stores EAs: their size is read with the rest.
+    eas: AtomicBool,
     /// /proc is mounted, so xattrs of a directory entry can be read by path
     /// without opening the entry.
     proc_fd: bool,
@@ -98,8 +107,14 @@ impl MetaStore {
             mem: Mutex::new(HashMap::new()),
             read: Mutex::new(HashMap::new()),
             mem_used: AtomicBool::new(false),
+            eas: AtomicBool::new(false),
             proc_fd: std::path::Path::new("/proc/self/fd").is_dir(),
         }
+    }
+
+    /// From now on, reads take in the size of an object's EAs.
+    pub fn read_ea_sizes(&self) {
+        self.eas.store(true, Ordering::Relaxed);
     }
 
     /// Whether `Target::Entry` and `Target::PathFd` can be read.
@@ -111,7 +126,8 @@ impl MetaStore {
         self.mem.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Reads both values of the object `stx` describes. Read errors
+    /// Reads the values of the object `stx` describes (and the size of
+    /// its EAs, on a share that stores them). Read errors
     /// other than "not supported" count as nothing stored: a stat must not
     /// fail over a missing attribute.
     pub fn read(&self, target: &Target<'_>, stx: &Statx) -> Stored {
@@ -125,9 +141,16 @@ impl MetaStore {
             Got::Unsupported => Got::Unsupported,
             _ => get::<8>(target, BTIME_XATTR),
         };
+        // Some(None): not there; None: not read.
+        let ea_size = if self.eas.load(Ordering::Relaxed) {
+            get_len(target, EAS_XATTR)
+        } else {
+            Some(None)
+        };
         let stored = Stored {
             attrs: attrs.value().map(u32::from_le_bytes),
             btime: btime.value().map(u64::from_le_bytes),
+            ea_size: ea_size.flatten(),
         };
         if matches!(attrs, Got::Unsupported) || matches!(btime, Got::Unsupported) {
             if self.mem_used.load(Ordering::Relaxed) {
@@ -137,7 +160,7 @@ impl MetaStore {
             }
             return stored;
         }
-        if attrs.definite() && btime.definite() && settled(changed) {
+        if attrs.definite() && btime.definite() && ea_size.is_some() && settled(changed) {
             let mut remembered = self.remembered();
             if remembered.len() >= REMEMBERED {
                 remembered.clear();
@@ -236,6 +259,27 @@ fn get<const N: usize>(target: &Target<'_>, name: &str) -> Got<N> {
     }
 }
 
+/// The length of xattr `name`: Some(None) when it is not there, None
+/// when it could not be read.
+fn get_len(target: &Target<'_>, name: &str) -> Option<Option<u32>> {
+    let r = match target {
+        Target::Fd(fd) => fgetxattr_query(fd, name),
+        Target::Entry { dir, name: entry } => {
+            let path = format!("/proc/self/fd/{}/{}", dir.as_raw_fd(), entry);
+            lgetxattr_query(path, name)
+        }
+        Target::PathFd(fd) => {
+            let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+            getxattr_query(path, name)
+        }
+    };
+    match r {
+        Ok(n) => Some(u32::try_from(n).ok()),
+        Err(Errno::NODATA) => Some(None),
+        Err(_) => None,
+    }
+}
+
 fn change_time(stx: &Statx) -> ChangeTime {
     (stx.stx_ctime.tv_sec, stx.stx_ctime.tv_nsec)
 }
@@ -268,6 +312,7 @@ mod tests {
         let want = Stored {
             attrs: Some(0x22),
             btime: Some(125_911_584_000_000_000),
+            ea_size: None,
         };
         assert_eq!(
             store.read(&Target::Fd(f.as_fd()), &statx_fd(f.as_fd()).unwrap()),
@@ -301,6 +346,7 @@ mod tests {
         let was = Stored {
             attrs: Some(0x20),
             btime: None,
+            ea_size: None,
         };
         assert_eq!(store.read(&Target::Fd(f.as_fd()), &old), was);
         // Changed behind the store's back, yet under the same change
@@ -311,6 +357,7 @@ mod tests {
         let now = Stored {
             attrs: Some(0x22),
             btime: None,
+            ea_size: None,
         };
         assert_eq!(store.read(&Target::Fd(f.as_fd()), &fresh), now);
         // A change time of just now is not trusted: two changes may share it.
@@ -352,7 +399,8 @@ mod tests {
             store.read(&Target::Fd(f.as_fd()), &statx_fd(f.as_fd()).unwrap()),
             Stored {
                 attrs: Some(0x2),
-                btime: Some(42)
+                btime: Some(42),
+                ea_size: None,
             }
         );
         store.forget(key);

@@ -984,3 +984,58 @@ fn short_names_open_their_long_names_and_take_them_back_when_gone() {
     create_file(&s.vfs, "d/OTHER~123.TXT", b"z");
     assert_eq!(disk_names(&s.root.join("d")), vec!["OTHER~123.TXT"]);
 }
+
+#[test]
+fn a_set_change_time_stays_through_attribute_changes_until_the_data_changes() {
+    let s = share();
+    let o = create_file(&s.vfs, "f", b"x");
+    let set_at = 132_000_000_000_000_000;
+    let times = SetTimes {
+        change_time: Some(set_at),
+        ..SetTimes::default()
+    };
+    s.vfs.set_times(&o.handle, &times).unwrap();
+    s.vfs.set_attributes(&o.handle, attr::HIDDEN).unwrap();
+    let write_only = SetTimes {
+        last_write_time: Some(131_000_000_000_000_000),
+        ..SetTimes::default()
+    };
+    s.vfs.set_times(&o.handle, &write_only).unwrap();
+    assert_eq!(s.vfs.stat(&o.handle).unwrap().change_time, set_at);
+    s.vfs.write(&o.handle, 0, b"new").unwrap();
+    assert_ne!(s.vfs.stat(&o.handle).unwrap().change_time, set_at);
+}
+
+#[test]
+fn eas_are_kept_with_the_object_and_the_share_marked() {
+    let s = share();
+    assert!(!s.vfs.eas_stored());
+    let o = create_file(&s.vfs, "f", b"x");
+    let ea = |name: &str, value: &[u8]| Ea {
+        flags: 0,
+        name: name.into(),
+        value: value.to_vec(),
+    };
+    assert!(s.vfs.eas(&o.handle).unwrap().is_empty());
+    s.vfs
+        .set_eas(&o.handle, &[ea("ONE", b"1"), ea("TWO", b"2")])
+        .unwrap();
+    s.vfs.set_eas(&o.handle, &[ea("one", b"")]).unwrap();
+    assert!(s.vfs.eas_stored());
+    assert_eq!(s.vfs.eas(&o.handle).unwrap(), [ea("TWO", b"2")]);
+    // Their size comes with the stat, and with the listing's.
+    let size = crate::eas::encode(&[ea("TWO", b"2")]).len() as u32;
+    assert_eq!(s.vfs.stat(&o.handle).unwrap().ea_size, size);
+    let root = open(&s.vfs, "").unwrap();
+    let listed = s.vfs.entry(&root.handle, "f").unwrap().unwrap();
+    assert_eq!(listed.ea_size, size);
+    // The set, and the share's mark, survive a restart.
+    let vfs = PosixVfs::new(&s.root).unwrap();
+    assert!(vfs.eas_stored());
+    let again = open(&vfs, "F").unwrap();
+    assert_eq!(vfs.eas(&again.handle).unwrap(), [ea("TWO", b"2")]);
+    assert_eq!(again.stat.ea_size, size);
+    vfs.set_eas(&again.handle, &[ea("Two", b"")]).unwrap();
+    assert!(vfs.eas(&again.handle).unwrap().is_empty());
+    assert_eq!(vfs.stat(&again.handle).unwrap().ea_size, 0);
+}
