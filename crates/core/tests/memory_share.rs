@@ -216,3 +216,51 @@ fn a_script_replays_byte_for_byte() {
     };
     assert_eq!(run(), run());
 }
+
+/// A rename adds a name to its target's folder through an open that
+/// shares reading and writing, never deletion, as Windows makes it: an
+/// open of that folder that holds DELETE, or that shares no writing,
+/// refuses it (smbtorture smb2.rename.*_delete_access).
+#[test]
+fn a_rename_meets_the_opens_of_its_target_folder() {
+    const READING: u32 = 0x0012_0089;
+    let (_vfs, mut c) = login();
+    c.create("d", true).map(|id| c.close(id)).unwrap();
+    for (i, (access, share, refused)) in [
+        (READING, 7, false),
+        (READING, 3, false),
+        (READING, 1, true),
+        (READING, 0, true),
+        (wire::ACCESS_DELETE | 0x80, 7, true),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let d = c
+            .open(create_request_with("d", access, share, 1, 1))
+            .unwrap();
+        let f = c
+            .open(create_request_with(
+                &format!("d\\f{i}"),
+                wire::ACCESS_DELETE | 0x0012_019f,
+                7,
+                2,
+                0x40,
+            ))
+            .unwrap();
+        let renamed = set_info(
+            &mut c,
+            f,
+            FILE_RENAME_INFORMATION,
+            &rename_info(&format!("d\\g{i}"), false),
+        );
+        let want = if refused {
+            status::SHARING_VIOLATION
+        } else {
+            status::SUCCESS
+        };
+        assert_eq!(renamed, want, "folder opened {access:#x}, sharing {share}");
+        assert_eq!(c.close(f), status::SUCCESS);
+        assert_eq!(c.close(d), status::SUCCESS);
+    }
+}

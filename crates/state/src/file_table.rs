@@ -1269,11 +1269,18 @@ impl FileTable {
             .filter_map(|(_, _, k)| Some((k, self.files.get(k)?)))
     }
 
-    /// Whether the directory at `path` is open with DELETE access, which
-    /// pins the names of its entries.
-    pub fn dir_open_for_delete(&self, share: usize, path: &str) -> bool {
+    /// Whether a new open of the directory at `path` asking `access` and
+    /// sharing `share_access` would meet a sharing violation: as the open
+    /// of a rename's target folder does on Windows.
+    pub fn dir_open_conflicts(
+        &self,
+        share: usize,
+        path: &str,
+        access: u32,
+        share_access: u32,
+    ) -> bool {
         self.at_path(share, path)
-            .any(|(_, s)| s.is_dir && s.counts.delete_access > 0)
+            .any(|(_, s)| s.is_dir && s.counts.conflicts(access, share_access))
     }
 
     /// Makes (or updates) `w` a watcher of the directory `key`. Returns
@@ -1561,8 +1568,12 @@ mod tests {
             &mut no_oplock(),
         )
         .unwrap();
-        assert!(t.dir_open_for_delete(0, "a"));
-        assert!(!t.dir_open_for_delete(0, "a/f"));
+        let renaming = (
+            access::FILE_WRITE_DATA,
+            access::SHARE_READ | access::SHARE_WRITE,
+        );
+        assert!(t.dir_open_conflicts(0, "a", renaming.0, renaming.1));
+        assert!(!t.dir_open_conflicts(0, "a/f", renaming.0, renaming.1));
         // The stream does not share delete: the file cannot be opened
         // for DELETE.
         assert_eq!(

@@ -768,10 +768,21 @@ fn may_rename(
         if table.others_deny_delete(key, my_id) {
             return Err(status::SHARING_VIOLATION);
         }
-        // An open of the parent directory with DELETE access pins its
-        // entries' names: Windows refuses to rename a file out from under it.
+        // Windows renames through an open of the target's folder that
+        // adds an entry and shares reading and writing, never deletion: an
+        // open of that folder with DELETE access, or one that does not
+        // share writing, refuses it.
         let parent = path::parent(state.path());
-        if table.dir_open_for_delete(share, parent) {
+        let target_parent = match path::parent(target) {
+            p if p.eq_ignore_ascii_case(parent) => parent,
+            p => p,
+        };
+        let adding = match is_dir {
+            true => access::FILE_ADD_SUBDIRECTORY,
+            false => access::FILE_WRITE_DATA,
+        };
+        let sharing = access::SHARE_READ | access::SHARE_WRITE;
+        if table.dir_open_conflicts(share, target_parent, adding, sharing) {
             return Err(status::SHARING_VIOLATION);
         }
         // Nor does it rename a directory with anything open beneath it
