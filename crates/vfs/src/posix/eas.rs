@@ -10,10 +10,11 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use rustix::fs::{fgetxattr, fremovexattr, fsetxattr, getxattr, removexattr, setxattr, XattrFlags};
+use rustix::fs::{fgetxattr, fremovexattr, fsetxattr, removexattr, setxattr, XattrFlags};
 use rustix::io::Errno;
 
 use super::errno::io_err;
+use super::sys::xattr_value;
 use crate::eas::{self, Ea};
 use crate::{VfsError, VfsResult};
 
@@ -51,23 +52,8 @@ impl EaStore {
         if !self.in_use() {
             return Ok(Vec::new());
         }
-        let mut buf = vec![0u8; 1024];
-        loop {
-            let r = match fgetxattr(fd, EAS_XATTR, &mut buf) {
-                // An O_PATH descriptor is read through its /proc link.
-                Err(Errno::BADF) => {
-                    let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
-                    getxattr(path, EAS_XATTR, &mut buf)
-                }
-                r => r,
-            };
-            match r {
-                Ok(n) => return Ok(eas::decode(&buf[..n])),
-                Err(Errno::RANGE) if buf.len() < MAX_LEN => buf.resize(MAX_LEN, 0),
-                Err(Errno::NODATA) | Err(Errno::OPNOTSUPP) => return Ok(Vec::new()),
-                Err(e) => return Err(io_err(e)),
-            }
-        }
+        let value = xattr_value(fd, EAS_XATTR, MAX_LEN)?;
+        Ok(value.map(|v| eas::decode(&v)).unwrap_or_default())
     }
 
     /// Marks the share as holding EAs, before the first is stored.

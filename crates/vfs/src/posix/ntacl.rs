@@ -9,10 +9,11 @@
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use rustix::fs::{fgetxattr, fsetxattr, getxattr, XattrFlags};
+use rustix::fs::{fgetxattr, fsetxattr, XattrFlags};
 use rustix::io::Errno;
 
 use super::errno::io_err;
+use super::sys::xattr_value;
 use crate::{VfsError, VfsResult};
 
 pub const NTACL_XATTR: &str = "user.copyless.ntacl";
@@ -47,27 +48,7 @@ impl AclStore {
         if !self.in_use.load(Ordering::Relaxed) {
             return Ok(None);
         }
-        let mut buf = vec![0u8; 1024];
-        loop {
-            let r = match fgetxattr(fd, NTACL_XATTR, &mut buf) {
-                // A descriptor opened with O_PATH cannot be read through
-                // directly; its /proc link can.
-                Err(Errno::BADF) => {
-                    let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
-                    getxattr(path, NTACL_XATTR, &mut buf)
-                }
-                r => r,
-            };
-            match r {
-                Ok(n) => {
-                    buf.truncate(n);
-                    return Ok(Some(buf));
-                }
-                Err(Errno::RANGE) if buf.len() < MAX_LEN => buf.resize(MAX_LEN, 0),
-                Err(Errno::NODATA) | Err(Errno::OPNOTSUPP) => return Ok(None),
-                Err(e) => return Err(io_err(e)),
-            }
-        }
+        xattr_value(fd, NTACL_XATTR, MAX_LEN)
     }
 
     /// Marks the share as holding descriptors, before the first is stored.

@@ -110,3 +110,34 @@ pub fn settle_mode(
     rustix::fs::fchmod(fd, Mode::from_raw_mode(wanted))?;
     Ok(true)
 }
+
+/// The value of the xattr `name` of `fd`, of at most `max_len` bytes; None
+/// when the object has none (or its filesystem keeps no xattrs).
+pub fn xattr_value(
+    fd: BorrowedFd<'_>,
+    name: &str,
+    max_len: usize,
+) -> crate::VfsResult<Option<Vec<u8>>> {
+    use std::os::fd::AsRawFd;
+    let mut buf = vec![0u8; 1024.min(max_len)];
+    loop {
+        let r = match rustix::fs::fgetxattr(fd, name, &mut buf) {
+            // A descriptor opened with O_PATH cannot be read through
+            // directly; its /proc link can.
+            Err(Errno::BADF) => {
+                let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+                rustix::fs::getxattr(path, name, &mut buf)
+            }
+            r => r,
+        };
+        match r {
+            Ok(n) => {
+                buf.truncate(n);
+                return Ok(Some(buf));
+            }
+            Err(Errno::RANGE) if buf.len() < max_len => buf.resize(max_len, 0),
+            Err(Errno::NODATA) | Err(Errno::OPNOTSUPP) => return Ok(None),
+            Err(e) => return Err(super::errno::io_err(e)),
+        }
+    }
+}
