@@ -163,6 +163,18 @@ fn set_info(input: &[u8]) {
                 let _ = path::from_smb_str(&r.file_name);
             }
         }
+        // EAs a client sets (SET_INFO, a CREATE's ExtA), and the names a
+        // query asks for: what parses, encodes back into a list that
+        // parses to the same.
+        c::FILE_FULL_EA_INFORMATION => {
+            use copyless_fscc::ea;
+            if let Ok(eas) = ea::parse_full_ea_list(buf) {
+                let again = ea::encode_full_ea_list(&eas);
+                assert_eq!(again.len(), ea::full_ea_list_size(&eas));
+                assert_eq!(ea::parse_full_ea_list(&again).as_ref(), Ok(&eas));
+            }
+            let _ = ea::parse_get_ea_list(buf);
+        }
         _ => {
             let _ = copyless_fscc::decode_rename_ex(buf);
             let _ = copyless_fscc::decode_disposition(buf);
