@@ -297,3 +297,28 @@ fn a_signed_request_on_another_connections_session_is_deleted_with_its_signature
     assert!(r.header.is_signed());
     assert_eq!(r.header.signature, Header::parse(&frame).unwrap().signature);
 }
+
+/// A session has at most 32 channels, its first connection among them,
+/// as on Windows; one that goes makes room for another, and a
+/// re-authentication keeps the count.
+#[test]
+fn a_session_binds_at_most_31_more_channels() {
+    let server = server();
+    let mut home = Client::login_with(server.clone(), Dialect::Smb311, "alice", "alice-pw");
+    let mut channels: Vec<Client> = (0..31)
+        .map(|i| {
+            let mut c = Client::negotiated(server.clone(), Dialect::Smb311);
+            assert_eq!(c.bind(&home, "alice", "alice-pw"), Ok(()), "channel {i}");
+            c
+        })
+        .collect();
+    home.reauthenticate("alice", "alice-pw").unwrap();
+    let mut more = Client::negotiated(server.clone(), Dialect::Smb311);
+    assert_eq!(
+        more.bind(&home, "alice", "alice-pw"),
+        Err(status::INSUFFICIENT_RESOURCES)
+    );
+    channels.pop().unwrap().conn.shutdown();
+    let mut again = Client::negotiated(server, Dialect::Smb311);
+    assert_eq!(again.bind(&home, "alice", "alice-pw"), Ok(()));
+}

@@ -3,6 +3,7 @@
 //! connection must reach in another.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use copyless_crypto::{Cipher, CipherId, SigningAlgorithm, SigningKey};
@@ -65,11 +66,51 @@ pub struct SessionFacts {
     pub signing: Arc<SigningKey>,
     /// Opens what the client seals for the session, on any channel.
     pub decrypt: Option<Arc<Cipher>>,
+    /// Its channels beyond the connection that holds it.
+    pub channels: Arc<ChannelCount>,
+}
+
+/// How many channels a session has beyond its first connection, counted
+/// by the connections they were bound on.
+#[derive(Debug, Default)]
+pub struct ChannelCount(AtomicUsize);
+
+/// A channel's place in its session's [`ChannelCount`], given back when
+/// the channel goes (dropped with it).
+#[derive(Debug)]
+pub struct ChannelSlot(Arc<ChannelCount>);
+
+impl ChannelCount {
+    /// A place for one more channel, while fewer than `most` hold one.
+    pub fn take(self: &Arc<Self>, most: usize) -> Option<ChannelSlot> {
+        self.0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < most).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| ChannelSlot(self.clone()))
+    }
+
+    pub fn get(&self) -> usize {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for ChannelSlot {
+    fn drop(&mut self) {
+        self.0 .0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl SessionTable {
-    pub fn insert(&self, session_id: u64, facts: SessionFacts) {
-        self.lock().insert(session_id, facts);
+    /// Records a session's facts; a re-authentication's keep the count
+    /// of the channels bound before it.
+    pub fn insert(&self, session_id: u64, mut facts: SessionFacts) {
+        let mut sessions = self.lock();
+        if let Some(old) = sessions.get(&session_id) {
+            facts.channels = old.channels.clone();
+        }
+        sessions.insert(session_id, facts);
     }
 
     pub fn remove(&self, session_id: u64) {
@@ -104,5 +145,21 @@ impl SessionTable {
     /// connection) does not stop the others.
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, SessionFacts>> {
         self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_channel_slot_is_given_back_when_dropped() {
+        let count = Arc::new(ChannelCount::default());
+        let slots: Vec<_> = (0..3).map(|_| count.take(3).unwrap()).collect();
+        assert!(count.take(3).is_none());
+        assert_eq!(count.get(), 3);
+        drop(slots);
+        assert_eq!(count.get(), 0);
+        assert!(count.take(3).is_some());
     }
 }

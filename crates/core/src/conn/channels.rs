@@ -26,6 +26,8 @@ pub(crate) struct Bound {
     pub home: ConnectionId,
     pub decrypt: Option<Arc<Cipher>>,
     pub key: Arc<SigningKey>,
+    /// Its place among the session's channels, held while it is bound.
+    pub _slot: copyless_state::sessions::ChannelSlot,
 }
 
 /// A bind under way on this connection: its authentication, and the

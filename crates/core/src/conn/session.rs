@@ -26,6 +26,10 @@ use crate::logon::{self, Logon};
 use crate::open::Open;
 use crate::server::Server;
 
+/// The most channels a session may have, its first connection among
+/// them: Windows' limit (MS-SMB2 3.3.5.5 leaves it to the server).
+const MAX_CHANNELS: usize = 32;
+
 pub enum AuthState {
     /// Waiting for the next SESSION_SETUP leg.
     InProgress(Box<Acceptor>),
@@ -310,6 +314,7 @@ impl Connection {
                         algorithm: effective_algorithm,
                         cipher,
                         signing: key,
+                        channels: Default::default(),
                     };
                     self.server.sessions.insert(sid, facts);
                 }
@@ -432,6 +437,10 @@ impl Connection {
                     // 3.3.5.5.3; Windows and Samba answer so).
                     return Err(status::ACCESS_DENIED);
                 }
+                // smbtorture smb2.multichannel.generic.num_channels.
+                let Some(slot) = session.channels.take(MAX_CHANNELS - 1) else {
+                    return Err(status::INSUFFICIENT_RESOURCES);
+                };
                 let key = Arc::new(signing_key(
                     self.dialect,
                     self.effective_signing_algorithm(),
@@ -444,6 +453,7 @@ impl Connection {
                         home: session.home,
                         decrypt: session.decrypt,
                         key: key.clone(),
+                        _slot: slot,
                     },
                 );
                 let channel = self.id();
