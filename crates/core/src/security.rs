@@ -94,10 +94,7 @@ impl std::fmt::Debug for OwnedCaller {
 
 impl OwnedCaller {
     pub fn new(server: &std::sync::Arc<crate::server::Server>, caller: &Caller<'_>) -> Self {
-        OwnedCaller {
-            server: server.clone(),
-            anonymous: caller.anonymous,
-        }
+        OwnedCaller::from_session(server, caller.anonymous)
     }
 
     /// The caller a session acts for, anonymous or not.

@@ -174,11 +174,10 @@ impl DirStep {
                     }
                 }
                 let mut info = file_info(&stat, false);
-                if matches!(entry, Entry::Name(_)) {
+                if listed {
                     info.attributes = self.names.shown(name, info.attributes);
                 }
-                let short = matches!(entry, Entry::Name(_))
-                    .then(|| copyless_vfs::shortname::short_name(name));
+                let short = listed.then(|| copyless_vfs::shortname::short_name(name));
                 if !writer.push_with_short_name(name, short.as_deref(), &info, next as u32) {
                     if writer.is_empty() {
                         return Err(status::INFO_LENGTH_MISMATCH);
