@@ -66,10 +66,25 @@ pub fn short_name(name: &str) -> String {
     out
 }
 
-/// Whether `name` has the form of a hashed short name (`STEM~XYZ.EXT`),
-/// which a lookup that found nothing else may resolve through [`matches`].
+/// Whether `name` has the form [`short_name`] gives a long name
+/// (`STEM~XYZ.EXT`: a stem of 1 to 4 characters, `~`, three of
+/// [`HASH_CHARS`], an extension of up to 3), which a lookup that found
+/// nothing else may resolve through [`matches`]. Other names with a `~`
+/// (Word's `~WRL0001.TMP`) are not looked for so.
 pub fn is_hashed(name: &str) -> bool {
-    name.contains('~') && is_83(&name.to_uppercase())
+    let upper = name.to_uppercase();
+    if !is_83(&upper) {
+        return false;
+    }
+    let stem = upper.rsplit_once('.').map_or(upper.as_str(), |(s, _)| s);
+    let Some((prefix, hash)) = stem.split_at_checked(stem.len().saturating_sub(4)) else {
+        return false;
+    };
+    let hash = hash.as_bytes();
+    (1..=4).contains(&prefix.len())
+        && hash.len() == 4
+        && hash[0] == b'~'
+        && hash[1..].iter().all(|c| HASH_CHARS.contains(c))
 }
 
 /// Whether `short`, a name of the hashed form, is the short name of the
@@ -110,7 +125,20 @@ mod tests {
         assert!(!matches(&short, "other long name.n7y"));
         // An 8.3 name is its own short name, found by the name itself.
         assert!(!is_hashed("README.TXT"));
-        assert!(is_hashed("A~1.TXT"));
-        assert!(!matches("A~1.TXT", "a~1.txt"));
+        assert!(!is_hashed("A~1.TXT"));
+        assert!(!is_hashed("~WRL0001.TMP"));
+        assert!(is_hashed("AH~S~GDX.R2N"));
+        assert!(is_hashed("_~0AZ"));
+        assert!(!matches("ABCD~123.TXT", "abcd~123.txt"));
+        // Every short name made for a long one has the form.
+        for long in [
+            "big file.binary",
+            ".hidden",
+            "x y z",
+            "Ah~s.z27.R2n",
+            "2CP5El.-i1T56Nz.n",
+        ] {
+            assert!(is_hashed(&short_name(long)), "{long}");
+        }
     }
 }
