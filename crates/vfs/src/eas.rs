@@ -3,15 +3,10 @@
 
 use crate::names::fold;
 
-/// One extended attribute of an object. Its value is never empty: an
-/// empty value, given to [`crate::Vfs::set_eas`], removes the EA.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ea {
-    /// FILE_NEED_EA or nothing (MS-FSCC 2.4.15); kept, not acted on.
-    pub flags: u8,
-    pub name: String,
-    pub value: Vec<u8>,
-}
+/// One extended attribute of an object, as the wire carries it. Its
+/// value is never empty: an empty value, given to
+/// [`crate::Vfs::set_eas`], removes the EA.
+pub use copyless_fscc::ea::FullEa as Ea;
 
 /// Applies `changes` to `set` in order: an EA whose name matches one in
 /// the set without regard to case takes its place (at the end, as NTFS
@@ -26,39 +21,12 @@ pub fn merge(set: &mut Vec<Ea>, changes: &[Ea]) {
     }
 }
 
-/// The set as one value, for backends that keep it whole, packed as
-/// Windows lists EAs (MS-FSCC 2.4.15, FILE_FULL_EA_INFORMATION): per
-/// EA, at a multiple of 4 bytes, the offset of the next (0 for the
-/// last), its flags, name length (1 byte), value length (2 bytes,
-/// little-endian), name, a NUL and value. Its length is then the EaSize
-/// clients are told ([`FileStat::ea_size`](crate::FileStat)) without
-/// reading it.
+/// The set as one value, for backends that keep it whole: the
+/// FILE_FULL_EA_INFORMATION list Windows answers a query with (MS-FSCC
+/// 2.4.15), so that its length is the EaSize clients are told
+/// ([`FileStat::ea_size`](crate::FileStat)) without reading it.
 pub fn encode(set: &[Ea]) -> Vec<u8> {
-    let mut out: Vec<u8> = Vec::new();
-    let mut last: Option<usize> = None;
-    for ea in set {
-        let name = &ea.name.as_bytes()[..ea.name.len().min(255)];
-        let value = &ea.value[..ea.value.len().min(usize::from(u16::MAX))];
-        let start = if last.is_some() {
-            out.len().next_multiple_of(4)
-        } else {
-            0
-        };
-        out.resize(start, 0);
-        if let Some(prev) = last {
-            let next = (start - prev) as u32;
-            out[prev..prev + 4].copy_from_slice(&next.to_le_bytes());
-        }
-        out.extend_from_slice(&[0; 4]);
-        out.push(ea.flags);
-        out.push(name.len() as u8);
-        out.extend_from_slice(&(value.len() as u16).to_le_bytes());
-        out.extend_from_slice(name);
-        out.push(0);
-        out.extend_from_slice(value);
-        last = Some(start);
-    }
-    out
+    copyless_fscc::ea::encode_full_ea_list(set)
 }
 
 /// The set [`encode`] made; what does not add up at the end (written by

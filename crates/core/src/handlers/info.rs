@@ -535,30 +535,15 @@ const SL_RESTART_SCAN: u32 = 0x0000_0001;
 /// SL_RETURN_SINGLE_ENTRY: it returns one EA at most.
 const SL_RETURN_SINGLE_ENTRY: u32 = 0x0000_0002;
 
-/// The EAs of a VFS as the wire lists them.
-fn wire_eas(eas: Vec<Ea>) -> Vec<ea::FullEa> {
-    eas.into_iter()
-        .map(|e| ea::FullEa {
-            flags: e.flags,
-            name: e.name,
-            value: e.value,
-        })
-        .collect()
-}
-
 /// The EAs a SET_INFO of FileFullEaInformation (or a CREATE's ExtA
 /// context) gives in `buffer`, as the VFS keeps them: names in capitals,
 /// as NTFS keeps them (smbtorture smb2.setinfo).
 pub(crate) fn eas_to_set(buffer: &[u8]) -> Result<Vec<Ea>, NtStatus> {
-    let list = ea::parse_full_ea_list(buffer).map_err(|e| e.ntstatus())?;
-    Ok(list
-        .into_iter()
-        .map(|e| Ea {
-            flags: e.flags,
-            name: e.name.to_ascii_uppercase(),
-            value: e.value,
-        })
-        .collect())
+    let mut list = ea::parse_full_ea_list(buffer).map_err(|e| e.ntstatus())?;
+    for e in &mut list {
+        e.name.make_ascii_uppercase();
+    }
+    Ok(list)
 }
 
 /// A query of FileFullEaInformation (MS-FSA 2.1.5.12.6) on open `f`
@@ -575,15 +560,14 @@ fn full_eas(
     eas: Vec<Ea>,
     out_len: usize,
 ) -> Result<(Vec<u8>, NtStatus), NtStatus> {
-    let eas = wire_eas(eas);
     let single = q.flags & SL_RETURN_SINGLE_ENTRY != 0;
     if !q.input.is_empty() {
         let asked = ea::parse_get_ea_list(q.input).map_err(|e| e.ntstatus())?;
-        let named: Vec<ea::FullEa> = asked
+        let named: Vec<Ea> = asked
             .into_iter()
             .map(|name| {
                 let found = eas.iter().find(|e| e.name.eq_ignore_ascii_case(&name));
-                found.cloned().unwrap_or(ea::FullEa {
+                found.cloned().unwrap_or(Ea {
                     flags: 0,
                     name,
                     value: Vec::new(),
