@@ -45,6 +45,9 @@ install_system_packages() {
         packages+=(samba-vfs-modules)
     # fail2ban-regex checks the filter in dist/fail2ban (tests/test_logons.py).
     command -v fail2ban-regex >/dev/null 2>&1 || packages+=(fail2ban)
+    # The loop-mounted filesystems that clone blocks (conformance/loopfs).
+    command -v mkfs.btrfs >/dev/null 2>&1 || packages+=(btrfs-progs)
+    command -v mkfs.xfs >/dev/null 2>&1 || packages+=(xfsprogs)
     if [ "${COPYLESS_TEST_SERVER:-copyless}" = samba ]; then
         command -v smbd >/dev/null 2>&1 || [ -x /usr/sbin/smbd ] || packages+=(samba)
     fi
@@ -146,6 +149,11 @@ if [ "${COPYLESS_TEST_SERVER:-copyless}" = copyless ]; then
     chmod 755 "$scratch"
     COPYLESS_SCRATCH="$scratch" COPYLESS_ENGINE=auto ./conformance/run
     rm -rf "$scratch"
+
+    # Server-side copy, sparse files and clones where blocks can be
+    # shared: a fresh btrfs image, loop-mounted.
+    log "smbtorture conformance (conformance/btrfs.txt), engine auto, shares on btrfs"
+    COPYLESS_ENGINE=auto as_root ./conformance/loopfs btrfs ./conformance/run conformance/btrfs.txt
 
     log "integration tests and conformance again, engine threads"
     COPYLESS_ENGINE=threads python3 -m pytest -q tests/

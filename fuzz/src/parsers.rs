@@ -7,7 +7,9 @@
 use copyless_core::{path, wildcard, wildcard_reference};
 use copyless_fscc::descriptor::{sids, Descriptor, ALL_PARTS};
 use copyless_proto::transform::{Sealed, TRANSFORM_HEADER_LEN};
-use copyless_proto::{command, compound, create_context, messages, negotiate, smb1, utf16, Header};
+use copyless_proto::{
+    command, compound, create_context, fsctl, messages, negotiate, smb1, utf16, Header,
+};
 
 /// Selector: an SMB2 message (or compound), parsed as its command says.
 pub const SMB2: u8 = 0;
@@ -90,6 +92,7 @@ fn smb2(frame: &[u8]) {
         command::IOCTL => {
             if let Ok(i) = messages::IoctlRequest::parse(frame) {
                 let _ = messages::ValidateNegotiateInfo::parse(i.input);
+                fsctl_input(i.input);
             }
         }
         command::QUERY_DIRECTORY => {
@@ -119,6 +122,22 @@ fn smb2(frame: &[u8]) {
             let _ = messages::parse_empty(frame);
         }
     }
+}
+
+/// The inputs of the file-system controls on file data: a copy's chunks
+/// are never more than its buffer holds.
+fn fsctl_input(input: &[u8]) {
+    if let Ok(c) = fsctl::CopyChunkCopy::parse(input) {
+        if let Some(chunks) = c.chunks() {
+            assert_eq!(chunks.len(), c.chunk_count as usize);
+            assert!(32 + 24 * chunks.len() <= input.len());
+        }
+    }
+    let _ = fsctl::parse_set_sparse(input);
+    let _ = fsctl::ZeroData::parse(input);
+    let _ = fsctl::AllocatedRange::parse(input);
+    let _ = fsctl::DuplicateExtents::parse(input);
+    let _ = fsctl::DuplicateExtents::parse_ex(input);
 }
 
 /// A descriptor that parses encodes to one that parses back to the same

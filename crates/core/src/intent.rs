@@ -15,6 +15,7 @@ pub use crate::handlers::create::{
     Inheriting, Judging, Made, Overwrite, StreamMade, StreamOpening,
 };
 pub use crate::handlers::dir::DirStep;
+pub use crate::handlers::fsctl::Fsctl;
 pub use crate::handlers::info::{RenameJudging, SecuritySet};
 pub use crate::handlers::look::{Look, Looked};
 pub use crate::notify_sight::Sighting;
@@ -154,6 +155,9 @@ pub enum Completion {
     /// A [`CallOp::Sight`]'s answer: the folders each watching open may
     /// list, by open.
     Sighted(Vec<(u64, String)>),
+    /// A [`CallOp::Fsctl`]'s result: the reply's status and output, or
+    /// an error alone.
+    Fsctl(Result<(NtStatus, Vec<u8>), NtStatus>),
 }
 
 impl Completion {
@@ -280,6 +284,9 @@ pub enum CallOp {
     /// What watchers of a tree may see of changes beneath their folders
     /// (notify_sight.rs), completing with [`Completion::Sighted`].
     Sight(Box<Sighting>),
+    /// A file-system control's work on file data (a copy, a clone, a
+    /// hole), completing with [`Completion::Fsctl`].
+    Fsctl(Box<Fsctl>),
 }
 
 impl CallOp {
@@ -301,7 +308,8 @@ impl CallOp {
             | CallOp::SetSecurity(_)
             | CallOp::DeleteStream(_)
             | CallOp::Watch(_)
-            | CallOp::Sight(_) => Vec::new(),
+            | CallOp::Sight(_)
+            | CallOp::Fsctl(_) => Vec::new(),
         }
     }
 }
@@ -409,6 +417,7 @@ impl Call {
                 Completion::Watched
             }
             CallOp::Sight(sighting) => Completion::Sighted(sighting.perform()),
+            CallOp::Fsctl(fsctl) => Completion::Fsctl(fsctl.perform()),
         };
         (self.token, done)
     }

@@ -58,6 +58,9 @@ pub struct FileOpen {
     /// Made at the first LOCK that names a sequence, when the open checks
     /// them (handlers/file.rs).
     pub lock_sequences: Option<Box<crate::durable::LockSequences>>,
+    /// The key FSCTL_SRV_REQUEST_RESUME_KEY gave out for it, by which a
+    /// server-side copy names it as its source (handlers/ioctl.rs).
+    pub resume_key: Option<[u8; copyless_proto::fsctl::RESUME_KEY_LEN]>,
 }
 
 impl FileOpen {

@@ -43,6 +43,8 @@ pub const FILE_READ_ONLY_VOLUME: u32 = 0x0008_0000;
 pub const FILE_SUPPORTS_HARD_LINKS: u32 = 0x0040_0000;
 pub const FILE_SUPPORTS_EXTENDED_ATTRIBUTES: u32 = 0x0080_0000;
 pub const FILE_SUPPORTS_OPEN_BY_FILE_ID: u32 = 0x0100_0000;
+/// Ranges of files may share blocks (FSCTL_DUPLICATE_EXTENTS_TO_FILE).
+pub const FILE_SUPPORTS_BLOCK_REFCOUNTING: u32 = 0x0800_0000;
 
 /// What a share claims, as NTFS and Samba (with acl_xattr and
 /// streams_xattr) claim it: names keep their case and are Unicode on

@@ -9,6 +9,7 @@ pub mod command;
 pub mod compound;
 pub mod create_context;
 pub mod durable;
+pub mod fsctl;
 pub mod header;
 pub mod lease;
 pub mod messages;

@@ -29,7 +29,7 @@ impl FileId {
         volatile: u64::MAX,
     };
 
-    fn read(r: &mut Reader<'_>) -> Result<FileId> {
+    pub(crate) fn read(r: &mut Reader<'_>) -> Result<FileId> {
         Ok(FileId {
             persistent: r.u64()?,
             volatile: r.u64()?,

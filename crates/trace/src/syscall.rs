@@ -21,9 +21,13 @@ pub enum Syscall {
     Unlink,
     FsStat,
     Security,
+    /// A file's holes: made sparse, zeroed, allocated ranges asked.
+    Extents,
+    /// Data copied (or cloned) inside the filesystem.
+    Copy,
 }
 
-pub const SYSCALLS: usize = 17;
+pub const SYSCALLS: usize = 19;
 
 impl Syscall {
     pub const ALL: [Syscall; SYSCALLS] = [
@@ -44,6 +48,8 @@ impl Syscall {
         Syscall::Unlink,
         Syscall::FsStat,
         Syscall::Security,
+        Syscall::Extents,
+        Syscall::Copy,
     ];
 
     pub fn name(self) -> &'static str {
@@ -65,6 +71,8 @@ impl Syscall {
             Syscall::Unlink => "unlink",
             Syscall::FsStat => "fs_stat",
             Syscall::Security => "security",
+            Syscall::Extents => "extents",
+            Syscall::Copy => "copy",
         }
     }
 

@@ -133,6 +133,41 @@ impl Vfs for TimedVfs {
         })
     }
 
+    fn set_sparse(&self, h: &FileHandle, sparse: bool) -> VfsResult<()> {
+        self.timed(Syscall::Extents, || self.inner.set_sparse(h, sparse))
+    }
+
+    fn zero_range(&self, h: &FileHandle, offset: u64, len: u64, deallocate: bool) -> VfsResult<()> {
+        self.timed(Syscall::Extents, || {
+            self.inner.zero_range(h, offset, len, deallocate)
+        })
+    }
+
+    fn allocated_ranges(
+        &self,
+        h: &FileHandle,
+        offset: u64,
+        end: u64,
+        limit: usize,
+    ) -> VfsResult<Vec<std::ops::Range<u64>>> {
+        self.timed(Syscall::Extents, || {
+            self.inner.allocated_ranges(h, offset, end, limit)
+        })
+    }
+
+    fn copy_range(
+        &self,
+        src: &FileHandle,
+        src_offset: u64,
+        dst: &FileHandle,
+        dst_offset: u64,
+        len: u64,
+    ) -> VfsResult<u64> {
+        self.timed(Syscall::Copy, || {
+            self.inner.copy_range(src, src_offset, dst, dst_offset, len)
+        })
+    }
+
     fn list_names(&self, h: &FileHandle) -> VfsResult<Vec<String>> {
         self.timed(Syscall::ReadDir, || self.inner.list_names(h))
     }

@@ -40,6 +40,11 @@ pub mod attr {
     /// stored, which is the filesystem's to say.
     pub const SETTABLE: u32 =
         READONLY | HIDDEN | SYSTEM | ARCHIVE | TEMPORARY | OFFLINE | NOT_CONTENT_INDEXED;
+    /// Kept with the settable bits, but set and cleared only by
+    /// [`crate::Vfs::set_sparse`] (FSCTL_SET_SPARSE).
+    pub const SPARSE_FILE: u32 = 0x0200;
+    /// The bits a backend stores.
+    pub const STORED: u32 = SETTABLE | SPARSE_FILE;
 }
 
 #[derive(Debug)]
@@ -333,6 +338,9 @@ pub struct FsStat {
     pub avail_blocks: u64,
     pub fs_id: u64,
     pub max_name_len: u32,
+    /// [`Vfs::copy_range`] shares blocks between the files rather than
+    /// copying them (btrfs, XFS): FILE_SUPPORTS_BLOCK_REFCOUNTING.
+    pub clones: bool,
 }
 
 /// The share's root exists and is a directory: it can only be opened as
@@ -420,8 +428,44 @@ pub trait Vfs: Send + Sync {
     /// Preallocates (or, when smaller than the size, does nothing).
     fn set_allocation(&self, h: &FileHandle, len: u64) -> VfsResult<()>;
     fn set_times(&self, h: &FileHandle, times: &SetTimes) -> VfsResult<()>;
-    /// Stores the settable DOS attribute bits (attr::SETTABLE).
+    /// Stores the settable DOS attribute bits (attr::SETTABLE); the
+    /// sparse bit stays as it is.
     fn set_attributes(&self, h: &FileHandle, attributes: u32) -> VfsResult<()>;
+    /// Marks the file `h` is open on sparse or not
+    /// (attr::SPARSE_FILE). A file no longer sparse has its holes
+    /// allocated, as NTFS does (MS-FSA 2.1.5.10.30).
+    fn set_sparse(&self, h: &FileHandle, sparse: bool) -> VfsResult<()>;
+    /// Makes the `len` bytes of the handle's data at `offset` read as
+    /// zeros, below its end of file (which stays). With `deallocate`
+    /// (a sparse file) the blocks wholly inside are given back; without,
+    /// they stay allocated.
+    fn zero_range(&self, h: &FileHandle, offset: u64, len: u64, deallocate: bool) -> VfsResult<()>;
+    /// The ranges of the handle's data from `offset` up to `end` that
+    /// are allocated (not holes), in order, joined where they touch,
+    /// clipped to the range asked; at most `limit` of them.
+    fn allocated_ranges(
+        &self,
+        h: &FileHandle,
+        offset: u64,
+        end: u64,
+        limit: usize,
+    ) -> VfsResult<Vec<std::ops::Range<u64>>>;
+    /// Copies `len` bytes of `src`'s data at `src_offset` to `dst`'s at
+    /// `dst_offset` inside the filesystem, sharing blocks where it can
+    /// (see [`FsStat::clones`]): the bytes copied, fewer only at the end
+    /// of `src`. `src` may be a handle of another share of this backend.
+    /// NotSupported where this backend has no better way than reading
+    /// and writing (the default), which the caller then does.
+    fn copy_range(
+        &self,
+        _src: &FileHandle,
+        _src_offset: u64,
+        _dst: &FileHandle,
+        _dst_offset: u64,
+        _len: u64,
+    ) -> VfsResult<u64> {
+        Err(VfsError::NotSupported)
+    }
     /// The names in an open directory except `.` and `..`, sorted.
     fn list_names(&self, h: &FileHandle) -> VfsResult<Vec<String>>;
     /// Hands each name of an open directory except `.` and `..` to `f`,

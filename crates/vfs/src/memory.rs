@@ -192,6 +192,52 @@ impl FileData {
         self.prealloc = self.prealloc.max(len.div_ceil(BLOCK) * BLOCK);
     }
 
+    /// Zeroes `offset..end` below the end of file; with `deallocate`
+    /// the blocks wholly inside are freed, else they stay (holes stay
+    /// holes).
+    fn zero(&mut self, offset: u64, end: u64, deallocate: bool) {
+        let end = end.min(self.size);
+        if offset >= end {
+            return;
+        }
+        let (first, last) = (offset / BLOCK, (end - 1) / BLOCK);
+        let whole = offset.div_ceil(BLOCK)..end / BLOCK;
+        let mut freed = Vec::new();
+        for (&index, block) in self.blocks.range_mut(first..=last) {
+            if deallocate && whole.contains(&index) {
+                freed.push(index);
+                continue;
+            }
+            let from = (index * BLOCK).max(offset) - index * BLOCK;
+            let to = ((index + 1) * BLOCK).min(end) - index * BLOCK;
+            block[from as usize..to as usize].fill(0);
+        }
+        for index in freed {
+            self.blocks.remove(&index);
+        }
+    }
+
+    /// The allocated ranges (preallocated or written) within
+    /// `offset..end`, joined, at most `limit`.
+    fn allocated(&self, offset: u64, end: u64, limit: usize) -> Vec<std::ops::Range<u64>> {
+        let mut ranges: Vec<std::ops::Range<u64>> = Vec::new();
+        let pre = (self.prealloc > 0).then_some(0..self.prealloc);
+        let written = self.blocks.keys().map(|&i| i * BLOCK..(i + 1) * BLOCK);
+        for r in pre.into_iter().chain(written) {
+            let r = r.start.max(offset)..r.end.min(end);
+            if r.is_empty() {
+                continue;
+            }
+            let full = ranges.len() == limit;
+            match ranges.last_mut() {
+                Some(last) if last.end >= r.start => last.end = last.end.max(r.end),
+                _ if full => break,
+                _ => ranges.push(r),
+            }
+        }
+        ranges
+    }
+
     fn alloc_size(&self) -> u64 {
         let prealloc_blocks = self.prealloc / BLOCK;
         let written = self.blocks.range(prealloc_blocks..).count() as u64;
@@ -432,7 +478,7 @@ impl State {
                 (true, BLOCK, BLOCK, 2 + subdirs as u32)
             }
         };
-        let mut attributes = node.attrs & attr::SETTABLE;
+        let mut attributes = node.attrs & attr::STORED;
         if is_dir {
             attributes |= attr::DIRECTORY;
         }
@@ -812,9 +858,68 @@ impl Vfs for MemoryVfs {
         let mut st = self.lock();
         let now = st.tick();
         let n = st.node_mut(node.pin.node)?;
-        n.attrs = attributes & attr::SETTABLE;
+        n.attrs = (attributes & attr::SETTABLE) | (n.attrs & attr::SPARSE_FILE);
         n.metadata_changed(now);
         Ok(())
+    }
+
+    fn set_sparse(&self, h: &FileHandle, sparse: bool) -> VfsResult<()> {
+        let node = self.node_of(h)?;
+        let id = node.pin.node;
+        let mut st = self.lock();
+        let now = st.tick();
+        if !sparse {
+            let data = st.file_mut(id)?;
+            let size = data.size;
+            data.preallocate(size);
+        }
+        let n = st.node_mut(id)?;
+        if sparse {
+            n.attrs |= attr::SPARSE_FILE;
+        } else {
+            n.attrs &= !attr::SPARSE_FILE;
+        }
+        n.metadata_changed(now);
+        Ok(())
+    }
+
+    fn zero_range(&self, h: &FileHandle, offset: u64, len: u64, deallocate: bool) -> VfsResult<()> {
+        let node = self.node_of(h)?;
+        let id = node.pin.node;
+        let end = offset.saturating_add(len);
+        let mut st = self.lock();
+        let now = st.tick();
+        if let Some(name) = &h.stream {
+            let value = st.stream_mut(id, name)?;
+            let end = (end.min(value.len() as u64)) as usize;
+            if let Some(zeroed) = value.get_mut(offset as usize..end) {
+                zeroed.fill(0);
+            }
+        } else {
+            st.file_mut(id)?.zero(offset, end, deallocate);
+        }
+        st.node_mut(id)?.modified(now);
+        Ok(())
+    }
+
+    fn allocated_ranges(
+        &self,
+        h: &FileHandle,
+        offset: u64,
+        end: u64,
+        limit: usize,
+    ) -> VfsResult<Vec<std::ops::Range<u64>>> {
+        let node = self.node_of(h)?;
+        let mut st = self.lock();
+        if let Some(name) = &h.stream {
+            let end = end.min(st.stream_mut(node.pin.node, name)?.len() as u64);
+            return Ok((offset < end && limit > 0)
+                .then_some(offset..end)
+                .into_iter()
+                .collect());
+        }
+        let data = st.file_mut(node.pin.node)?;
+        Ok(data.allocated(offset, end.min(data.size), limit))
     }
 
     fn list_names(&self, h: &FileHandle) -> VfsResult<Vec<String>> {
@@ -977,6 +1082,7 @@ impl Vfs for MemoryVfs {
             avail_blocks: free,
             fs_id: DEV,
             max_name_len: NAME_MAX as u32,
+            clones: false,
         })
     }
 

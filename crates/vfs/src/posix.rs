@@ -11,6 +11,7 @@ mod case_cache;
 mod creds;
 mod eas;
 mod errno;
+mod extents;
 mod meta;
 mod ntacl;
 mod streams;
@@ -63,6 +64,8 @@ pub struct PosixVfs {
     direct_dev: Option<u64>,
     /// That data is in memory ([`DataKind::Memory`]).
     data_in_memory: bool,
+    /// Copies inside the filesystem clone ([`FsStat::clones`]).
+    clones: bool,
     cache: CaseCache,
     /// Long names that left a folder moments ago (see tunnel.rs).
     tunnel: Tunnel,
@@ -209,6 +212,7 @@ impl PosixVfs {
         let eas = EaStore::new(fd.as_fd());
         let root_key = file_key(&statx_fd(fd.as_fd())?);
         let data = data_kind(fd.as_fd())?;
+        let clones = clones(fd.as_fd())?;
         let direct_dev = (data != DataKind::Indirect).then_some(root_key.0);
         let meta = MetaStore::new();
         if eas.in_use() {
@@ -219,6 +223,7 @@ impl PosixVfs {
             eas,
             direct_dev,
             data_in_memory: data == DataKind::Memory,
+            clones,
             root: fd,
             source: root.to_path_buf(),
             root_key,
@@ -790,7 +795,7 @@ fn build_stat(stx: &Statx, stored: Stored) -> FileStat {
             last_write_time.min(change_time)
         }
     });
-    let mut attributes = stored.attrs.unwrap_or(0) & attr::SETTABLE;
+    let mut attributes = stored.attrs.unwrap_or(0) & attr::STORED;
     if is_dir {
         attributes |= attr::DIRECTORY;
     }
@@ -1116,8 +1121,82 @@ impl Vfs for PosixVfs {
 
     fn set_attributes(&self, h: &FileHandle, attributes: u32) -> VfsResult<()> {
         let fd = fd_of(h)?;
+        let sparse = self.stat_fd(fd)?.attributes & attr::SPARSE_FILE;
+        self.change_times.keeping(fd, || {
+            self.meta
+                .set_attrs(fd, (attributes & attr::SETTABLE) | sparse)
+        })
+    }
+
+    fn set_sparse(&self, h: &FileHandle, sparse: bool) -> VfsResult<()> {
+        let fd = fd_of(h)?;
+        let st = self.stat_fd(fd)?;
+        let stored = st.attributes & attr::STORED;
+        let wanted = if sparse {
+            stored | attr::SPARSE_FILE
+        } else {
+            stored & !attr::SPARSE_FILE
+        };
+        if wanted == stored {
+            return Ok(());
+        }
+        if !sparse {
+            extents::allocate(fd, 0, st.size)?;
+        }
         self.change_times
-            .keeping(fd, || self.meta.set_attrs(fd, attributes & attr::SETTABLE))
+            .keeping(fd, || self.meta.set_attrs(fd, wanted))
+    }
+
+    fn zero_range(&self, h: &FileHandle, offset: u64, len: u64, deallocate: bool) -> VfsResult<()> {
+        let fd = fd_of(h)?;
+        if let Some(name) = &h.stream {
+            let _guard = self.stream_lock.lock().unwrap_or_else(|e| e.into_inner());
+            let mut value = streams::get(fd, name)?;
+            let end = value.len().min(offset.saturating_add(len) as usize);
+            if let Some(zeroed) = value.get_mut(offset as usize..end) {
+                zeroed.fill(0);
+                return streams::put(fd, name, &value);
+            }
+            return Ok(());
+        }
+        extents::zero(fd, offset, len, deallocate)
+    }
+
+    fn allocated_ranges(
+        &self,
+        h: &FileHandle,
+        offset: u64,
+        end: u64,
+        limit: usize,
+    ) -> VfsResult<Vec<std::ops::Range<u64>>> {
+        let fd = fd_of(h)?;
+        if let Some(name) = &h.stream {
+            let len = streams::get(fd, name)?.len() as u64;
+            let end = end.min(len);
+            return Ok((offset < end && limit > 0)
+                .then_some(offset..end)
+                .into_iter()
+                .collect());
+        }
+        extents::data_ranges(fd, offset, end, limit)
+    }
+
+    fn copy_range(
+        &self,
+        src: &FileHandle,
+        src_offset: u64,
+        dst: &FileHandle,
+        dst_offset: u64,
+        len: u64,
+    ) -> VfsResult<u64> {
+        // A stream's data is an extended attribute: only reads and
+        // writes reach it.
+        if src.stream.is_some() || dst.stream.is_some() {
+            return Err(VfsError::NotSupported);
+        }
+        let from = src.fd().ok_or(VfsError::NotSupported)?;
+        let to = fd_of(dst)?;
+        extents::copy(from, src_offset, to, dst_offset, len)
     }
 
     fn list_names(&self, h: &FileHandle) -> VfsResult<Vec<String>> {
@@ -1565,6 +1644,7 @@ impl Vfs for PosixVfs {
             avail_blocks: st.f_bavail,
             fs_id: st.f_fsid,
             max_name_len: u32::try_from(st.f_namemax).unwrap_or(u32::MAX),
+            clones: self.clones,
         })
     }
 }
@@ -1612,15 +1692,25 @@ enum DataKind {
     Indirect,
 }
 
+const EXT4: i64 = 0xEF53;
+const XFS: i64 = 0x5846_5342;
+const BTRFS: i64 = 0x9123_683E;
+const TMPFS: i64 = 0x0102_1994;
+
 fn data_kind(root: BorrowedFd<'_>) -> std::io::Result<DataKind> {
-    const EXT4: i64 = 0xEF53;
-    const XFS: i64 = 0x5846_5342;
-    const BTRFS: i64 = 0x9123_683E;
-    const TMPFS: i64 = 0x0102_1994;
     let fs = rustix::fs::fstatfs(root)?;
     Ok(match fs.f_type as i64 {
         EXT4 | XFS | BTRFS => DataKind::Disk,
         TMPFS => DataKind::Memory,
         _ => DataKind::Indirect,
     })
+}
+
+/// Whether the filesystem of the share's root shares blocks between
+/// files when data is copied inside it: btrfs always, XFS as made since
+/// xfsprogs 5.1 (reflink on by default); `copy_file_range` then clones
+/// (the kernel tries the filesystem's remap first, as FICLONERANGE does).
+fn clones(root: BorrowedFd<'_>) -> std::io::Result<bool> {
+    let fs = rustix::fs::fstatfs(root)?;
+    Ok(matches!(fs.f_type as i64, XFS | BTRFS))
 }

@@ -1584,7 +1584,7 @@ impl Connection {
             cmd::QUERY_DIRECTORY => self.query_directory(req, compound, reply),
             cmd::QUERY_INFO => self.query_info(req, compound, reply, w, None),
             cmd::SET_INFO => self.set_info(req, compound, reply, w, None),
-            cmd::IOCTL => self.ioctl(req, compound, reply, w),
+            cmd::IOCTL => self.ioctl(req, compound, reply, w, env),
             cmd::LOCK => self.lock(req, compound, reply, w),
             cmd::CHANGE_NOTIFY => self.change_notify(req, compound, reply, w),
             cmd::OPLOCK_BREAK => self.oplock_break(req, compound, w),

@@ -888,6 +888,7 @@ impl Connection {
                     written: false,
                     durable,
                     lock_sequences: None,
+                    resume_key: None,
                 }),
             },
         );

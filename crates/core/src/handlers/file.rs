@@ -318,7 +318,7 @@ impl Connection {
     /// Writing and locking a file break the level II oplocks on it, the
     /// writer's own too (MS-FSA 2.1.5.3, 2.1.5.7): their holders are told,
     /// and answer nothing.
-    fn break_level2_for(
+    pub(crate) fn break_level2_for(
         &mut self,
         req: &Req<'_>,
         compound: &mut Compound,

@@ -1,6 +1,6 @@
 //! IOCTL (MS-SMB2 3.3.5.15): named pipe transceive, negotiate validation,
 //! interface list, DFS referrals (none), snapshots (none), object ids,
-//! resiliency.
+//! resiliency; the controls on a file's data are data_fsctl.rs's.
 
 use std::net::SocketAddr;
 
@@ -11,6 +11,7 @@ use copyless_proto::Writer;
 
 use crate::conn::connection::{Compound, Connection, Reply, Req};
 use crate::durable::{Durable, MAX_RESILIENT_TIMEOUT_MS};
+use crate::env::Env;
 use crate::open::OpenKind;
 
 const FSCTL_SRV_ENUMERATE_SNAPSHOTS: u32 = 0x0014_4064;
@@ -23,9 +24,10 @@ const LINK_SPEED: u64 = 10_000_000_000;
 /// Whether the FSCTL `ctl_code` is answered from what the server keeps
 /// in memory: the negotiation to validate, this connection's address,
 /// the referrals and snapshots there are none of, object ids (made of
-/// the file's identity) and an open's resiliency. A pipe's transaction
-/// (whose RPC may look users up, which may ask a directory server) is
-/// not.
+/// the file's identity) and an open's resiliency; the controls on a
+/// file's data check the server's tables and leave their work to a call
+/// (data_fsctl.rs). A pipe's transaction (whose RPC may look users up,
+/// which may ask a directory server) is not.
 pub(crate) fn in_place(ctl_code: u32) -> bool {
     matches!(
         ctl_code,
@@ -37,7 +39,7 @@ pub(crate) fn in_place(ctl_code: u32) -> bool {
             | FSCTL_GET_OBJECT_ID
             | FSCTL_CREATE_OR_GET_OBJECT_ID
             | FSCTL_LMR_REQUEST_RESILIENCY
-    )
+    ) || crate::handlers::data_fsctl::serves(ctl_code)
 }
 
 impl Connection {
@@ -47,6 +49,7 @@ impl Connection {
         compound: &mut Compound,
         reply: &mut Reply,
         w: &mut Writer,
+        env: &mut dyn Env,
     ) -> Result<NtStatus, NtStatus> {
         let io = IoctlRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
         // MS-SMB2 3.3.5.15: nothing larger than MaxTransactSize either way,
@@ -61,6 +64,9 @@ impl Connection {
         self.check_charge(req, io.max_output_response.max(io.input.len() as u32))?;
         if io.flags & m::IOCTL_IS_FSCTL == 0 {
             return Err(status::NOT_SUPPORTED);
+        }
+        if crate::handlers::data_fsctl::serves(io.ctl_code) {
+            return self.data_fsctl(req, compound, &io, reply, w, env);
         }
         match io.ctl_code {
             m::FSCTL_VALIDATE_NEGOTIATE_INFO => {

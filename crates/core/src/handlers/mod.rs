@@ -2,8 +2,10 @@
 
 pub mod change;
 pub mod create;
+pub mod data_fsctl;
 pub mod dir;
 pub mod file;
+pub mod fsctl;
 pub mod info;
 pub mod ioctl;
 pub mod look;
@@ -53,6 +55,12 @@ pub(crate) enum Then {
     /// A request whose reply, made (its `body`), waits for the call: a
     /// CREATE's that leased a folder first watched now.
     Reply { body: Vec<u8> },
+    /// IOCTL: the file-system control `ctl_code` on the open `file_id`
+    /// is made; its output is the reply's.
+    Ioctl {
+        ctl_code: u32,
+        file_id: copyless_proto::messages::FileId,
+    },
 }
 
 impl Then {
@@ -68,7 +76,8 @@ impl Then {
             | Then::Rename(_)
             | Then::List(_)
             | Then::Overwrite { .. }
-            | Then::Reply { .. } => None,
+            | Then::Reply { .. }
+            | Then::Ioctl { .. } => None,
         }
     }
 }
@@ -168,6 +177,11 @@ impl Connection {
                 self.set_info(&req, compound, reply, w, Some(made))
             }
             (Then::List(q), Completion::Listed(step)) => self.listed(*q, *step, begun, chain, w),
+            (Then::Ioctl { ctl_code, file_id }, Completion::Fsctl(done)) => {
+                let (status, output) = done?;
+                copyless_proto::messages::write_ioctl_response(w, ctl_code, file_id, &output);
+                Ok(status)
+            }
             (Then::Notify { msg }, Completion::Watched) => {
                 let req = Req::kept(&msg, begun, chain);
                 let (compound, reply) = (&mut chain.compound, &mut begun.reply);
@@ -206,7 +220,8 @@ impl Connection {
             | Then::Rename(_)
             | Then::List(_)
             | Then::Notify { .. }
-            | Then::Reply { .. } => {}
+            | Then::Reply { .. }
+            | Then::Ioctl { .. } => {}
         }
     }
 

@@ -88,8 +88,9 @@ pub fn at_once(intent: Intent, frame: &[u8], scope: Option<&Scope>) -> Result<Do
 /// reads nothing on the disk. A hop to the pool and back costs more than
 /// the call (`cargo run --release -p copyless-engine --example fs_hop`).
 pub fn call_at_once(call: &Call) -> bool {
-    // The watcher's table may be held while its reader walks a tree.
-    if matches!(call.op, CallOp::Watch(_)) {
+    // The watcher's table may be held while its reader walks a tree; a
+    // file-system control may copy gigabytes, from another share.
+    if matches!(call.op, CallOp::Watch(_) | CallOp::Fsctl(_)) {
         return false;
     }
     if !call.vfs.data_in_memory() {

@@ -1039,3 +1039,92 @@ fn eas_are_kept_with_the_object_and_the_share_marked() {
     assert!(vfs.eas(&again.handle).unwrap().is_empty());
     assert_eq!(vfs.stat(&again.handle).unwrap().ea_size, 0);
 }
+
+/// The whole of a handle's data, however long.
+fn contents(vfs: &PosixVfs, h: &FileHandle) -> Vec<u8> {
+    let mut buf = vec![0u8; vfs.stat(h).unwrap().size as usize];
+    let n = vfs.read(h, 0, &mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+#[test]
+fn sparse_files_keep_their_mark_and_their_holes() {
+    let s = share();
+    let data: Vec<u8> = (0..3 * 65536).map(|i| (i % 251) as u8).collect();
+    let o = create_file(&s.vfs, "f", &data);
+    let h = &o.handle;
+    s.vfs.set_sparse(h, true).unwrap();
+    assert_ne!(s.vfs.stat(h).unwrap().attributes & attr::SPARSE_FILE, 0);
+    // Setting the settable bits keeps the mark.
+    s.vfs.set_attributes(h, attr::HIDDEN).unwrap();
+    let attributes = s.vfs.stat(h).unwrap().attributes;
+    assert_eq!(attributes, attr::HIDDEN | attr::SPARSE_FILE);
+
+    s.vfs.zero_range(h, 65536, 65536, true).unwrap();
+    let back = contents(&s.vfs, h);
+    assert_eq!(back.len(), data.len());
+    assert!(back[65536..131072].iter().all(|&b| b == 0));
+    assert!(back[131072..] == data[131072..]);
+    let ranges = |from, to, limit| -> Vec<(u64, u64)> {
+        let found = s.vfs.allocated_ranges(h, from, to, limit).unwrap();
+        found.into_iter().map(|r| (r.start, r.end)).collect()
+    };
+    // Filesystems without holes (or that free less) allocate it all.
+    if ranges(0, 3 * 65536, 8).len() == 2 {
+        assert_eq!(ranges(0, 3 * 65536, 8), [(0, 65536), (131072, 3 * 65536)]);
+        assert_eq!(ranges(0, 3 * 65536, 1), [(0, 65536)]);
+        assert_eq!(ranges(70000, 80000, 8), []);
+    } else {
+        assert_eq!(ranges(0, 3 * 65536, 8), [(0, 3 * 65536)]);
+    }
+
+    // No longer sparse: the hole is allocated again, and the mark gone.
+    s.vfs.set_sparse(h, false).unwrap();
+    let st = s.vfs.stat(h).unwrap();
+    assert_eq!(st.attributes & attr::SPARSE_FILE, 0);
+    assert_eq!(ranges(0, 3 * 65536, 8), [(0, 3 * 65536)]);
+    assert!(contents(&s.vfs, h) == back);
+}
+
+#[test]
+fn ranges_copy_within_and_between_files() {
+    let s = share();
+    let data: Vec<u8> = (0..100_000).map(|i| (i % 251) as u8).collect();
+    let src = create_file(&s.vfs, "src", &data);
+    let dst = create_file(&s.vfs, "dst", b"");
+    assert_eq!(
+        s.vfs
+            .copy_range(&src.handle, 1000, &dst.handle, 10, 50_000)
+            .unwrap(),
+        50_000
+    );
+    let back = contents(&s.vfs, &dst.handle);
+    assert!(back[10..] == data[1000..51_000]);
+    assert!(back[..10].iter().all(|&b| b == 0));
+    // Past the source's end: what there is.
+    assert_eq!(
+        s.vfs
+            .copy_range(&src.handle, 99_000, &dst.handle, 0, 5000)
+            .unwrap(),
+        1000
+    );
+    // Overlapping ranges of one file read before they are written.
+    assert_eq!(
+        s.vfs
+            .copy_range(&src.handle, 0, &src.handle, 100, 4096)
+            .unwrap(),
+        4096
+    );
+    let back = contents(&s.vfs, &src.handle);
+    assert!(back[100..4196] == data[..4096]);
+    // A stream's data is not a file's: the caller reads and writes.
+    let (stream, _) = s
+        .vfs
+        .open_stream(&src.handle, "s", Disposition::Create)
+        .unwrap();
+    assert!(matches!(
+        s.vfs.copy_range(&stream, 0, &dst.handle, 0, 1),
+        Err(VfsError::NotSupported)
+    ));
+}
