@@ -12,6 +12,7 @@ COPYLESS_TEST_SERVER:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -324,6 +325,38 @@ def _start_copyless(base: Path, *, extra_users=(), preexec_fn=None,
     info = Server("127.0.0.1", port, SHARE_NAME, share, TEST_USER, TEST_PASSWORD,
                   control, metrics_url)
     return RunningServer(info, proc, (stdout_path, stderr_path))
+
+
+@contextlib.contextmanager
+def copyless_on_btrfs(share_keys: str = ""):
+    """copyless serving its share from a fresh btrfs image, loop-mounted
+    (which needs root); `share_keys` are lines of TOML for the share's
+    table. Yields the running server."""
+    if os.geteuid() != 0:
+        pytest.fail("mounting a btrfs image needs root", pytrace=False)
+    base = make_temp_dir("btrfs")
+    image = base / "image"
+    share = base / "share"
+
+    def mount(folder):
+        subprocess.run(["truncate", "-s", "1G", str(image)], check=True)
+        subprocess.run(["mkfs.btrfs", "-q", "-f", str(image)], check=True, capture_output=True)
+        subprocess.run(["mount", "-o", "loop", str(image), str(folder)], check=True)
+
+    table = f"\n[[share]]\nname = {json.dumps(SHARE_NAME)}\npath = {json.dumps(str(share))}\n"
+    try:
+        running = _start_copyless(base, prepare_share=mount, share_flag=False,
+                                  extra_config=table + share_keys + "\n")
+    except BaseException:
+        subprocess.run(["umount", "-l", str(share)], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+        raise
+    try:
+        yield running
+    finally:
+        _stop_copyless(running)
+        subprocess.run(["umount", "-l", str(share)], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def _stop_copyless(running: RunningServer) -> None:

@@ -7,13 +7,12 @@ copy shares the source's blocks rather than writing new ones."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 
 import pytest
 import smbclient
 
-from conftest import SERVER_KIND, _start_copyless, _stop_copyless, make_temp_dir
+from conftest import SERVER_KIND, copyless_on_btrfs
 from support import sha256_file
 
 
@@ -48,24 +47,8 @@ def test_copyfile_copies_every_byte(server):
 @pytest.fixture
 def btrfs_server():
     """copyless serving a share on a fresh btrfs image, loop-mounted."""
-    if os.geteuid() != 0:
-        pytest.fail("mounting a btrfs image needs root", pytrace=False)
-    base = make_temp_dir("btrfs")
-    image = base / "image"
-
-    def mount(share):
-        subprocess.run(["truncate", "-s", "1G", str(image)], check=True)
-        subprocess.run(["mkfs.btrfs", "-q", "-f", str(image)], check=True,
-                       capture_output=True)
-        subprocess.run(["mount", "-o", "loop", str(image), str(share)], check=True)
-
-    running = _start_copyless(base, prepare_share=mount)
-    try:
+    with copyless_on_btrfs() as running:
         yield running.info
-    finally:
-        _stop_copyless(running)
-        subprocess.run(["umount", "-l", str(base / "share")], capture_output=True)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def exclusive_bytes(path) -> int:

@@ -89,6 +89,9 @@ pub struct ShareConfig {
     pub names: ShareNames,
     /// What its audit trail keeps.
     pub audit: AuditKinds,
+    /// Where its earlier states are (`snapshots`), shown as Previous
+    /// Versions.
+    pub snapshots: Option<copyless_vfs::snapshots::Source>,
 }
 
 /// `hide_dot_files`, `hide_files`, `veto_files` and `delete_veto_files`
@@ -529,6 +532,7 @@ impl Config {
                 comment: String::new(),
                 names: ShareNames::default(),
                 audit: AuditKinds::NONE,
+                snapshots: None,
             }],
             homes: None,
             limits: Limits::default(),
@@ -672,6 +676,7 @@ fn parse_share_args(args: &[String]) -> Result<Vec<ShareConfig>, ConfigError> {
             comment: String::new(),
             names: ShareNames::default(),
             audit: AuditKinds::NONE,
+            snapshots: None,
         });
     }
     Ok(shares)
@@ -850,6 +855,7 @@ mod raw {
         #[serde(default)]
         pub delete_veto_files: bool,
         pub audit: Option<Spanned<Vec<Spanned<String>>>>,
+        pub snapshots: Option<Spanned<String>>,
     }
 
     #[derive(Deserialize)]
@@ -1492,7 +1498,26 @@ fn parse_share(
         comment: one_line("comment", share.comment.as_ref())?,
         names: share_names(share)?,
         audit: share_audit(share.audit.as_ref())?,
+        snapshots: share.snapshots.as_ref().map(snapshot_source).transpose()?,
     })
+}
+
+/// A share's `snapshots`: `"btrfs"` (its `.snapshots` folder, as snapper
+/// keeps it), `"zfs"` (`.zfs/snapshot`) or `"dir:PATH"` (a folder of
+/// `@GMT-…` folders; PATH relative to the share, or absolute).
+fn snapshot_source(value: &Spanned<String>) -> Result<copyless_vfs::snapshots::Source, SpanError> {
+    use copyless_vfs::snapshots::Source;
+    match value.get_ref().as_str() {
+        "btrfs" => Ok(Source::Btrfs),
+        "zfs" => Ok(Source::Zfs),
+        v => match v.strip_prefix("dir:") {
+            Some(path) if !path.is_empty() => Ok(Source::Dir(PathBuf::from(path))),
+            _ => Err(SpanError::at(
+                value,
+                format!("snapshots: {v:?} is none of \"btrfs\", \"zfs\" or \"dir:PATH\""),
+            )),
+        },
+    }
 }
 
 /// A share's `audit`: the kinds of event its trail keeps, by name, or
@@ -2193,6 +2218,28 @@ max_listing_bytes_total = 134217728
         assert!(m.contains("max_size_mib"), "{m}");
         let m = error_at("[log]\nlevel = \"loud\"\n", 2);
         assert!(m.contains("error, warning, info or debug"), "{m}");
+    }
+
+    #[test]
+    fn snapshots_are_btrfs_zfs_or_a_folder() {
+        use copyless_vfs::snapshots::Source;
+        let share = "[[share]]\nname = \"s\"\npath = \"/srv/s\"\n";
+        let source = |value: &str| {
+            let (_dir, config) = load_text(&format!("{share}snapshots = \"{value}\"\n"));
+            config.shares[0].snapshots.clone()
+        };
+        assert_eq!(source("btrfs"), Some(Source::Btrfs));
+        assert_eq!(source("zfs"), Some(Source::Zfs));
+        assert_eq!(
+            source("dir:/srv/versions"),
+            Some(Source::Dir("/srv/versions".into()))
+        );
+        let (_dir, config) = load_text(share);
+        assert_eq!(config.shares[0].snapshots, None);
+        for bad in ["lvm", "dir:", "BTRFS"] {
+            let m = error_at(&format!("{share}snapshots = \"{bad}\"\n"), 4);
+            assert!(m.contains("\"btrfs\", \"zfs\" or \"dir:PATH\""), "{m}");
+        }
     }
 
     #[test]

@@ -10,6 +10,7 @@ use copyless_core::{Server, ServerConfig, Share};
 use copyless_trace::prometheus::ClientLabels;
 use copyless_trace::{TimedVfs, Tracer};
 use copyless_vfs::posix::PosixVfs;
+use copyless_vfs::snapshots::Snapshots;
 use copyless_vfs::{Identity, Vfs};
 
 use crate::config::{Config, Encryption, Limits, ServeArgs, ShareConfig, Signing};
@@ -334,6 +335,16 @@ pub fn make_share(s: &ShareConfig, index: usize, tracer: &Arc<Tracer>) -> Result
     } else {
         Arc::new(vfs)
     };
+    let snapshots = s
+        .snapshots
+        .clone()
+        .map(|source| Arc::new(Snapshots::new(&s.path, source)));
+    // The folder that holds the snapshots, where it lies in the share, is
+    // reached only through the versions it holds.
+    let mut names = s.names.clone();
+    names
+        .veto_files
+        .extend(snapshots.as_ref().and_then(|s| s.folder_in_share()));
     Ok(Share {
         name: s.name.clone(),
         vfs,
@@ -341,13 +352,14 @@ pub fn make_share(s: &ShareConfig, index: usize, tracer: &Arc<Tracer>) -> Result
         path: display_path(&s.path),
         comment: s.comment.clone(),
         names: Arc::new(
-            s.names
+            names
                 .rules()
                 .map_err(|e| format!("share {}: {e}", s.name))?,
         ),
         owner: None,
         access: s.access.clone(),
         audit: s.audit,
+        snapshots,
     })
 }
 

@@ -85,6 +85,9 @@ pub struct Share {
     pub access: ShareAccess,
     /// What its audit trail keeps.
     pub audit: crate::audit::AuditKinds,
+    /// Its earlier states, opened read-only through an @GMT token or a
+    /// TWrp create context (Previous Versions).
+    pub snapshots: Option<Arc<copyless_vfs::snapshots::Snapshots>>,
 }
 
 /// A user by name, or every member of a Unix group.

@@ -29,6 +29,7 @@ fn share(name: &str, vfs: &Arc<MemoryVfs>, read_only: bool, audit: AuditKinds) -
         owner: None,
         access: ShareAccess::default(),
         audit,
+        snapshots: None,
     }
 }
 

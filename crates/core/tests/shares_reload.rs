@@ -45,6 +45,7 @@ fn added_shares_serve_at_once_and_removed_ones_end_their_trees() {
             owner: None,
             access: ShareAccess::default(),
             audit: Default::default(),
+            snapshots: None,
         }),
     );
     assert_eq!(tree_connect(&mut c, "more"), status::SUCCESS);

@@ -234,6 +234,7 @@ pub fn shares_over(
             owner: None,
             access: access.clone(),
             audit: Default::default(),
+            snapshots: None,
         })
         .collect();
     Server::new(config, shares, users)

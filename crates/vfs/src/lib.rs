@@ -18,6 +18,7 @@ mod names;
 mod new_modes;
 pub mod posix;
 pub mod shortname;
+pub mod snapshots;
 
 pub use eas::Ea;
 pub use identity::{Identity, UnixIds};

@@ -813,6 +813,7 @@ impl Connection {
             return false;
         };
         name.stream.is_none()
+            && !name.path.contains(crate::handlers::create::GMT_MARK)
             && !share.vfs.descriptors_stored()
             && share.vfs.found_without_waiting(&name.path)
     }

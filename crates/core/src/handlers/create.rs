@@ -278,6 +278,35 @@ pub(crate) struct Finishing {
     key: FileKey,
 }
 
+/// What every @GMT token holds: a name with it may name a snapshot.
+pub(crate) const GMT_MARK: &str = "@GMT-";
+
+/// The share as it was at `when` (FILETIME): its snapshot then, served
+/// read only; OBJECT_NAME_NOT_FOUND where there is none, as Windows
+/// answers a version it does not have.
+fn at_snapshot(share: &Arc<Share>, when: u64) -> Result<Arc<Share>, NtStatus> {
+    let snapshots = share
+        .snapshots
+        .as_ref()
+        .ok_or(status::OBJECT_NAME_NOT_FOUND)?;
+    let vfs = snapshots
+        .at(when)
+        .map_err(|e| vfs_status(&e))?
+        .ok_or(status::OBJECT_NAME_NOT_FOUND)?;
+    Ok(Arc::new(Share {
+        name: share.name.clone(),
+        vfs,
+        read_only: true,
+        path: share.path.clone(),
+        comment: share.comment.clone(),
+        names: share.names.clone(),
+        owner: share.owner.clone(),
+        access: share.access.clone(),
+        audit: share.audit,
+        snapshots: None,
+    }))
+}
+
 /// Create contexts whose handling reaches nothing but memory.
 pub(crate) const MEMORY_ONLY_CONTEXTS: [&[u8]; 5] =
     [cc::MXAC, cc::QFID, cc::RQLS, cc::DHNQ, cc::DH2Q];
@@ -315,7 +344,9 @@ pub(crate) fn opens_by_call(
     };
     // A stream's open makes no allocation.
     let allocates = stream.is_none();
+    // A snapshot is found by reading its folder first.
     disposition_allows
+        && !path.contains(GMT_MARK)
         && contexts
             .iter()
             .all(|c| MEMORY_ONLY_CONTEXTS.contains(&c.name) || (allocates && c.name == cc::ALSI))
@@ -435,13 +466,21 @@ impl Connection {
             return Err(status::NOT_SUPPORTED);
         }
         // Context names are at least four bytes (smbtorture
-        // smb2.create.blob); a snapshot (TWrp) names nothing here.
+        // smb2.create.blob).
         if contexts.iter().any(|c| c.name.len() < 4) {
             return Err(status::INVALID_PARAMETER);
         }
-        if contexts.iter().any(|c| c.name == cc::TWRP) {
-            return Err(status::OBJECT_NAME_NOT_FOUND);
-        }
+        // The time of a previous version asked for (MS-SMB2 2.2.13.2.7).
+        let twrp = contexts
+            .iter()
+            .find(|c| c.name == cc::TWRP)
+            .map(|c| {
+                c.data
+                    .try_into()
+                    .map(u64::from_le_bytes)
+                    .map_err(|_| status::INVALID_PARAMETER)
+            })
+            .transpose()?;
         let allocation = contexts
             .iter()
             .find(|c| c.name == cc::ALSI)
@@ -545,12 +584,19 @@ impl Connection {
             }
             TreeKind::Disk { index, share } => (*index, share.clone()),
         };
-        let read_only = tree.read_only;
         let crate::names::path::CreateName {
             path,
             stream,
             data_type,
         } = crate::names::path::from_smb_with_stream(cr.name)?;
+        // A previous version, by its context or by an @GMT token in the
+        // name (MS-SMB2 3.3.5.9.6): the share as it was then, read only.
+        let (path, token) = crate::names::path::without_gmt_token(&path);
+        let share = match twrp.or(token) {
+            Some(when) => at_snapshot(&share, when)?,
+            None => share,
+        };
+        let read_only = tree.read_only || share.read_only;
         share.names.check_path(&path)?;
         if !share.audit.is_empty() {
             let named = match &stream {

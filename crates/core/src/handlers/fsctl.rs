@@ -8,7 +8,10 @@
 use copyless_proto::fsctl::{self, AllocatedRange, Chunk, CopyChunkResponse};
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::Writer;
-use copyless_vfs::{attr, FileStat, VfsError, VfsResult};
+use std::sync::Arc;
+
+use copyless_vfs::snapshots::{self, Snapshots};
+use copyless_vfs::{attr, FileStat, Identity, VfsError, VfsResult};
 
 use crate::handlers::vfs_status;
 use crate::intent::DataFile;
@@ -52,6 +55,14 @@ pub(crate) enum Work {
     /// A SRV_COPYCHUNK_COPY without chunks: the whole source, as macOS
     /// asks for it when it duplicates a file.
     CopyFile { source: DataFile, target: DataFile },
+    /// FSCTL_SRV_ENUMERATE_SNAPSHOTS: the share's snapshots that hold
+    /// `path` (as `who` finds it), answered in at most `room` bytes.
+    Snapshots {
+        snapshots: Option<Arc<Snapshots>>,
+        who: Identity,
+        path: String,
+        room: usize,
+    },
     /// FSCTL_DUPLICATE_EXTENTS_TO_FILE(_EX).
     Duplicate {
         source: DataFile,
@@ -105,8 +116,60 @@ impl Fsctl {
                 target_offset,
                 len,
             } => duplicate(source, target, *source_offset, *target_offset, *len),
+            Work::Snapshots {
+                snapshots,
+                who,
+                path,
+                room,
+            } => {
+                let times = match snapshots {
+                    Some(s) => versions(s, who, path).map_err(fs)?,
+                    None => Vec::new(),
+                };
+                Ok((status::SUCCESS, snapshot_array(&times, *room)))
+            }
         }
     }
+}
+
+/// The times of the snapshots in which `path` is, newest first: the
+/// previous versions of that file or folder (MS-SMB2 3.3.5.15.1).
+fn versions(snapshots: &Snapshots, who: &Identity, path: &str) -> VfsResult<Vec<u64>> {
+    let mut found = Vec::new();
+    for time in snapshots.times()? {
+        let Some(vfs) = snapshots.at(time)? else {
+            continue;
+        };
+        if path.is_empty() || vfs.resolve(who, path).is_ok() {
+            found.push(time);
+        }
+    }
+    Ok(found)
+}
+
+/// SRV_SNAPSHOT_ARRAY (MS-SMB2 2.2.32.2): the count, and the tokens
+/// when they fit in `room` with the header; when they do not, the size
+/// they need, which a client asks again with.
+fn snapshot_array(times: &[u64], room: usize) -> Vec<u8> {
+    let mut tokens = Writer::new();
+    for &t in times {
+        for unit in snapshots::token(t).encode_utf16().chain([0]) {
+            tokens.u16(unit);
+        }
+    }
+    tokens.u16(0);
+    let fits = 12 + tokens.len() <= room;
+    let mut w = Writer::new();
+    w.u32(times.len() as u32)
+        .u32(if fits { times.len() as u32 } else { 0 })
+        .u32(tokens.len() as u32);
+    if fits {
+        w.bytes(&tokens.buf);
+    } else {
+        // As Windows: the header, and room for the terminator.
+        w.u32(0);
+    }
+    w.into_vec()
 }
 
 /// A non-sparse file is allocated through and through (MS-FSA

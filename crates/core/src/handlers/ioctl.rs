@@ -10,9 +10,14 @@ use copyless_proto::status::{self, NtStatus};
 use copyless_proto::Writer;
 
 use crate::conn::connection::{Compound, Connection, Reply, Req};
+use crate::conn::tree::TreeKind;
+use crate::conn::waiting::Wait;
 use crate::durable::{Durable, MAX_RESILIENT_TIMEOUT_MS};
 use crate::env::Env;
-use crate::open::OpenKind;
+use crate::handlers::fsctl::{Fsctl, Work};
+use crate::handlers::Then;
+use crate::intent::CallOp;
+use crate::open::{current_path, OpenKind};
 
 const FSCTL_SRV_ENUMERATE_SNAPSHOTS: u32 = 0x0014_4064;
 const FSCTL_GET_OBJECT_ID: u32 = 0x0009_009C;
@@ -23,10 +28,10 @@ const LINK_SPEED: u64 = 10_000_000_000;
 
 /// Whether the FSCTL `ctl_code` is answered from what the server keeps
 /// in memory: the negotiation to validate, this connection's address,
-/// the referrals and snapshots there are none of, object ids (made of
-/// the file's identity) and an open's resiliency; the controls on a
-/// file's data check the server's tables and leave their work to a call
-/// (data_fsctl.rs). A pipe's transaction (whose RPC may look users up,
+/// the referrals there are none of, object ids (made of the file's
+/// identity) and an open's resiliency; the controls on a file's data
+/// (data_fsctl.rs) and the list of snapshots check the server's tables
+/// and leave their work to a call. A pipe's transaction (whose RPC may look users up,
 /// which may ask a directory server) is not.
 pub(crate) fn in_place(ctl_code: u32) -> bool {
     matches!(
@@ -122,15 +127,41 @@ impl Connection {
             }
             FSCTL_SRV_ENUMERATE_SNAPSHOTS => {
                 let file_id = self.file_id(io.file_id, compound)?;
-                self.open_mut(req, compound, io.file_id)?;
                 if io.max_output_response < 16 {
                     return Err(status::INVALID_PARAMETER);
                 }
-                // No snapshots: NumberOfSnapShots, NumberOfSnapShotsReturned
-                // and SnapShotArraySize all zero.
-                let mut out = Writer::new();
-                out.u32(0).u32(0).u32(0);
-                m::write_ioctl_response(w, io.ctl_code, file_id, &out.buf);
+                let tree = self
+                    .sessions
+                    .get(&req.session_id)
+                    .and_then(|s| s.trees.get(&req.tree_id));
+                let (snapshots, who) = match tree {
+                    Some(tree) => match &tree.kind {
+                        TreeKind::Disk { share, .. } => (share.snapshots.clone(), tree.who.clone()),
+                        TreeKind::Ipc => return Err(status::INVALID_DEVICE_REQUEST),
+                    },
+                    None => return Err(status::NETWORK_NAME_DELETED),
+                };
+                let server = self.server.clone();
+                let open = self.open_mut(req, compound, io.file_id)?;
+                let OpenKind::File(f) = &open.kind else {
+                    return Err(status::INVALID_DEVICE_REQUEST);
+                };
+                let path = current_path(&server, &f.key).unwrap_or_default();
+                let work = Work::Snapshots {
+                    snapshots,
+                    who,
+                    path,
+                    room: io.max_output_response as usize,
+                };
+                reply.wait = Some(Wait::Call {
+                    vfs: f.vfs.clone(),
+                    op: CallOp::Fsctl(Box::new(Fsctl { work })),
+                    then: Then::Ioctl {
+                        ctl_code: io.ctl_code,
+                        file_id,
+                    },
+                    mark: None,
+                });
                 Ok(status::SUCCESS)
             }
             FSCTL_GET_OBJECT_ID | FSCTL_CREATE_OR_GET_OBJECT_ID => {

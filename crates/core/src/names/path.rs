@@ -55,6 +55,23 @@ fn from_smb_str_with_stream(name: &str) -> Result<CreateName, NtStatus> {
     })
 }
 
+/// `path` without the first of its components that is an @GMT token
+/// (`@GMT-YYYY.MM.DD-HH.MM.SS`, MS-SMB2 3.3.5.9.6), and the time that
+/// token names.
+pub fn without_gmt_token(path: &str) -> (String, Option<u64>) {
+    let mut parts: Vec<&str> = path.split('/').collect();
+    match parts
+        .iter()
+        .position(|p| copyless_vfs::snapshots::parse_token(p).is_some())
+    {
+        Some(i) => {
+            let when = copyless_vfs::snapshots::parse_token(parts.remove(i));
+            (parts.join("/"), when)
+        }
+        None => (path.to_owned(), None),
+    }
+}
+
 /// What separates a name's components. `\\` is Windows'; `/` is taken
 /// too, as Samba and ksmbd take it, for clients that send Unix-style
 /// names (smbtorture among them), though never at the end of a name
@@ -162,6 +179,22 @@ pub fn to_windows(path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_gmt_token_names_a_snapshot() {
+        let when = copyless_vfs::snapshots::parse_token("@GMT-2026.11.29-22.00.00");
+        assert!(when.is_some());
+        for (path, rest) in [
+            ("@GMT-2026.11.29-22.00.00/a/b", "a/b"),
+            ("a/@GMT-2026.11.29-22.00.00/b", "a/b"),
+            ("@GMT-2026.11.29-22.00.00", ""),
+        ] {
+            assert_eq!(without_gmt_token(path), (rest.to_string(), when));
+        }
+        for plain in ["a/b", "@GMT-2026.11.29-22.00/a", "x@GMT-2026.11.29-22.00.00"] {
+            assert_eq!(without_gmt_token(plain), (plain.to_string(), None));
+        }
+    }
 
     #[test]
     fn normalizes() {
