@@ -92,6 +92,17 @@ pub struct ShareConfig {
     /// Where its earlier states are (`snapshots`), shown as Previous
     /// Versions.
     pub snapshots: Option<copyless_vfs::snapshots::Source>,
+    /// Its recycle bin (`recycle = true`).
+    pub recycle: Option<RecycleConfig>,
+}
+
+/// A share's recycle bin: `recycle_exclude`, `recycle_max_size` (bytes,
+/// 0 for any size) and `recycle_keep_days` (0 for ever).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RecycleConfig {
+    pub exclude: Vec<String>,
+    pub max_size: u64,
+    pub keep_days: u32,
 }
 
 /// `hide_dot_files`, `hide_files`, `veto_files` and `delete_veto_files`
@@ -533,6 +544,7 @@ impl Config {
                 names: ShareNames::default(),
                 audit: AuditKinds::NONE,
                 snapshots: None,
+                recycle: None,
             }],
             homes: None,
             limits: Limits::default(),
@@ -677,6 +689,7 @@ fn parse_share_args(args: &[String]) -> Result<Vec<ShareConfig>, ConfigError> {
             names: ShareNames::default(),
             audit: AuditKinds::NONE,
             snapshots: None,
+            recycle: None,
         });
     }
     Ok(shares)
@@ -856,6 +869,10 @@ mod raw {
         pub delete_veto_files: bool,
         pub audit: Option<Spanned<Vec<Spanned<String>>>>,
         pub snapshots: Option<Spanned<String>>,
+        pub recycle: Option<Spanned<bool>>,
+        pub recycle_exclude: Option<Spanned<Vec<String>>>,
+        pub recycle_max_size: Option<Spanned<i64>>,
+        pub recycle_keep_days: Option<Spanned<i64>>,
     }
 
     #[derive(Deserialize)]
@@ -1499,7 +1516,56 @@ fn parse_share(
         names: share_names(share)?,
         audit: share_audit(share.audit.as_ref())?,
         snapshots: share.snapshots.as_ref().map(snapshot_source).transpose()?,
+        recycle: recycle(share)?,
     })
+}
+
+/// A share's recycle bin, when `recycle = true`; its other keys need it.
+fn recycle(share: &raw::Share) -> Result<Option<RecycleConfig>, SpanError> {
+    let on = share.recycle.as_ref().is_some_and(|r| *r.get_ref());
+    let without = |key: &str, span: Range<usize>| {
+        Err(SpanError {
+            span: Some(span),
+            message: format!("{key} needs recycle = true"),
+        })
+    };
+    if !on {
+        if let Some(v) = &share.recycle_exclude {
+            return without("recycle_exclude", v.span());
+        }
+        if let Some(v) = &share.recycle_max_size {
+            return without("recycle_max_size", v.span());
+        }
+        if let Some(v) = &share.recycle_keep_days {
+            return without("recycle_keep_days", v.span());
+        }
+        return Ok(None);
+    }
+    let exclude = match &share.recycle_exclude {
+        None => Vec::new(),
+        Some(v) => copyless_core::recycle::RecycleBin::new(v.get_ref(), 0, 0)
+            .map(|_| v.get_ref().clone())
+            .map_err(|e| SpanError::at(v, format!("recycle_exclude: {e}")))?,
+    };
+    let max_size = match &share.recycle_max_size {
+        None => 0,
+        Some(v) => u64::try_from(*v.get_ref())
+            .map_err(|_| SpanError::at(v, "recycle_max_size: bytes, 0 or more (0: any size)"))?,
+    };
+    let keep_days = match &share.recycle_keep_days {
+        None => 0,
+        Some(v) => u32::try_from(*v.get_ref()).map_err(|_| {
+            SpanError::at(
+                v,
+                "recycle_keep_days: days, 0 or more (0: kept until emptied)",
+            )
+        })?,
+    };
+    Ok(Some(RecycleConfig {
+        exclude,
+        max_size,
+        keep_days,
+    }))
 }
 
 /// A share's `snapshots`: `"btrfs"` (its `.snapshots` folder, as snapper
@@ -2240,6 +2306,33 @@ max_listing_bytes_total = 134217728
             let m = error_at(&format!("{share}snapshots = \"{bad}\"\n"), 4);
             assert!(m.contains("\"btrfs\", \"zfs\" or \"dir:PATH\""), "{m}");
         }
+    }
+
+    #[test]
+    fn a_recycle_bin_is_asked_for_and_bounded() {
+        let share = "[[share]]\nname = \"s\"\npath = \"/srv/s\"\n";
+        let (_dir, config) = load_text(&format!(
+            "{share}recycle = true\nrecycle_exclude = [\"*.tmp\"]\n\
+             recycle_max_size = 1048576\nrecycle_keep_days = 30\n"
+        ));
+        assert_eq!(
+            config.shares[0].recycle,
+            Some(RecycleConfig {
+                exclude: vec!["*.tmp".into()],
+                max_size: 1 << 20,
+                keep_days: 30
+            })
+        );
+        let (_dir, config) = load_text(&format!("{share}recycle = true\n"));
+        assert_eq!(config.shares[0].recycle, Some(RecycleConfig::default()));
+        let (_dir, config) = load_text(share);
+        assert_eq!(config.shares[0].recycle, None);
+        let m = error_at(&format!("{share}recycle_keep_days = 3\n"), 4);
+        assert!(m.contains("recycle_keep_days needs recycle = true"), "{m}");
+        let m = error_at(&format!("{share}recycle = true\nrecycle_max_size = -1\n"), 5);
+        assert!(m.contains("recycle_max_size"), "{m}");
+        let m = error_at(&format!("{share}recycle = true\nrecycle_exclude = [\"a/b\"]\n"), 5);
+        assert!(m.contains("recycle_exclude"), "{m}");
     }
 
     #[test]

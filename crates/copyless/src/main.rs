@@ -14,6 +14,7 @@ mod man;
 mod metrics;
 mod no_root;
 mod privileges;
+mod recycle_sweeper;
 mod reload;
 mod samba_import;
 mod serve;

@@ -34,6 +34,9 @@ pub struct Reloader {
     /// Keeps the shares in line with their folders; a reload serves again
     /// those it set aside.
     pub keeper: Arc<ShareKeeper>,
+    /// Sweeps the recycle bins at once (recycle_sweeper.rs), as a reload
+    /// may have shortened how long they keep files.
+    pub recycle_sweeper: std::sync::mpsc::Sender<()>,
 }
 
 impl Reloader {
@@ -56,6 +59,7 @@ impl Reloader {
                     .keeper
                     .reloading(&self.server, &new.shares, || self.apply(&new));
                 self.current = new;
+                let _ = self.recycle_sweeper.send(());
                 said
             }
             Err(e) => vec![format!(

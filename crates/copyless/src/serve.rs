@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use copyless_auth::LiveUsers;
+use copyless_core::recycle::RecycleBin;
 use copyless_core::{Server, ServerConfig, Share};
 use copyless_trace::prometheus::ClientLabels;
 use copyless_trace::{TimedVfs, Tracer};
@@ -137,6 +138,8 @@ pub fn serve(
     }
     watch_share_folders(server.clone())
         .map_err(|e| (format!("cannot start the share folder watcher: {e}"), 1))?;
+    let recycle_sweeper = crate::recycle_sweeper::start(server.clone())
+        .map_err(|e| (format!("cannot start the recycle bin sweeper: {e}"), 1))?;
     // Both are served before the SMB listeners are announced, so that a
     // script that waits for those finds them ready.
     let (audit, audit_writer) = engine::AuditLog::start(config.audit_to.clone()).map_err(|e| {
@@ -195,6 +198,7 @@ pub fn serve(
         tracer: tracer.clone(),
         notifier: notifier.clone(),
         keeper,
+        recycle_sweeper,
     };
     watch_signals(notifier.clone(), reloader)
         .map_err(|e| (format!("cannot catch SIGTERM, SIGINT and SIGHUP: {e}"), 1))?;
@@ -345,6 +349,19 @@ pub fn make_share(s: &ShareConfig, index: usize, tracer: &Arc<Tracer>) -> Result
     names
         .veto_files
         .extend(snapshots.as_ref().and_then(|s| s.folder_in_share()));
+    // The recycle bin shows hidden, as Explorer and Finder show what they
+    // are asked to.
+    let recycle = match &s.recycle {
+        Some(r) => {
+            names
+                .hide_files
+                .push(copyless_core::recycle::FOLDER.to_owned());
+            let bin = RecycleBin::new(&r.exclude, r.max_size, r.keep_days)
+                .map_err(|e| format!("share {}: recycle_exclude: {e}", s.name))?;
+            Some(Arc::new(bin))
+        }
+        None => None,
+    };
     Ok(Share {
         name: s.name.clone(),
         vfs,
@@ -360,6 +377,7 @@ pub fn make_share(s: &ShareConfig, index: usize, tracer: &Arc<Tracer>) -> Result
         access: s.access.clone(),
         audit: s.audit,
         snapshots,
+        recycle,
     })
 }
 

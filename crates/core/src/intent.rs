@@ -244,12 +244,14 @@ pub enum CallOp {
     Watch(WatchCall),
     /// [`Vfs::unlink`] of the real path `path`, completing with
     /// [`Completion::Unlinked`]; a folder's vetoed names go first when
-    /// its share deletes them (`vetoed`, see names/hiding.rs).
+    /// its share deletes them (`vetoed`, see names/hiding.rs); a file
+    /// goes to the share's recycle bin where it has one (recycle.rs).
     Unlink {
         who: Identity,
         path: String,
         is_dir: bool,
         vetoed: Option<Arc<crate::names::hiding::NameRules>>,
+        recycle: Option<Box<crate::recycle::Recycling>>,
     },
     /// [`Vfs::delete_stream`] of an open named stream, completing with
     /// [`Completion::Unlinked`].
@@ -388,12 +390,16 @@ impl Call {
                 path,
                 is_dir,
                 vetoed,
+                recycle,
             } => {
                 let cleared = match &vetoed {
                     Some(rules) => rules.remove_vetoed(vfs, &who, &path),
                     None => Ok(()),
                 };
-                Completion::Unlinked(cleared.and_then(|()| vfs.unlink(&who, &path, is_dir)))
+                Completion::Unlinked(cleared.and_then(|()| match recycle {
+                    Some(r) => r.bin.delete(vfs, &who, &r.user, &path),
+                    None => vfs.unlink(&who, &path, is_dir),
+                }))
             }
             CallOp::DeleteStream(handle) => Completion::Unlinked(vfs.delete_stream(&handle)),
             CallOp::Rename {

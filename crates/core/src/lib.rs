@@ -32,6 +32,7 @@ mod names;
 pub mod notify;
 mod notify_sight;
 pub mod open;
+pub mod recycle;
 pub mod rights;
 pub mod security;
 pub mod server;

@@ -61,6 +61,9 @@ pub struct FileOpen {
     /// The key FSCTL_SRV_REQUEST_RESUME_KEY gave out for it, by which a
     /// server-side copy names it as its source (handlers/ioctl.rs).
     pub resume_key: Option<[u8; copyless_proto::fsctl::RESUME_KEY_LEN]>,
+    /// The share's recycle bin, and whose part of it a file this open
+    /// deletes goes to.
+    pub recycle: Option<crate::recycle::Recycling>,
 }
 
 impl FileOpen {
@@ -99,6 +102,8 @@ pub enum Unlink {
         is_dir: bool,
         /// A folder whose vetoed names go with it.
         vetoed: Option<Arc<crate::names::hiding::NameRules>>,
+        /// A file that goes to a recycle bin.
+        recycle: Option<crate::recycle::Recycling>,
     },
     /// A named stream, whose file stays.
     Stream {
@@ -119,6 +124,7 @@ impl Unlink {
                 path,
                 is_dir,
                 vetoed,
+                recycle,
             } => {
                 let name = Some((path.clone(), is_dir));
                 let op = CallOp::Unlink {
@@ -126,6 +132,7 @@ impl Unlink {
                     path,
                     is_dir,
                     vetoed,
+                    recycle: recycle.map(Box::new),
                 };
                 (vfs, op, name)
             }
@@ -175,6 +182,7 @@ pub fn let_go(server: &Server, open: Open) -> (Closed, Option<Unlink>) {
             path: last.path,
             is_dir: last.is_dir,
             vetoed: (last.is_dir && f.names.deletes_vetoed()).then(|| f.names.clone()),
+            recycle: f.recycle.clone().filter(|_| !last.is_dir),
         },
     });
     (closed, unlink)

@@ -88,6 +88,8 @@ pub struct Share {
     /// Its earlier states, opened read-only through an @GMT token or a
     /// TWrp create context (Previous Versions).
     pub snapshots: Option<Arc<copyless_vfs::snapshots::Snapshots>>,
+    /// Where deleted files go instead of away (recycle.rs).
+    pub recycle: Option<Arc<crate::recycle::RecycleBin>>,
 }
 
 /// A user by name, or every member of a Unix group.

@@ -30,6 +30,7 @@ fn share(name: &str, vfs: &Arc<MemoryVfs>, read_only: bool, audit: AuditKinds) -
         access: ShareAccess::default(),
         audit,
         snapshots: None,
+        recycle: None,
     }
 }
 

@@ -46,6 +46,7 @@ fn added_shares_serve_at_once_and_removed_ones_end_their_trees() {
             access: ShareAccess::default(),
             audit: Default::default(),
             snapshots: None,
+            recycle: None,
         }),
     );
     assert_eq!(tree_connect(&mut c, "more"), status::SUCCESS);

@@ -235,6 +235,7 @@ pub fn shares_over(
             access: access.clone(),
             audit: Default::default(),
             snapshots: None,
+            recycle: None,
         })
         .collect();
     Server::new(config, shares, users)

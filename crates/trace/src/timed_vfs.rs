@@ -168,6 +168,10 @@ impl Vfs for TimedVfs {
         })
     }
 
+    fn make_dir_for(&self, owner: &Identity, path: &str, mode: u32) -> VfsResult<()> {
+        self.timed(Syscall::Open, || self.inner.make_dir_for(owner, path, mode))
+    }
+
     fn list_names(&self, h: &FileHandle) -> VfsResult<Vec<String>> {
         self.timed(Syscall::ReadDir, || self.inner.list_names(h))
     }

@@ -22,6 +22,7 @@ pub mod snapshots;
 
 pub use eas::Ea;
 pub use identity::{Identity, UnixIds};
+pub use names::join;
 pub use new_modes::NewModes;
 
 /// FILE_ATTRIBUTE_* bits (MS-FSCC 2.6) the VFS stores and reports.
@@ -527,6 +528,13 @@ pub trait Vfs: Send + Sync {
     fn may_delete(&self, who: &Identity, path: &str) -> VfsResult<()>;
     /// Removes a file or an empty directory by its real path.
     fn unlink(&self, who: &Identity, path: &str, is_dir: bool) -> VfsResult<()>;
+    /// Makes the folder at the real path `path` (whose parent is there)
+    /// as the server itself, then gives it to `owner` (its uid and
+    /// primary group; the server's own identity keeps it) with exactly
+    /// the permission bits `mode`: for folders the server keeps in a
+    /// share for its users (a recycle bin's). A name already there is
+    /// left as it is.
+    fn make_dir_for(&self, owner: &Identity, path: &str, mode: u32) -> VfsResult<()>;
     fn fs_stat(&self) -> VfsResult<FsStat>;
     /// Whether the share's folder is still the one at its path. Backends
     /// without a path of their own are always current.

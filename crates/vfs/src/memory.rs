@@ -1064,6 +1064,31 @@ impl Vfs for MemoryVfs {
         Ok(())
     }
 
+    fn make_dir_for(&self, owner: &Identity, path: &str, mode: u32) -> VfsResult<()> {
+        let made = self.open(&OpenRequest {
+            who: &Identity::Server,
+            path,
+            disposition: Disposition::Create,
+            kind: Kind::Directory,
+            read: false,
+            write: false,
+            attributes: 0,
+            allocation_size: 0,
+            unlink_asked: false,
+        });
+        match made {
+            Ok(o) => {
+                let (uid, gid) = match owner {
+                    Identity::Unix(ids) => (ids.uid, ids.gid),
+                    Identity::Server => (0, 0),
+                };
+                self.set_owner(&o.path, uid, gid, mode)
+            }
+            Err(VfsError::Collision) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     fn fs_stat(&self) -> VfsResult<FsStat> {
         let st = self.lock();
         let used: u64 = st

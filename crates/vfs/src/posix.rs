@@ -1630,6 +1630,38 @@ impl Vfs for PosixVfs {
         }
     }
 
+    fn make_dir_for(&self, owner: &Identity, path: &str, mode: u32) -> VfsResult<()> {
+        let comps = split(path)?;
+        let Some((name, parents)) = comps.split_last() else {
+            return Ok(());
+        };
+        creds::act_as(&Identity::Server)?;
+        let dir = self
+            .open_dir(&parents.join("/"))
+            .map_err(|e| path_err(e, false))?;
+        match mkdirat(&dir, *name, Mode::from_raw_mode(0o700)) {
+            Ok(()) => self.note_added(dir.as_fd(), name),
+            Err(Errno::EXIST) => return Ok(()),
+            Err(e) => return Err(path_err(e, true)),
+        }
+        let made = open_beneath(
+            dir.as_fd(),
+            name,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW,
+            Mode::empty(),
+        )
+        .map_err(|e| path_err(e, true))?;
+        if let Identity::Unix(ids) = owner {
+            rustix::fs::fchown(
+                &made,
+                Some(rustix::fs::Uid::from_raw(ids.uid)),
+                Some(rustix::fs::Gid::from_raw(ids.gid)),
+            )
+            .map_err(io_err)?;
+        }
+        rustix::fs::fchmod(&made, Mode::from_raw_mode(mode & 0o7777)).map_err(io_err)
+    }
+
     fn fs_stat(&self) -> VfsResult<FsStat> {
         let st = fstatvfs(&self.root).map_err(io_err)?;
         let block = if st.f_frsize != 0 {

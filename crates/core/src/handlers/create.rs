@@ -304,6 +304,7 @@ fn at_snapshot(share: &Arc<Share>, when: u64) -> Result<Arc<Share>, NtStatus> {
         access: share.access.clone(),
         audit: share.audit,
         snapshots: None,
+        recycle: None,
     }))
 }
 
@@ -935,6 +936,10 @@ impl Connection {
                     durable,
                     lock_sequences: None,
                     resume_key: None,
+                    recycle: share.recycle.clone().map(|bin| crate::recycle::Recycling {
+                        bin,
+                        user: session.user.as_str().into(),
+                    }),
                 }),
             },
         );

@@ -191,7 +191,11 @@ mod tests {
         ] {
             assert_eq!(without_gmt_token(path), (rest.to_string(), when));
         }
-        for plain in ["a/b", "@GMT-2026.11.29-22.00/a", "x@GMT-2026.11.29-22.00.00"] {
+        for plain in [
+            "a/b",
+            "@GMT-2026.11.29-22.00/a",
+            "x@GMT-2026.11.29-22.00.00",
+        ] {
             assert_eq!(without_gmt_token(plain), (plain.to_string(), None));
         }
     }
