@@ -593,11 +593,14 @@ impl Connection {
         // A previous version, by its context or by an @GMT token in the
         // name (MS-SMB2 3.3.5.9.6): the share as it was then, read only.
         let (path, token) = crate::names::path::without_gmt_token(&path);
-        let share = match twrp.or(token) {
+        let when = twrp.or(token);
+        let share = match when {
             Some(when) => at_snapshot(&share, when)?,
             None => share,
         };
-        let read_only = tree.read_only || share.read_only;
+        // A user may write to a read-only share (write_users): the tree
+        // says; a snapshot is read only for all.
+        let read_only = tree.read_only || when.is_some();
         share.names.check_path(&path)?;
         if !share.audit.is_empty() {
             let named = match &stream {
