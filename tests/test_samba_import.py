@@ -146,6 +146,7 @@ def test_an_office_smb_conf_becomes_a_config_check_config_accepts(base):
         "directory_mask": "2770",
         "comment": "Projects of everyone in the office",
         "hide_dot_files": True,
+        "recycle": True,
     }
     assert shares["public"] == {
         "name": "public",
@@ -165,6 +166,7 @@ def test_an_office_smb_conf_becomes_a_config_check_config_accepts(base):
         "force_user": "nobody",
         "hide_dot_files": True,
         "veto_files": ["*.tmp"],
+        "snapshots": "dir:.snapshots",
     }
 
     # Every option left out is listed with its line, in file order.
@@ -188,14 +190,14 @@ def test_an_office_smb_conf_becomes_a_config_check_config_accepts(base):
              "`+copyless-no-such-group` left out: no Unix group"),
         note("streams_xattr", "option `vfs objects` (`acl_xattr`) needs nothing: "),
         note("streams_xattr", "option `vfs objects` (`streams_xattr`) needs nothing: "),
-        note("streams_xattr", "option `vfs objects` (`recycle`) not carried over: copyless has "
-             "no recycle bin"),
+        note("streams_xattr", "option `vfs objects` (`recycle`) needs nothing: copyless keeps "
+             "a recycle bin natively"),
         note("streams_xattr", "option `vfs objects` (`fruit`) not carried over: "),
-        note("recycle:repository", "option `recycle:repository` not carried over: "),
         note("fruit:metadata", "option `fruit:metadata` not carried over: "),
-        note("shadow:snapdir", "option `shadow:snapdir` not carried over: "),
-        note("shadow_copy2", "option `vfs objects` (`shadow_copy2`) not carried over: copyless "
-             "offers no previous versions"),
+        note("shadow:snapdir", "option `shadow:snapdir` carried over in part: a folder not "
+             "absolute is taken as in the share"),
+        note("shadow_copy2", "option `vfs objects` (`shadow_copy2`) needs nothing: copyless "
+             "shows snapshots as previous versions"),
         f"copyless: wrote {out} (3 shares); check it with `copyless check-config {out}`",
     ]
     assert len(said) == len(expected), r.stderr

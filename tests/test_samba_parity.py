@@ -8,9 +8,8 @@ things: the shares listed to each, which they may open, what a folder
 lists and hides, what they may write, and the modes and groups of what
 they leave on disk.
 
-The import must leave out nothing but what copyless has not built yet (the
-recycle bin, issue 29) and what has no meaning for it (Samba's own log and
-module settings), each said with its line.
+The import must leave out nothing but what has no meaning for copyless
+(Samba's own log and module settings), each said with its line.
 """
 
 from __future__ import annotations
@@ -118,15 +117,13 @@ SANDBOX = """\
    include = {typical}
 """
 
-# What the import may leave out, by option: what copyless has not built
-# yet and what means nothing to it; each said with its line.
+# What the import says of options, by option: what it does natively and
+# what means nothing to it; each said with its line.
 LEFT_OUT = [
     ("hosts allow", "carried over in part: ::1 added"),
     ("vfs objects", "(`full_audit`) needs nothing"),
-    ("vfs objects", "(`recycle`) not carried over: copyless has no recycle bin"),
+    ("vfs objects", "(`recycle`) needs nothing: copyless keeps a recycle bin natively"),
     ("full_audit:prefix", "not carried over: copyless's audit lines have fixed fields"),
-    ("recycle:repository", "not carried over"),
-    ("recycle:keeptree", "not carried over"),
 ]
 
 

@@ -2329,9 +2329,15 @@ max_listing_bytes_total = 134217728
         assert_eq!(config.shares[0].recycle, None);
         let m = error_at(&format!("{share}recycle_keep_days = 3\n"), 4);
         assert!(m.contains("recycle_keep_days needs recycle = true"), "{m}");
-        let m = error_at(&format!("{share}recycle = true\nrecycle_max_size = -1\n"), 5);
+        let m = error_at(
+            &format!("{share}recycle = true\nrecycle_max_size = -1\n"),
+            5,
+        );
         assert!(m.contains("recycle_max_size"), "{m}");
-        let m = error_at(&format!("{share}recycle = true\nrecycle_exclude = [\"a/b\"]\n"), 5);
+        let m = error_at(
+            &format!("{share}recycle = true\nrecycle_exclude = [\"a/b\"]\n"),
+            5,
+        );
         assert!(m.contains("recycle_exclude"), "{m}");
     }
 

@@ -123,6 +123,13 @@ const SHARE_KEYS: &[&str] = &[
     "deletevetofiles",
     "fullaudit:success",
     "fullaudit:failure",
+    "recycle:repository",
+    "recycle:exclude",
+    "recycle:maxsize",
+    "recycle:keeptree",
+    "recycle:versions",
+    "shadow:snapdir",
+    "shadow:format",
 ];
 
 const HOSTS_ALLOW: &[&str] = &["hostsallow", "allowhosts"];
@@ -872,8 +879,17 @@ impl Converter<'_> {
         if let Some(p) = last(&params, &["vfsobjects", "vfsobject"]) {
             self.vfs_objects(p);
             let modules = split_list(&p.value);
-            if modules.iter().any(|m| m.eq_ignore_ascii_case("full_audit")) {
+            let has = |name: &str| modules.iter().any(|m| m.eq_ignore_ascii_case(name));
+            if has("full_audit") {
                 e.extend(self.full_audit(&params));
+            }
+            if has("recycle") {
+                e.extend(self.recycle(p, &params));
+            }
+            if has("snapper") {
+                e.push(Entry::new("snapshots", "btrfs", &[p]));
+            } else if has("shadow_copy2") {
+                e.extend(self.shadow_copy2(&params));
             }
         }
         // A share's own lists; those of [global] are checked when a client
@@ -1109,6 +1125,68 @@ impl Converter<'_> {
         let names: Vec<String> = kept.kinds.iter().map(|k| k.name().to_string()).collect();
         let from: Vec<&Param> = success.into_iter().chain(failure).collect();
         (!names.is_empty()).then(|| Entry::new("audit", names, &from))
+    }
+
+    /// vfs_recycle's options: the bin, its exclusions and size limit.
+    fn recycle(&mut self, module: &Param, params: &[&Param]) -> Vec<Entry> {
+        let mut e = vec![Entry::new("recycle", true, &[module])];
+        if let Some(p) = last(params, &["recycle:repository"]) {
+            match p.value.trim_end_matches('/') {
+                ".recycle/%U" => {}
+                ".recycle" => self.in_part(p, "copyless keeps each user's part in .recycle/USER"),
+                _ => self.lacking(p, "copyless keeps its bin in .recycle/USER, in the share"),
+            }
+        }
+        if let Some(p) = last(params, &["recycle:exclude"]) {
+            let names: Vec<String> = split_list(&p.value.replace('|', " "));
+            match copyless_core::recycle::RecycleBin::new(&names, 0, 0) {
+                Ok(_) if !names.is_empty() => e.push(Entry::new("recycle_exclude", names, &[p])),
+                Ok(_) => {}
+                Err(why) => self.lacking(p, why),
+            }
+        }
+        if let Some(p) = last(params, &["recycle:maxsize"]) {
+            match p.value.trim().parse::<i64>() {
+                Ok(bytes) if bytes >= 0 => e.push(Entry::new("recycle_max_size", bytes, &[p])),
+                _ => self.lacking(p, "not a number of bytes"),
+            }
+        }
+        for (key, what) in [
+            (
+                "recycle:keeptree",
+                "copyless always keeps the folders a file was in",
+            ),
+            (
+                "recycle:versions",
+                "copyless always keeps every file of a name, numbered",
+            ),
+        ] {
+            if let Some(p) = last(params, &[key]).filter(|p| !boolean(p).unwrap_or(true)) {
+                self.in_part(p, what);
+            }
+        }
+        e
+    }
+
+    /// shadow_copy2's snapshots: a folder of folders named by their
+    /// @GMT token, as the default `shadow:format` names them.
+    fn shadow_copy2(&mut self, params: &[&Param]) -> Option<Entry> {
+        if let Some(p) = last(params, &["shadow:format"]) {
+            if !p.value.trim().ends_with("GMT-%Y.%m.%d-%H.%M.%S") {
+                self.lacking(
+                    p,
+                    "copyless finds snapshots by the @GMT-%Y.%m.%d-%H.%M.%S token in their names",
+                );
+                return None;
+            }
+        }
+        let snapdir = last(params, &["shadow:snapdir"]);
+        let folder = snapdir.map_or(".snapshots", |p| p.value.trim());
+        if let Some(p) = snapdir.filter(|_| !folder.starts_with('/')) {
+            self.in_part(p, "a folder not absolute is taken as in the share");
+        }
+        let from: Vec<&Param> = snapdir.into_iter().collect();
+        Some(Entry::new("snapshots", format!("dir:{folder}"), &from))
     }
 
     fn vfs_objects(&mut self, p: &Param) {

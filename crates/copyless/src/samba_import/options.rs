@@ -185,14 +185,29 @@ pub fn vfs_object(module: &str) -> Result<&'static str, &'static str> {
             "copyless keeps alternate data streams natively, in user.copyless.stream.* xattrs \
              (streams Samba kept in user.DosStream.* are not read)",
         ),
-        "recycle" => Err("copyless has no recycle bin: deleted files are gone at once"),
+        "recycle" => Ok(
+            "copyless keeps a recycle bin natively: `recycle = true` moves deleted files to \
+             .recycle/USER/",
+        ),
+        "btrfs" => Ok(
+            "copyless copies and clones inside the filesystem natively (server-side copy and \
+             FSCTL_DUPLICATE_EXTENTS_TO_FILE share blocks on btrfs); clients cannot set btrfs \
+             compression",
+        ),
+        "shadow_copy2" => {
+            Ok("copyless shows snapshots as previous versions natively: the share's `snapshots`")
+        }
+        "snapper" => Ok(
+            "copyless shows snapper's snapshots as previous versions natively: \
+             `snapshots = \"btrfs\"`",
+        ),
         "fruit" => Err(
             "copyless has no Apple (AAPL) extensions: macOS clients connect without them, \
              Time Machine backups do not",
         ),
-        "shadow_copy" | "shadow_copy2" | "snapper" | "shell_snap" => {
-            Err("copyless offers no previous versions (snapshots) to clients")
-        }
+        "shadow_copy" | "shell_snap" => Err(
+            "copyless reads snapshots from btrfs, ZFS or a folder of @GMT folders (`snapshots`)",
+        ),
         "catia" => Err("copyless maps no characters that Windows forbids in names"),
         "full_audit" => Ok(
             "copyless keeps an audit trail natively: the share's `audit`, from \
@@ -266,10 +281,12 @@ mod tests {
     fn vfs_objects() {
         assert!(vfs_object("acl_xattr").unwrap().contains("natively"));
         assert!(vfs_object("streams_xattr").unwrap().contains("natively"));
-        assert!(vfs_object("recycle").unwrap_err().contains("recycle bin"));
+        assert!(vfs_object("recycle").unwrap().contains("recycle bin"));
         assert!(vfs_object("shadow_copy2")
-            .unwrap_err()
+            .unwrap()
             .contains("previous versions"));
+        assert!(vfs_object("btrfs").unwrap().contains("clones"));
+        assert!(vfs_object("shadow_copy").unwrap_err().contains("snapshots"));
         assert_eq!(vfs_object("frobnicate"), Err("copyless has no such module"));
     }
 }

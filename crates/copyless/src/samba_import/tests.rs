@@ -248,10 +248,10 @@ fn a_family_nas() {
             "smb.conf:36: option `vfs objects` (`streams_xattr`) needs nothing: copyless keeps \
              alternate data streams natively, in user.copyless.stream.* xattrs (streams Samba \
              kept in user.DosStream.* are not read)",
-            "smb.conf:36: option `vfs objects` (`recycle`) not carried over: copyless has no \
-             recycle bin: deleted files are gone at once",
-            "smb.conf:37: option `recycle:repository` not carried over: an option of a Samba \
-             module (vfs object or other), which copyless lacks",
+            "smb.conf:36: option `vfs objects` (`recycle`) needs nothing: copyless keeps a \
+             recycle bin natively: `recycle = true` moves deleted files to .recycle/USER/",
+            "smb.conf:37: option `recycle:repository` carried over in part: copyless keeps \
+             each user's part in .recycle/USER",
             "smb.conf:40: option `comment` carried over in part: Samba's %-substitutions are \
              shown as written",
             "smb.conf:55: option `hosts allow` carried over in part: 127.0.0.1 and ::1 added: \
@@ -839,4 +839,45 @@ fn full_audit_becomes_the_share_audit_and_log_level_the_log_level() {
 fn change_notify_switched_off_stays_off() {
     let c = convert_text("[global]\n   change notify = no\n[data]\n   path = /srv/data\n");
     assert_eq!(table(&c)["change_notify"].as_bool(), Some(false));
+}
+
+#[test]
+fn recycle_and_snapshots_are_carried_over() {
+    let c = convert_text(
+        "[docs]\npath = /srv/docs\nvfs objects = recycle shadow_copy2 btrfs\n\
+         recycle:repository = .recycle/%U\nrecycle:exclude = *.tmp|~$*\n\
+         recycle:maxsize = 1048576\nrecycle:versions = no\n\
+         shadow:snapdir = /srv/snaps\n\
+         [media]\npath = /srv/media\nvfs objects = snapper\n\
+         [odd]\npath = /srv/odd\nvfs objects = shadow_copy2\n\
+         shadow:format = daily-%Y%m%d\nrecycle:maxsize = 5\n",
+    );
+    let shares = shares(&c);
+    assert_eq!(shares[0]["recycle"].as_bool(), Some(true));
+    assert_eq!(shares[0]["recycle_exclude"], strings(&["*.tmp", "~$*"]));
+    assert_eq!(shares[0]["recycle_max_size"].as_integer(), Some(1 << 20));
+    assert_eq!(shares[0]["snapshots"].as_str(), Some("dir:/srv/snaps"));
+    assert_eq!(shares[1]["snapshots"].as_str(), Some("btrfs"));
+    // A format copyless cannot read, and a module option without its
+    // module, are said so.
+    assert!(shares[2].get("snapshots").is_none());
+    assert!(shares[2].get("recycle").is_none());
+    let notes = notes(&c);
+    for said in [
+        "option `recycle:versions` carried over in part: copyless always keeps every file",
+        "option `shadow:format` not carried over: copyless finds snapshots by the @GMT",
+        "option `vfs objects` (`btrfs`) needs nothing",
+    ] {
+        assert!(notes.iter().any(|n| n.contains(said)), "{said}: {notes:#?}");
+    }
+    // The config it writes is one copyless reads.
+    let config = Config::from_text(&c.toml, Path::new("/etc/copyless.toml")).unwrap();
+    assert_eq!(
+        config.shares[0].recycle.as_ref().map(|r| r.max_size),
+        Some(1 << 20)
+    );
+    assert_eq!(
+        config.shares[1].snapshots,
+        Some(copyless_vfs::snapshots::Source::Btrfs)
+    );
 }
