@@ -61,6 +61,9 @@ pub struct FileOpen {
     /// The key FSCTL_SRV_REQUEST_RESUME_KEY gave out for it, by which a
     /// server-side copy names it as its source (handlers/ioctl.rs).
     pub resume_key: Option<[u8; copyless_proto::fsctl::RESUME_KEY_LEN]>,
+    /// Opened in a snapshot: its data and metadata are write-protected
+    /// (STATUS_MEDIA_WRITE_PROTECTED).
+    pub snapshot: bool,
     /// The share's recycle bin, and whose part of it a file this open
     /// deletes goes to.
     pub recycle: Option<crate::recycle::Recycling>,

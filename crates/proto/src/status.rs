@@ -70,6 +70,8 @@ pub const INVALID_NETWORK_RESPONSE: NtStatus = 0xC000_00C3;
 pub const NO_SUCH_DEVICE: NtStatus = 0xC000_000E;
 /// A range that reaches past the end of a file's data (MS-ERREF 2.3).
 pub const INVALID_VIEW_SIZE: NtStatus = 0xC000_001F;
+/// The medium cannot be written: a snapshot (MS-ERREF 2.3).
+pub const MEDIA_WRITE_PROTECTED: NtStatus = 0xC000_00A2;
 
 /// The symbolic name of `status` (MS-ERREF), as logs show it:
 /// `STATUS_LOGON_FAILURE`; None for a value not defined here.
@@ -105,6 +107,7 @@ pub fn name(status: NtStatus) -> Option<&'static str> {
         INVALID_LOCK_RANGE => "STATUS_INVALID_LOCK_RANGE",
         BUFFER_TOO_SMALL => "STATUS_BUFFER_TOO_SMALL",
         INVALID_VIEW_SIZE => "STATUS_INVALID_VIEW_SIZE",
+        MEDIA_WRITE_PROTECTED => "STATUS_MEDIA_WRITE_PROTECTED",
         OBJECT_TYPE_MISMATCH => "STATUS_OBJECT_TYPE_MISMATCH",
         OBJECT_NAME_INVALID => "STATUS_OBJECT_NAME_INVALID",
         OBJECT_NAME_NOT_FOUND => "STATUS_OBJECT_NAME_NOT_FOUND",

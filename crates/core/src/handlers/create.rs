@@ -264,6 +264,8 @@ fn overwrite(
 pub(crate) struct Finishing {
     index: usize,
     share: Arc<Share>,
+    /// The open is of a snapshot (read-only media).
+    snapshot: bool,
     id: u64,
     slot: OpenSlot,
     oplock: OplockRequest,
@@ -599,8 +601,9 @@ impl Connection {
             None => share,
         };
         // A user may write to a read-only share (write_users): the tree
-        // says; a snapshot is read only for all.
-        let read_only = tree.read_only || when.is_some();
+        // says.
+        let read_only = tree.read_only;
+        let snapshot = when.is_some();
         share.names.check_path(&path)?;
         if !share.audit.is_empty() {
             let named = match &stream {
@@ -631,6 +634,20 @@ impl Connection {
         {
             return Err(status::ACCESS_DENIED);
         }
+        // A snapshot is a write-protected volume: opened for writing as
+        // one may be, but nothing is made, emptied, written or deleted
+        // there (smbtorture smb2.twrp.write).
+        if snapshot
+            && (delete_on_close
+                || matches!(
+                    cr.create_disposition,
+                    CREATE | SUPERSEDE | OVERWRITE | OVERWRITE_IF
+                ))
+        {
+            return Err(status::MEDIA_WRITE_PROTECTED);
+        }
+        // What is not there is not made there either.
+        let read_only = read_only || snapshot;
         // A data stream, even the unnamed one named as `dir::$DATA`, is
         // no directory (MS-FSA 2.1.5.1).
         let kind = if cr.create_options & FILE_DIRECTORY_FILE != 0 {
@@ -744,6 +761,7 @@ impl Connection {
         let finishing = Finishing {
             index,
             share: share.clone(),
+            snapshot,
             id,
             slot,
             oplock,
@@ -794,6 +812,7 @@ impl Connection {
         let Finishing {
             index,
             share,
+            snapshot,
             id,
             slot,
             oplock,
@@ -939,6 +958,7 @@ impl Connection {
                     durable,
                     lock_sequences: None,
                     resume_key: None,
+                    snapshot,
                     recycle: share.recycle.clone().map(|bin| crate::recycle::Recycling {
                         bin,
                         user: session.user.as_str().into(),

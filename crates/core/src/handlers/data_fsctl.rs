@@ -79,12 +79,14 @@ impl Connection {
         }
     }
 
-    /// The open `id` names, as a file (not a folder, not a pipe).
+    /// The open `id` names, as a file (not a folder, not a pipe), for
+    /// the control `ctl`.
     fn data_target(
         &mut self,
         req: &Req<'_>,
         compound: &Compound,
         id: FileId,
+        ctl: u32,
     ) -> Result<(Target, &mut FileOpen), NtStatus> {
         let file_id = self.file_id(id, compound)?;
         let open = self.open_mut(req, compound, id)?;
@@ -95,6 +97,15 @@ impl Connection {
         };
         if f.is_dir {
             return Err(status::INVALID_PARAMETER);
+        }
+        // Only the allocated ranges of a snapshot's file are asked, and
+        // its key taken to copy from it.
+        let reads_only = matches!(
+            ctl,
+            fsctl::FSCTL_QUERY_ALLOCATED_RANGES | fsctl::FSCTL_SRV_REQUEST_RESUME_KEY
+        );
+        if f.snapshot && !reads_only {
+            return Err(status::MEDIA_WRITE_PROTECTED);
         }
         let target = Target {
             file_id,
@@ -126,7 +137,7 @@ impl Connection {
         w: &mut Writer,
         env: &mut dyn Env,
     ) -> Result<NtStatus, NtStatus> {
-        let (t, f) = self.data_target(req, compound, io.file_id)?;
+        let (t, f) = self.data_target(req, compound, io.file_id, io.ctl_code)?;
         if (io.max_output_response as usize) < fsctl::RESUME_KEY_RESPONSE_LEN {
             return Err(status::INVALID_PARAMETER);
         }
@@ -186,7 +197,7 @@ impl Connection {
             m::write_ioctl_response(w, io.ctl_code, file_id, &limits.to_vec());
             return Ok(status::INVALID_PARAMETER);
         };
-        let (target, _) = self.data_target(req, compound, io.file_id)?;
+        let (target, _) = self.data_target(req, compound, io.file_id, io.ctl_code)?;
         let reads_target = io.ctl_code == fsctl::FSCTL_SRV_COPYCHUNK;
         if target.access & access::FILE_WRITE_DATA == 0
             || (reads_target && target.access & access::FILE_READ_DATA == 0)
@@ -244,7 +255,7 @@ impl Connection {
         io: &IoctlRequest<'_>,
         reply: &mut Reply,
     ) -> Result<NtStatus, NtStatus> {
-        let (target, _) = self.data_target(req, compound, io.file_id)?;
+        let (target, _) = self.data_target(req, compound, io.file_id, io.ctl_code)?;
         let d = if io.ctl_code == fsctl::FSCTL_DUPLICATE_EXTENTS_TO_FILE_EX {
             DuplicateExtents::parse_ex(io.input)
         } else {
@@ -302,7 +313,7 @@ impl Connection {
         reply: &mut Reply,
         w: &mut Writer,
     ) -> Result<NtStatus, NtStatus> {
-        let (t, _) = self.data_target(req, compound, io.file_id)?;
+        let (t, _) = self.data_target(req, compound, io.file_id, io.ctl_code)?;
         let work = match io.ctl_code {
             fsctl::FSCTL_SET_SPARSE => {
                 let may = access::FILE_WRITE_DATA

@@ -275,6 +275,9 @@ impl Connection {
                 if access & (access::FILE_WRITE_DATA | access::FILE_APPEND_DATA) == 0 {
                     return Err(status::ACCESS_DENIED);
                 }
+                if f.snapshot {
+                    return Err(status::MEDIA_WRITE_PROTECTED);
+                }
                 if !writable_range(wr.offset, wr.data.len()) {
                     return Err(status::INVALID_PARAMETER);
                 }

@@ -245,6 +245,16 @@ impl Connection {
         let OpenKind::File(f) = &mut open.kind else {
             return Err(status::NOT_SUPPORTED);
         };
+        // Nothing of a snapshot changes; what the handle keeps for itself
+        // may (its position, its mode).
+        let handle_only = s.info_type == messages::INFO_FILE
+            && matches!(
+                s.class,
+                class::FILE_POSITION_INFORMATION | class::FILE_MODE_INFORMATION
+            );
+        if f.snapshot && !handle_only {
+            return Err(status::MEDIA_WRITE_PROTECTED);
+        }
         // A new size breaks level II oplocks (MS-FSA 2.1.5.14.4, .14.11).
         let mut breaks = (Vec::new(), Vec::new());
         // What watchers of the file's directory are told: the entries'
