@@ -387,3 +387,29 @@ fn a_filesystem_that_cannot_clone_refuses_duplicate_extents() {
     ));
     assert_eq!(r.status(), status::INVALID_HANDLE);
 }
+
+#[test]
+fn compression_where_the_filesystem_has_none() {
+    let (_vfs, mut c) = login();
+    let f = open(&mut c, "f", ALL);
+    let get = |c: &mut Client, id| c.call(ioctl(id, fsctl::FSCTL_GET_COMPRESSION, &[], 2));
+    let set = |c: &mut Client, id, format: u16| {
+        c.call(ioctl(
+            id,
+            fsctl::FSCTL_SET_COMPRESSION,
+            &format.to_le_bytes(),
+            0,
+        ))
+    };
+    let r = get(&mut c, f);
+    assert_eq!((r.status(), output(&r)), (status::SUCCESS, &[0u8, 0][..]));
+    assert_eq!(set(&mut c, f, 1).status(), status::NOT_SUPPORTED);
+    assert_eq!(set(&mut c, f, 0).status(), status::SUCCESS);
+    assert_eq!(set(&mut c, f, 3).status(), status::INVALID_PARAMETER);
+    // Asking needs no right; setting needs WRITE_DATA.
+    let bare = open(&mut c, "f", 0x0010_0000);
+    assert_eq!(get(&mut c, bare).status(), status::SUCCESS);
+    assert_eq!(set(&mut c, bare, 0).status(), status::ACCESS_DENIED);
+    let r = c.call(ioctl(f, fsctl::FSCTL_GET_COMPRESSION, &[], 1));
+    assert_eq!(r.status(), status::INVALID_PARAMETER);
+}

@@ -14,6 +14,14 @@ pub const FSCTL_SET_ZERO_DATA: u32 = 0x0009_80C8;
 pub const FSCTL_QUERY_ALLOCATED_RANGES: u32 = 0x0009_40CF;
 pub const FSCTL_DUPLICATE_EXTENTS_TO_FILE: u32 = 0x0009_8344;
 pub const FSCTL_DUPLICATE_EXTENTS_TO_FILE_EX: u32 = 0x0009_83E8;
+pub const FSCTL_GET_COMPRESSION: u32 = 0x0009_003C;
+pub const FSCTL_SET_COMPRESSION: u32 = 0x0009_C040;
+
+/// COMPRESSION_STATE (MS-FSCC 2.3.67): none, the filesystem's default,
+/// or LZNT1 (what NTFS uses, and what a compressed file reports).
+pub const COMPRESSION_FORMAT_NONE: u16 = 0;
+pub const COMPRESSION_FORMAT_DEFAULT: u16 = 1;
+pub const COMPRESSION_FORMAT_LZNT1: u16 = 2;
 
 /// The length of a resume key (MS-SMB2 2.2.32.3).
 pub const RESUME_KEY_LEN: usize = 24;

@@ -155,6 +155,10 @@ impl Vfs for TimedVfs {
         })
     }
 
+    fn set_compression(&self, h: &FileHandle, on: bool) -> VfsResult<()> {
+        self.timed(Syscall::Extents, || self.inner.set_compression(h, on))
+    }
+
     fn copy_range(
         &self,
         src: &FileHandle,

@@ -47,6 +47,9 @@ pub mod attr {
     pub const SPARSE_FILE: u32 = 0x0200;
     /// The bits a backend stores.
     pub const STORED: u32 = SETTABLE | SPARSE_FILE;
+    /// The filesystem compresses the object's data (reported from the
+    /// filesystem, set by [`crate::Vfs::set_compression`]).
+    pub const COMPRESSED: u32 = 0x0800;
 }
 
 #[derive(Debug)]
@@ -343,6 +346,9 @@ pub struct FsStat {
     /// [`Vfs::copy_range`] shares blocks between the files rather than
     /// copying them (btrfs, XFS): FILE_SUPPORTS_BLOCK_REFCOUNTING.
     pub clones: bool,
+    /// Files and folders may be compressed ([`Vfs::set_compression`]):
+    /// FILE_FILE_COMPRESSION.
+    pub compresses: bool,
 }
 
 /// The share's root exists and is a directory: it can only be opened as
@@ -452,6 +458,13 @@ pub trait Vfs: Send + Sync {
         end: u64,
         limit: usize,
     ) -> VfsResult<Vec<std::ops::Range<u64>>>;
+    /// Has the filesystem compress the data of the object `h` is open on
+    /// (a folder: of what is made in it), or no longer; its attributes
+    /// then say attr::COMPRESSED. NotSupported where the filesystem
+    /// cannot (see [`FsStat::compresses`]), the default.
+    fn set_compression(&self, _h: &FileHandle, _on: bool) -> VfsResult<()> {
+        Err(VfsError::NotSupported)
+    }
     /// Copies `len` bytes of `src`'s data at `src_offset` to `dst`'s at
     /// `dst_offset` inside the filesystem, sharing blocks where it can
     /// (see [`FsStat::clones`]): the bytes copied, fewer only at the end

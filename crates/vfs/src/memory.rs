@@ -1108,6 +1108,7 @@ impl Vfs for MemoryVfs {
             fs_id: DEV,
             max_name_len: NAME_MAX as u32,
             clones: false,
+            compresses: false,
         })
     }
 

@@ -25,7 +25,7 @@ use std::path::Path;
 use rustix::fs::{
     accessat, fallocate, fcntl_setfl, fdatasync, fstatvfs, fsync, ftruncate, futimens, mkdirat,
     renameat, renameat_with, unlinkat, Access, AtFlags, Dir, FallocateFlags, FileType, Mode,
-    OFlags, RenameFlags, Statx, StatxFlags, Timespec, Timestamps, UTIME_OMIT,
+    OFlags, RenameFlags, Statx, StatxAttributes, StatxFlags, Timespec, Timestamps, UTIME_OMIT,
 };
 use rustix::io::{pread, pwrite, Errno};
 
@@ -66,6 +66,8 @@ pub struct PosixVfs {
     data_in_memory: bool,
     /// Copies inside the filesystem clone ([`FsStat::clones`]).
     clones: bool,
+    /// Files may be compressed ([`FsStat::compresses`]).
+    compresses: bool,
     cache: CaseCache,
     /// Long names that left a folder moments ago (see tunnel.rs).
     tunnel: Tunnel,
@@ -213,6 +215,8 @@ impl PosixVfs {
         let root_key = file_key(&statx_fd(fd.as_fd())?);
         let data = data_kind(fd.as_fd())?;
         let clones = clones(fd.as_fd())?;
+        // btrfs alone of the local filesystems compresses what is marked.
+        let compresses = rustix::fs::fstatfs(&fd)?.f_type as i64 == BTRFS;
         let direct_dev = (data != DataKind::Indirect).then_some(root_key.0);
         let meta = MetaStore::new();
         if eas.in_use() {
@@ -224,6 +228,7 @@ impl PosixVfs {
             direct_dev,
             data_in_memory: data == DataKind::Memory,
             clones,
+            compresses,
             root: fd,
             source: root.to_path_buf(),
             root_key,
@@ -796,6 +801,9 @@ fn build_stat(stx: &Statx, stored: Stored) -> FileStat {
         }
     });
     let mut attributes = stored.attrs.unwrap_or(0) & attr::STORED;
+    if stx.stx_attributes.contains(StatxAttributes::COMPRESSED) {
+        attributes |= attr::COMPRESSED;
+    }
     if is_dir {
         attributes |= attr::DIRECTORY;
     }
@@ -1179,6 +1187,23 @@ impl Vfs for PosixVfs {
                 .collect());
         }
         extents::data_ranges(fd, offset, end, limit)
+    }
+
+    fn set_compression(&self, h: &FileHandle, on: bool) -> VfsResult<()> {
+        if !self.compresses {
+            return Err(VfsError::NotSupported);
+        }
+        let fd = fd_of(h)?;
+        let flags = rustix::fs::ioctl_getflags(fd).map_err(io_err)?;
+        let wanted = if on {
+            flags | rustix::fs::IFlags::COMPRESSED
+        } else {
+            flags - rustix::fs::IFlags::COMPRESSED
+        };
+        if wanted == flags {
+            return Ok(());
+        }
+        rustix::fs::ioctl_setflags(fd, wanted).map_err(io_err)
     }
 
     fn copy_range(
@@ -1677,6 +1702,7 @@ impl Vfs for PosixVfs {
             fs_id: st.f_fsid,
             max_name_len: u32::try_from(st.f_namemax).unwrap_or(u32::MAX),
             clones: self.clones,
+            compresses: self.compresses,
         })
     }
 }

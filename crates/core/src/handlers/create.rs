@@ -42,6 +42,9 @@ pub const FILE_NON_DIRECTORY_FILE: u32 = 0x0000_0040;
 pub const FILE_DELETE_ON_CLOSE: u32 = 0x0000_1000;
 /// Options that must be zero (MS-SMB2 2.2.13).
 const OPTIONS_RESERVED: u32 = 0xFF00_0000;
+/// FILE_NO_COMPRESSION: what is made is not compressed, whatever its
+/// folder says.
+const FILE_NO_COMPRESSION: u32 = 0x0000_8000;
 /// Options Windows refuses with NOT_SUPPORTED (MS-SMB2 2.2.13):
 /// FILE_CREATE_TREE_CONNECTION, FILE_OPEN_BY_FILE_ID and
 /// FILE_RESERVE_OPFILTER.
@@ -847,6 +850,15 @@ impl Connection {
                 server.files().unregister(&key, id, false);
                 return Err(e);
             }
+        }
+        // What is made in a compressed folder is compressed, unless the
+        // request says not (FILE_NO_COMPRESSION); only then is there
+        // anything to do (a flag of the new inode, in memory).
+        if action == ACTION_CREATED
+            && cr.create_options & FILE_NO_COMPRESSION != 0
+            && opened.stat.attributes & attr::COMPRESSED != 0
+        {
+            let _ = share.vfs.set_compression(&opened.handle, false);
         }
         let client_guid = self.client_guid;
         let delete_on_close = cr.create_options & FILE_DELETE_ON_CLOSE != 0;

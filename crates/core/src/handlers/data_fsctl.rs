@@ -44,6 +44,8 @@ pub(crate) fn serves(ctl_code: u32) -> bool {
             | fsctl::FSCTL_QUERY_ALLOCATED_RANGES
             | fsctl::FSCTL_DUPLICATE_EXTENTS_TO_FILE
             | fsctl::FSCTL_DUPLICATE_EXTENTS_TO_FILE_EX
+            | fsctl::FSCTL_GET_COMPRESSION
+            | fsctl::FSCTL_SET_COMPRESSION
     )
 }
 
@@ -74,6 +76,9 @@ impl Connection {
             }
             fsctl::FSCTL_DUPLICATE_EXTENTS_TO_FILE | fsctl::FSCTL_DUPLICATE_EXTENTS_TO_FILE_EX => {
                 self.duplicate_extents(req, compound, io, reply)
+            }
+            fsctl::FSCTL_GET_COMPRESSION | fsctl::FSCTL_SET_COMPRESSION => {
+                self.compression(req, compound, io, reply)
             }
             _ => self.sparse_fsctl(req, compound, io, reply, w),
         }
@@ -301,6 +306,51 @@ impl Connection {
             io.ctl_code,
             target.file_id,
         )
+    }
+
+    /// FSCTL_GET_COMPRESSION and FSCTL_SET_COMPRESSION (MS-FSCC 2.3.12,
+    /// 2.3.67), of a file or a folder: asking needs no right at all, as
+    /// on Windows; setting needs WRITE_DATA. Where the filesystem cannot
+    /// compress, a file is uncompressed, and may be set so.
+    fn compression(
+        &mut self,
+        req: &Req<'_>,
+        compound: &mut Compound,
+        io: &IoctlRequest<'_>,
+        reply: &mut Reply,
+    ) -> Result<NtStatus, NtStatus> {
+        let file_id = self.file_id(io.file_id, compound)?;
+        let open = self.open_mut(req, compound, io.file_id)?;
+        let access = open.access;
+        let OpenKind::File(f) = &open.kind else {
+            return Err(status::INVALID_DEVICE_REQUEST);
+        };
+        let file = f.data_file();
+        let work = if io.ctl_code == fsctl::FSCTL_GET_COMPRESSION {
+            if (io.max_output_response as usize) < 2 {
+                return Err(status::INVALID_PARAMETER);
+            }
+            Work::GetCompression { file }
+        } else {
+            let format = match io.input.get(..2) {
+                Some(b) => u16::from_le_bytes([b[0], b[1]]),
+                None => return Err(status::INVALID_PARAMETER),
+            };
+            if format > fsctl::COMPRESSION_FORMAT_LZNT1 {
+                return Err(status::INVALID_PARAMETER);
+            }
+            if access & access::FILE_WRITE_DATA == 0 {
+                return Err(status::ACCESS_DENIED);
+            }
+            if f.snapshot {
+                return Err(status::MEDIA_WRITE_PROTECTED);
+            }
+            Work::SetCompression {
+                file,
+                on: format != fsctl::COMPRESSION_FORMAT_NONE,
+            }
+        };
+        call(reply, f.vfs.clone(), work, io.ctl_code, file_id)
     }
 
     /// FSCTL_SET_SPARSE, FSCTL_SET_ZERO_DATA and

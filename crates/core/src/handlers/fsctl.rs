@@ -29,6 +29,10 @@ pub struct Fsctl {
 pub(crate) enum Work {
     /// FSCTL_SET_SPARSE.
     SetSparse { file: DataFile, sparse: bool },
+    /// FSCTL_GET_COMPRESSION.
+    GetCompression { file: DataFile },
+    /// FSCTL_SET_COMPRESSION: compressed or not.
+    SetCompression { file: DataFile, on: bool },
     /// FSCTL_SET_ZERO_DATA of `offset..end`.
     ZeroData {
         file: DataFile,
@@ -83,6 +87,24 @@ impl Fsctl {
         match &self.work {
             Work::SetSparse { file, sparse } => {
                 file.vfs.set_sparse(&file.handle, *sparse).map_err(fs)?;
+                Ok((status::SUCCESS, Vec::new()))
+            }
+            Work::GetCompression { file } => {
+                let st = file.vfs.stat(&file.handle).map_err(fs)?;
+                let format = if st.attributes & attr::COMPRESSED != 0 {
+                    fsctl::COMPRESSION_FORMAT_LZNT1
+                } else {
+                    fsctl::COMPRESSION_FORMAT_NONE
+                };
+                Ok((status::SUCCESS, format.to_le_bytes().to_vec()))
+            }
+            Work::SetCompression { file, on } => {
+                match file.vfs.set_compression(&file.handle, *on) {
+                    Ok(()) => {}
+                    // Uncompressed is what a file here always is.
+                    Err(VfsError::NotSupported) if !on => {}
+                    Err(e) => return Err(fs(e)),
+                }
                 Ok((status::SUCCESS, Vec::new()))
             }
             Work::ZeroData { file, offset, end } => {

@@ -646,11 +646,17 @@ fn fs_info(share_name: &str, fs: &copyless_vfs::FsStat) -> FsInfo {
         } else {
             fs.max_name_len
         },
-        fs_attributes: if fs.clones {
-            fscc::DEFAULT_FS_ATTRIBUTES | fscc::fs_attr::FILE_SUPPORTS_BLOCK_REFCOUNTING
-        } else {
-            fscc::DEFAULT_FS_ATTRIBUTES
-        },
+        fs_attributes: fscc::DEFAULT_FS_ATTRIBUTES
+            | if fs.clones {
+                fscc::fs_attr::FILE_SUPPORTS_BLOCK_REFCOUNTING
+            } else {
+                0
+            }
+            | if fs.compresses {
+                fscc::fs_attr::FILE_FILE_COMPRESSION
+            } else {
+                0
+            },
         object_id: [0; 16],
     }
 }
