@@ -283,6 +283,21 @@ pub(crate) struct Finishing {
     key: FileKey,
 }
 
+/// The 8-byte value of the create context `name`, if sent; one of
+/// another size is malformed.
+fn u64_context(contexts: &[CreateContext<'_>], name: &[u8]) -> Result<Option<u64>, NtStatus> {
+    contexts
+        .iter()
+        .find(|c| c.name == name)
+        .map(|c| {
+            c.data
+                .try_into()
+                .map(u64::from_le_bytes)
+                .map_err(|_| status::INVALID_PARAMETER)
+        })
+        .transpose()
+}
+
 /// What every @GMT token holds: a name with it may name a snapshot.
 pub(crate) const GMT_MARK: &str = "@GMT-";
 
@@ -477,26 +492,8 @@ impl Connection {
             return Err(status::INVALID_PARAMETER);
         }
         // The time of a previous version asked for (MS-SMB2 2.2.13.2.7).
-        let twrp = contexts
-            .iter()
-            .find(|c| c.name == cc::TWRP)
-            .map(|c| {
-                c.data
-                    .try_into()
-                    .map(u64::from_le_bytes)
-                    .map_err(|_| status::INVALID_PARAMETER)
-            })
-            .transpose()?;
-        let allocation = contexts
-            .iter()
-            .find(|c| c.name == cc::ALSI)
-            .map(|c| {
-                c.data
-                    .try_into()
-                    .map(u64::from_le_bytes)
-                    .map_err(|_| status::INVALID_PARAMETER)
-            })
-            .transpose()?;
+        let twrp = u64_context(&contexts, cc::TWRP)?;
+        let allocation = u64_context(&contexts, cc::ALSI)?;
         // The descriptor a new object is to have (MS-SMB2 2.2.13.2.2); an
         // open of an existing one ignores it.
         let creator_sd = contexts

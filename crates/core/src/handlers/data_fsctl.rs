@@ -6,15 +6,12 @@
 //! call (handlers/fsctl.rs), so that a large copy holds up neither the
 //! loop nor the connection's other requests.
 
-use std::sync::Arc;
-
 use copyless_proto::fsctl::{
     self, AllocatedRange, CopyChunkCopy, CopyChunkResponse, DuplicateExtents, ZeroData,
 };
 use copyless_proto::messages::{self as m, FileId, IoctlRequest};
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::Writer;
-use copyless_vfs::Vfs;
 
 use crate::access;
 use crate::conn::connection::{Compound, Connection, Reply, Req};
@@ -240,13 +237,7 @@ impl Connection {
                 stop,
             }
         };
-        call(
-            reply,
-            target.file.vfs.clone(),
-            work,
-            io.ctl_code,
-            target.file_id,
-        )
+        call(reply, &target.file, target.file_id, io.ctl_code, work)
     }
 
     /// FSCTL_DUPLICATE_EXTENTS_TO_FILE(_EX): a range of another open of
@@ -299,13 +290,7 @@ impl Connection {
             target_offset,
             len,
         };
-        call(
-            reply,
-            target.file.vfs.clone(),
-            work,
-            io.ctl_code,
-            target.file_id,
-        )
+        call(reply, &target.file, target.file_id, io.ctl_code, work)
     }
 
     /// FSCTL_GET_COMPRESSION and FSCTL_SET_COMPRESSION (MS-FSCC 2.3.12,
@@ -350,7 +335,7 @@ impl Connection {
                 on: format != fsctl::COMPRESSION_FORMAT_NONE,
             }
         };
-        call(reply, f.vfs.clone(), work, io.ctl_code, file_id)
+        call(reply, &f.data_file(), file_id, io.ctl_code, work)
     }
 
     /// FSCTL_SET_SPARSE, FSCTL_SET_ZERO_DATA and
@@ -425,7 +410,7 @@ impl Connection {
                 }
             }
         };
-        call(reply, t.file.vfs.clone(), work, io.ctl_code, t.file_id)
+        call(reply, &t.file, t.file_id, io.ctl_code, work)
     }
 
     /// The open `id` names is about to have its data changed: level II
@@ -458,16 +443,17 @@ fn within_limits(count: u32, chunks: &[fsctl::Chunk]) -> bool {
         && total <= u64::from(MAX_COPY_LEN)
 }
 
-/// The reply waits for `work`, made by a call.
-fn call(
+/// The reply waits for `work` on the open `file_id` of `file`, made by
+/// a call through its VFS.
+pub(crate) fn call(
     reply: &mut Reply,
-    vfs: Arc<dyn Vfs>,
-    work: Work,
-    ctl_code: u32,
+    file: &DataFile,
     file_id: FileId,
+    ctl_code: u32,
+    work: Work,
 ) -> Result<NtStatus, NtStatus> {
     reply.wait = Some(Wait::Call {
-        vfs,
+        vfs: file.vfs.clone(),
         op: CallOp::Fsctl(Box::new(Fsctl { work })),
         then: Then::Ioctl { ctl_code, file_id },
         mark: None,

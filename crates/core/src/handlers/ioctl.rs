@@ -11,12 +11,9 @@ use copyless_proto::Writer;
 
 use crate::conn::connection::{Compound, Connection, Reply, Req};
 use crate::conn::tree::TreeKind;
-use crate::conn::waiting::Wait;
 use crate::durable::{Durable, MAX_RESILIENT_TIMEOUT_MS};
 use crate::env::Env;
-use crate::handlers::fsctl::{Fsctl, Work};
-use crate::handlers::Then;
-use crate::intent::CallOp;
+use crate::handlers::fsctl::Work;
 use crate::open::{current_path, OpenKind};
 
 const FSCTL_SRV_ENUMERATE_SNAPSHOTS: u32 = 0x0014_4064;
@@ -153,16 +150,7 @@ impl Connection {
                     path,
                     room: io.max_output_response as usize,
                 };
-                reply.wait = Some(Wait::Call {
-                    vfs: f.vfs.clone(),
-                    op: CallOp::Fsctl(Box::new(Fsctl { work })),
-                    then: Then::Ioctl {
-                        ctl_code: io.ctl_code,
-                        file_id,
-                    },
-                    mark: None,
-                });
-                Ok(status::SUCCESS)
+                crate::handlers::data_fsctl::call(reply, &f.data_file(), file_id, io.ctl_code, work)
             }
             FSCTL_GET_OBJECT_ID | FSCTL_CREATE_OR_GET_OBJECT_ID => {
                 let file_id = self.file_id(io.file_id, compound)?;
