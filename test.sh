@@ -151,9 +151,12 @@ if [ "${COPYLESS_TEST_SERVER:-copyless}" = copyless ]; then
     rm -rf "$scratch"
 
     # Server-side copy, sparse files and clones where blocks can be
-    # shared: a fresh btrfs image, loop-mounted.
-    log "smbtorture conformance (conformance/btrfs.txt), engine auto, shares on btrfs"
-    COPYLESS_ENGINE=auto as_root ./conformance/loopfs btrfs ./conformance/run conformance/btrfs.txt
+    # shared, and compression: fresh btrfs and XFS images, loop-mounted.
+    log "smbtorture conformance (conformance/clones.txt, btrfs.txt), engine auto, shares on btrfs"
+    COPYLESS_ENGINE=auto as_root ./conformance/loopfs btrfs \
+        ./conformance/run conformance/clones.txt conformance/btrfs.txt
+    log "smbtorture conformance (conformance/clones.txt), engine auto, shares on XFS"
+    COPYLESS_ENGINE=auto as_root ./conformance/loopfs xfs ./conformance/run conformance/clones.txt
 
     log "integration tests and conformance again, engine threads"
     COPYLESS_ENGINE=threads python3 -m pytest -q tests/
