@@ -77,7 +77,7 @@ impl Snapshots {
 
     /// Every snapshot's time (FILETIME, whole seconds) and tree, newest
     /// first; none when the folder is not there.
-    fn scan(&self) -> VfsResult<Vec<(u64, PathBuf)>> {
+    pub fn list(&self) -> VfsResult<Vec<(u64, PathBuf)>> {
         let folder = self.folder();
         let entries = match std::fs::read_dir(&folder) {
             Ok(e) => e,
@@ -107,26 +107,38 @@ impl Snapshots {
 
     /// Every snapshot's time, newest first.
     pub fn times(&self) -> VfsResult<Vec<u64>> {
-        Ok(self.scan()?.into_iter().map(|(t, _)| t).collect())
+        Ok(self.list()?.into_iter().map(|(t, _)| t).collect())
     }
 
     /// The share as it was at `time` (to the second), read only; None
     /// when no snapshot was taken then.
     pub fn at(&self, time: u64) -> VfsResult<Option<Arc<dyn Vfs>>> {
         let time = time - time % TICKS_PER_SEC;
-        let mut opened = self.opened.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(vfs) = opened.get(&time) {
+        if let Some(vfs) = self.opened().get(&time) {
             return Ok(Some(vfs.clone()));
         }
-        let Some((_, tree)) = self.scan()?.into_iter().find(|(t, _)| *t == time) else {
-            return Ok(None);
-        };
-        let vfs = Arc::new(PosixVfs::new(&tree).map_err(VfsError::Io)?);
+        match self.list()?.into_iter().find(|(t, _)| *t == time) {
+            Some((time, tree)) => self.open(time, &tree).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The snapshot taken at `time`, whose tree [`Snapshots::list`] gave.
+    pub fn open(&self, time: u64, tree: &Path) -> VfsResult<Arc<dyn Vfs>> {
+        let mut opened = self.opened();
+        if let Some(vfs) = opened.get(&time) {
+            return Ok(vfs.clone());
+        }
+        let vfs = Arc::new(PosixVfs::new(tree).map_err(VfsError::Io)?);
         if opened.len() >= MAX_OPENED {
             opened.clear();
         }
         opened.insert(time, vfs.clone());
-        Ok(Some(vfs))
+        Ok(vfs)
+    }
+
+    fn opened(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<PosixVfs>>> {
+        self.opened.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

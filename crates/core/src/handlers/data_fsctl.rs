@@ -20,7 +20,7 @@ use crate::env::Env;
 use crate::handlers::fsctl::{Fsctl, Work};
 use crate::handlers::Then;
 use crate::intent::{CallOp, DataFile};
-use crate::open::{FileOpen, OpenKind};
+use crate::open::{FileOpen, Open, OpenKind};
 
 /// Server-side copy's limits, as Windows Server sets them (MS-SMB2
 /// 3.3.5.15.6, ServerSideCopyMaxNumberofChunks, ServerSideCopyMaxChunkSize,
@@ -50,9 +50,19 @@ pub(crate) fn serves(ctl_code: u32) -> bool {
 struct Target {
     file_id: FileId,
     access: u32,
-    volatile: u64,
     file: DataFile,
     key: crate::file_table::FileKey,
+}
+
+impl Target {
+    fn of(open: &Open, f: &FileOpen) -> Target {
+        Target {
+            file_id: open.file_id,
+            access: open.access,
+            file: f.data_file(),
+            key: f.key,
+        }
+    }
 }
 
 impl Connection {
@@ -90,10 +100,8 @@ impl Connection {
         id: FileId,
         ctl: u32,
     ) -> Result<(Target, &mut FileOpen), NtStatus> {
-        let file_id = self.file_id(id, compound)?;
         let open = self.open_mut(req, compound, id)?;
-        let access = open.access;
-        let volatile = open.file_id.volatile;
+        let (file_id, access) = (open.file_id, open.access);
         let OpenKind::File(f) = &mut open.kind else {
             return Err(status::INVALID_DEVICE_REQUEST);
         };
@@ -112,7 +120,6 @@ impl Connection {
         let target = Target {
             file_id,
             access,
-            volatile,
             file: f.data_file(),
             key: f.key,
         };
@@ -126,7 +133,7 @@ impl Connection {
             && !self
                 .server
                 .files()
-                .may_access(&t.key, t.volatile, offset, len, write)
+                .may_access(&t.key, t.file_id.volatile, offset, len, write)
     }
 
     /// FSCTL_SRV_REQUEST_RESUME_KEY: a key that names the open as the
@@ -174,20 +181,20 @@ impl Connection {
             .opens
             .values()
             .find_map(|o| match &o.kind {
-                OpenKind::File(f) if f.resume_key == Some(copy.source_key) => Some(Target {
-                    file_id: o.file_id,
-                    access: o.access,
-                    volatile: o.file_id.volatile,
-                    file: f.data_file(),
-                    key: f.key,
-                }),
+                OpenKind::File(f) if f.resume_key == Some(copy.source_key) => {
+                    Some(Target::of(o, f))
+                }
                 _ => None,
             })
             .ok_or(status::OBJECT_NAME_NOT_FOUND)?;
         if (io.max_output_response as usize) < fsctl::COPYCHUNK_RESPONSE_LEN {
             return Err(status::INVALID_PARAMETER);
         }
-        let chunks = copy.chunks().filter(|c| within_limits(copy.chunk_count, c));
+        // The count is checked before the chunks are read.
+        let chunks = (copy.chunk_count <= MAX_CHUNKS)
+            .then(|| copy.chunks())
+            .flatten()
+            .filter(|c| within_limits(c));
         let Some(chunks) = chunks else {
             // The request is refused with the limits it broke (3.3.5.15.6.2).
             let limits = CopyChunkResponse {
@@ -209,14 +216,11 @@ impl Connection {
         }
         // Chunks are copied in order: those before the first a lock
         // keeps out are, as plain reads and writes would be.
-        let stop = chunks
-            .iter()
-            .position(|c| {
-                let len = u64::from(c.length);
-                self.locked(&source, c.source_offset, len, false)
-                    || self.locked(&target, c.target_offset, len, true)
-            })
-            .map(|i| (i, status::FILE_LOCK_CONFLICT));
+        let locked = chunks.iter().position(|c| {
+            let len = u64::from(c.length);
+            self.locked(&source, c.source_offset, len, false)
+                || self.locked(&target, c.target_offset, len, true)
+        });
         let whole = chunks.is_empty();
         if whole
             && (self.locked(&source, 0, u64::MAX, false) || self.locked(&target, 0, u64::MAX, true))
@@ -234,7 +238,7 @@ impl Connection {
                 source: source.file,
                 target: target.file.clone(),
                 chunks,
-                stop,
+                locked,
             }
         };
         call(reply, &target.file, target.file_id, io.ctl_code, work)
@@ -432,14 +436,14 @@ impl Connection {
     }
 }
 
-/// Whether a copy's chunks keep to the limits: neither too many nor too
-/// long, none empty (MS-SMB2 3.3.5.15.6).
-fn within_limits(count: u32, chunks: &[fsctl::Chunk]) -> bool {
+/// Whether a copy's chunks keep to the limits: none too long or empty,
+/// not too much in all (MS-SMB2 3.3.5.15.6; their count is checked
+/// before they are read).
+fn within_limits(chunks: &[fsctl::Chunk]) -> bool {
     let total: u64 = chunks.iter().map(|c| u64::from(c.length)).sum();
-    count <= MAX_CHUNKS
-        && chunks
-            .iter()
-            .all(|c| c.length != 0 && c.length <= MAX_CHUNK_LEN)
+    chunks
+        .iter()
+        .all(|c| c.length != 0 && c.length <= MAX_CHUNK_LEN)
         && total <= u64::from(MAX_COPY_LEN)
 }
 

@@ -3,12 +3,13 @@
 //! from another file. Each is one call ([`CallOp::Fsctl`](crate::CallOp))
 //! made where it may wait for a disk; the request's checks that need
 //! only the server's tables (access, byte-range locks, the source's
-//! key) are made before, by handlers/ioctl.rs.
+//! key) are made before, by handlers/data_fsctl.rs and ioctl.rs.
+
+use std::sync::Arc;
 
 use copyless_proto::fsctl::{self, AllocatedRange, Chunk, CopyChunkResponse};
 use copyless_proto::status::{self, NtStatus};
 use copyless_proto::Writer;
-use std::sync::Arc;
 
 use copyless_vfs::snapshots::{self, Snapshots};
 use copyless_vfs::{attr, FileStat, Identity, VfsError, VfsResult};
@@ -48,13 +49,13 @@ pub(crate) enum Work {
         room: usize,
     },
     /// FSCTL_SRV_COPYCHUNK(_WRITE): `chunks` in order, stopping at the
-    /// first that fails; `stop` is where a byte-range lock stops them
-    /// (the chunk and the status), found before.
+    /// first that fails, or at the one another open's byte-range lock
+    /// covers (`locked`, found before).
     CopyChunks {
         source: DataFile,
         target: DataFile,
         chunks: Vec<Chunk>,
-        stop: Option<(usize, NtStatus)>,
+        locked: Option<usize>,
     },
     /// A SRV_COPYCHUNK_COPY without chunks: the whole source, as macOS
     /// asks for it when it duplicates a file.
@@ -128,8 +129,8 @@ impl Fsctl {
                 source,
                 target,
                 chunks,
-                stop,
-            } => Ok(copy_chunks(source, target, chunks, *stop)),
+                locked,
+            } => Ok(copy_chunks(source, target, chunks, *locked)),
             Work::CopyFile { source, target } => copy_file(source, target).map_err(fs),
             Work::Duplicate {
                 source,
@@ -158,8 +159,10 @@ impl Fsctl {
 /// previous versions of that file or folder (MS-SMB2 3.3.5.15.1).
 fn versions(snapshots: &Snapshots, who: &Identity, path: &str) -> VfsResult<Vec<u64>> {
     let mut found = Vec::new();
-    for time in snapshots.times()? {
-        let Some(vfs) = snapshots.at(time)? else {
+    for (time, tree) in snapshots.list()? {
+        // One that cannot be opened (a snapper folder without its
+        // snapshot) is no version.
+        let Ok(vfs) = snapshots.open(time, &tree) else {
             continue;
         };
         if path.is_empty() || vfs.resolve(who, path).is_ok() {
@@ -236,13 +239,13 @@ fn copy_chunks(
     source: &DataFile,
     target: &DataFile,
     chunks: &[Chunk],
-    stop: Option<(usize, NtStatus)>,
+    locked: Option<usize>,
 ) -> (NtStatus, Vec<u8>) {
     let mut done = CopyChunkResponse::default();
     let status = 'chunks: {
         for (i, c) in chunks.iter().enumerate() {
-            if let Some((_, status)) = stop.filter(|&(at, _)| at == i) {
-                break 'chunks status;
+            if locked == Some(i) {
+                break 'chunks status::FILE_LOCK_CONFLICT;
             }
             let len = u64::from(c.length);
             // A chunk must lie inside the source's data (MS-SMB2
