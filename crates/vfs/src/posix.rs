@@ -27,7 +27,7 @@ use rustix::fs::{
     renameat, renameat_with, unlinkat, Access, AtFlags, Dir, FallocateFlags, FileType, Mode,
     OFlags, RenameFlags, Statx, StatxAttributes, StatxFlags, Timespec, Timestamps, UTIME_OMIT,
 };
-use rustix::io::{pread, pwrite, Errno};
+use rustix::io::Errno;
 
 use crate::names::{fold, join, split};
 use crate::shortname;
@@ -1023,19 +1023,7 @@ impl Vfs for PosixVfs {
             buf[..n].copy_from_slice(&data[start..start + n]);
             return Ok(n);
         }
-        let mut done = 0;
-        while let Some(rest) = buf.get_mut(done..).filter(|r| !r.is_empty()) {
-            let at = offset
-                .checked_add(done as u64)
-                .ok_or(VfsError::Io(Errno::INVAL.into()))?;
-            match pread(fd, rest, at) {
-                Ok(0) => break,
-                Ok(n) => done += n,
-                Err(Errno::INTR) => {}
-                Err(e) => return Err(io_err(e)),
-            }
-        }
-        Ok(done)
+        extents::read_at(fd, offset, buf)
     }
 
     fn write(&self, h: &FileHandle, offset: u64, data: &[u8]) -> VfsResult<()> {
@@ -1053,19 +1041,7 @@ impl Vfs for PosixVfs {
             value[offset as usize..end].copy_from_slice(data);
             return streams::put(fd, name, &value);
         }
-        let mut done = 0;
-        while let Some(rest) = data.get(done..).filter(|r| !r.is_empty()) {
-            let at = offset
-                .checked_add(done as u64)
-                .ok_or(VfsError::Io(Errno::INVAL.into()))?;
-            match pwrite(fd, rest, at) {
-                Ok(0) => return Err(VfsError::Io(Errno::IO.into())),
-                Ok(n) => done += n,
-                Err(Errno::INTR) => {}
-                Err(e) => return Err(io_err(e)),
-            }
-        }
-        Ok(())
+        extents::write_at(fd, offset, data)
     }
 
     fn flush(&self, h: &FileHandle) -> VfsResult<()> {

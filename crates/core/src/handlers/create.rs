@@ -594,7 +594,7 @@ impl Connection {
         } = crate::names::path::from_smb_with_stream(cr.name)?;
         // A previous version, by its context or by an @GMT token in the
         // name (MS-SMB2 3.3.5.9.6): the share as it was then, read only.
-        let (path, token) = crate::names::path::without_gmt_token(&path);
+        let (path, token) = crate::names::path::without_gmt_token(path);
         let when = twrp.or(token);
         let share = match when {
             Some(when) => at_snapshot(&share, when)?,

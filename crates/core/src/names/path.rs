@@ -57,8 +57,12 @@ fn from_smb_str_with_stream(name: &str) -> Result<CreateName, NtStatus> {
 
 /// `path` without the first of its components that is an @GMT token
 /// (`@GMT-YYYY.MM.DD-HH.MM.SS`, MS-SMB2 3.3.5.9.6), and the time that
-/// token names.
-pub fn without_gmt_token(path: &str) -> (String, Option<u64>) {
+/// token names; a path without one (nearly every CREATE's) comes back
+/// as it was.
+pub fn without_gmt_token(path: String) -> (String, Option<u64>) {
+    if !path.contains("@GMT-") {
+        return (path, None);
+    }
     let mut parts: Vec<&str> = path.split('/').collect();
     match parts
         .iter()
@@ -68,7 +72,7 @@ pub fn without_gmt_token(path: &str) -> (String, Option<u64>) {
             let when = copyless_vfs::snapshots::parse_token(parts.remove(i));
             (parts.join("/"), when)
         }
-        None => (path.to_owned(), None),
+        None => (path, None),
     }
 }
 
@@ -189,14 +193,14 @@ mod tests {
             ("a/@GMT-2026.11.29-22.00.00/b", "a/b"),
             ("@GMT-2026.11.29-22.00.00", ""),
         ] {
-            assert_eq!(without_gmt_token(path), (rest.to_string(), when));
+            assert_eq!(without_gmt_token(path.into()), (rest.to_string(), when));
         }
         for plain in [
             "a/b",
             "@GMT-2026.11.29-22.00/a",
             "x@GMT-2026.11.29-22.00.00",
         ] {
-            assert_eq!(without_gmt_token(plain), (plain.to_string(), None));
+            assert_eq!(without_gmt_token(plain.into()), (plain.to_string(), None));
         }
     }
 

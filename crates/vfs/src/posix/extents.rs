@@ -1,8 +1,8 @@
-//! Where a file's data lies and how it moves inside the filesystem:
-//! holes punched and filled, allocated ranges found with SEEK_DATA and
-//! SEEK_HOLE, ranges copied with `copy_file_range`, which clones blocks
-//! where the filesystem shares them (btrfs, XFS) and copies in the kernel
-//! elsewhere.
+//! Where a file's data lies and how it moves: read and written whole at
+//! an offset, holes punched and filled, allocated ranges found with
+//! SEEK_DATA and SEEK_HOLE, ranges copied with `copy_file_range`, which
+//! clones blocks where the filesystem shares them (btrfs, XFS) and
+//! copies in the kernel elsewhere.
 
 use std::ops::Range;
 use std::os::fd::BorrowedFd;
@@ -51,7 +51,7 @@ fn write_zeros(fd: BorrowedFd<'_>, offset: u64, len: u64) -> VfsResult<()> {
     let mut done = 0;
     while done < len {
         let n = zeros.len().min((len - done) as usize);
-        write_all(fd, &zeros[..n], offset + done)?;
+        write_at(fd, offset + done, &zeros[..n])?;
         done += n as u64;
     }
     Ok(())
@@ -136,11 +136,11 @@ fn copy_through_memory(
         let want = buf
             .len()
             .min(usize::try_from(len - done).unwrap_or(usize::MAX));
-        let n = read_full(src, &mut buf[..want], src_offset + done)?;
+        let n = read_at(src, src_offset + done, &mut buf[..want])?;
         if n == 0 {
             break;
         }
-        write_all(dst, &buf[..n], dst_offset + done)?;
+        write_at(dst, dst_offset + done, &buf[..n])?;
         done += n as u64;
         if n < want {
             break;
@@ -149,10 +149,15 @@ fn copy_through_memory(
     Ok(done)
 }
 
-fn read_full(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> VfsResult<usize> {
+/// Reads at `offset` until `buf` is full or the data ends: the bytes
+/// read.
+pub fn read_at(fd: BorrowedFd<'_>, offset: u64, buf: &mut [u8]) -> VfsResult<usize> {
     let mut done = 0;
-    while done < buf.len() {
-        match pread(fd, &mut buf[done..], offset + done as u64) {
+    while let Some(rest) = buf.get_mut(done..).filter(|r| !r.is_empty()) {
+        let at = offset
+            .checked_add(done as u64)
+            .ok_or(VfsError::Io(Errno::INVAL.into()))?;
+        match pread(fd, rest, at) {
             Ok(0) => break,
             Ok(n) => done += n,
             Err(Errno::INTR) => {}
@@ -162,10 +167,14 @@ fn read_full(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> VfsResult<usize
     Ok(done)
 }
 
-fn write_all(fd: BorrowedFd<'_>, data: &[u8], offset: u64) -> VfsResult<()> {
+/// Writes all of `data` at `offset`.
+pub fn write_at(fd: BorrowedFd<'_>, offset: u64, data: &[u8]) -> VfsResult<()> {
     let mut done = 0;
-    while done < data.len() {
-        match pwrite(fd, &data[done..], offset + done as u64) {
+    while let Some(rest) = data.get(done..).filter(|r| !r.is_empty()) {
+        let at = offset
+            .checked_add(done as u64)
+            .ok_or(VfsError::Io(Errno::INVAL.into()))?;
+        match pwrite(fd, rest, at) {
             Ok(0) => return Err(VfsError::Io(Errno::IO.into())),
             Ok(n) => done += n,
             Err(Errno::INTR) => {}
