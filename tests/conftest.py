@@ -41,7 +41,7 @@ TEST_PASSWORD = "Corr3ct-Horse-Battery"
 SHARE_NAME = "share"
 BIG_FILE_SIZE = 100 * 1024 * 1024
 
-LISTENING_RE = re.compile(r"^copyless listening on 127\.0\.0\.1:(\d+)$")
+LISTENING_RE = re.compile(r"^copyless listening on (127\.\d+\.\d+\.\d+):(\d+)$")
 METRICS_RE = re.compile(r"^copyless metrics on (http://\S+)$")
 
 if SERVER_KIND not in ("copyless", "samba"):
@@ -172,7 +172,8 @@ _startup_timeouts: list[str] = []
 def _start_copyless(base: Path, *, extra_users=(), preexec_fn=None,
                     extra_config: str = "", prepare_share=None,
                     share_flag: bool = True,
-                    metrics_listen: str = "127.0.0.1:0") -> RunningServer:
+                    metrics_listen: str = "127.0.0.1:0",
+                    listen: str = "127.0.0.1:0") -> RunningServer:
     """Starts copyless on a fresh share with TEST_USER and each (name,
     password) of `extra_users`; `preexec_fn` runs in the server's process
     before exec (e.g. to set its resource limits); `extra_config` is added
@@ -182,7 +183,8 @@ def _start_copyless(base: Path, *, extra_users=(), preexec_fn=None,
     the share (base/share) is not given with --share, which would replace
     the config's shares: `extra_config` then declares it, and any others.
     `metrics_listen` is the `[metrics] listen` address; `extra_config`
-    may go on with more keys of `[metrics]`."""
+    may go on with more keys of `[metrics]`. `listen` is where it serves
+    SMB (a loopback address)."""
     if _startup_timeouts:
         pytest.fail(
             "not started: an earlier start of copyless in this session timed out:\n"
@@ -245,7 +247,7 @@ def _start_copyless(base: Path, *, extra_users=(), preexec_fn=None,
         "--config",
         str(config),
         "--listen",
-        "127.0.0.1:0",
+        listen,
         "--state-dir",
         str(state),
     ]
@@ -280,6 +282,7 @@ def _start_copyless(base: Path, *, extra_users=(), preexec_fn=None,
     threading.Thread(target=drain, daemon=True).start()
 
     port = None
+    host = "127.0.0.1"
     metrics_url = None
     seen = []
     deadline = time.monotonic() + STARTUP_TIMEOUT
@@ -296,7 +299,7 @@ def _start_copyless(base: Path, *, extra_users=(), preexec_fn=None,
         seen.append(line)
         match = LISTENING_RE.match(line)
         if match:
-            port = int(match.group(1))
+            host, port = match.group(1), int(match.group(2))
         match = METRICS_RE.match(line)
         if match:
             metrics_url = match.group(1)
@@ -322,7 +325,7 @@ def _start_copyless(base: Path, *, extra_users=(), preexec_fn=None,
             _startup_timeouts.append(message)
         pytest.fail(message, pytrace=False)
 
-    info = Server("127.0.0.1", port, SHARE_NAME, share, TEST_USER, TEST_PASSWORD,
+    info = Server(host, port, SHARE_NAME, share, TEST_USER, TEST_PASSWORD,
                   control, metrics_url)
     return RunningServer(info, proc, (stdout_path, stderr_path))
 

@@ -194,6 +194,21 @@ fn set_info(input: &[u8]) {
             }
             let _ = ea::parse_get_ea_list(buf);
         }
+        // Quota entries an administrator sets, which encode back to
+        // what they were; and a quota query's SIDs, each whole.
+        c::FILE_QUOTA_INFORMATION => {
+            use copyless_fscc::quota;
+            if let Ok(entries) = quota::parse_entries(buf) {
+                let (again, count) = quota::encode_entries(&entries, usize::MAX);
+                assert_eq!(count, entries.len());
+                assert_eq!(quota::parse_entries(&again).as_ref(), Ok(&entries));
+            }
+            if let Ok(q) = quota::parse_query(buf) {
+                for sid in q.sids.iter().chain(&q.start_sid) {
+                    assert_eq!(sid.len(), 8 + 4 * usize::from(sid[1]));
+                }
+            }
+        }
         _ => {
             let _ = copyless_fscc::decode_rename_ex(buf);
             let _ = copyless_fscc::decode_disposition(buf);

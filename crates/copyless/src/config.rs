@@ -313,6 +313,9 @@ pub struct Config {
     pub kerberos: Option<Arc<KerberosService>>,
     /// `[discovery]`: how clients on the local network find the server.
     pub discovery: Discovery,
+    /// `[security] quota_admins`: the users (and members of the groups)
+    /// who may list every user's disk quota and set limits over SMB.
+    pub quota_admins: Vec<Principal>,
     /// `[security] hosts_allow` and `hosts_deny`: the client addresses
     /// let in at all (the engine drops the others at accept).
     pub hosts: HostFilter,
@@ -557,6 +560,7 @@ impl Config {
             metrics_listen: None,
             metrics_user_labels: false,
             audit_to: AuditTo::Journal,
+            quota_admins: Vec::new(),
             log_level: LogLevel::Info,
             engine: EngineKind::default(),
             kerberos: None,
@@ -830,6 +834,7 @@ mod raw {
         pub hosts_deny: Option<Spanned<Vec<Spanned<String>>>>,
         pub min_protocol: Option<Spanned<String>>,
         pub max_protocol: Option<Spanned<String>>,
+        pub quota_admins: Option<Spanned<Vec<String>>>,
     }
 
     #[derive(Deserialize)]
@@ -988,6 +993,10 @@ fn parse(text: &str, base: &Path, file_name: &Path) -> Result<Config, SpanError>
     };
     let dialects = parse_protocols(file.security.as_ref())?;
     let map_to_guest = parse_map_to_guest(file.security.as_ref())?;
+    let quota_admins = match file.security.as_ref().and_then(|s| s.quota_admins.as_ref()) {
+        Some(list) => principals(list, "quota_admins")?,
+        None => Vec::new(),
+    };
     let (signing, encryption, guest) = parse_security(file.security)?;
     let source = |spans: Vec<(&'static str, Range<usize>)>| ShareSource::File {
         file: file_name.to_path_buf(),
@@ -1061,6 +1070,7 @@ fn parse(text: &str, base: &Path, file_name: &Path) -> Result<Config, SpanError>
         hosts,
         audit_to,
         log_level,
+        quota_admins,
     })
 }
 
@@ -2120,6 +2130,22 @@ max_listing_bytes_total = 134217728
         ] {
             let m = error_at(&format!("{share}{key}\n"), line);
             assert!(m.contains(key.split(' ').next().unwrap()), "{m}");
+        }
+    }
+
+    #[test]
+    fn quota_admins_are_users_and_groups_but_never_root() {
+        let users = copyless_auth::unix::group_id("users").unwrap();
+        let (_dir, config) = load_text("[security]\nquota_admins = [\"alice\", \"@users\"]\n");
+        assert_eq!(
+            config.quota_admins,
+            vec![Principal::User("alice".into()), Principal::Group(users)]
+        );
+        let (_dir, config) = load_text("[security]\nguest = false\n");
+        assert!(config.quota_admins.is_empty());
+        for list in ["[\"root\"]", "[\"@root\"]", "[\"\"]"] {
+            let m = error_at(&format!("[security]\nquota_admins = {list}\n"), 2);
+            assert!(m.contains("quota_admins"), "{m}");
         }
     }
 

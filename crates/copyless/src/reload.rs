@@ -233,6 +233,10 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
             "[security] guest_account",
             old.guest_account != new.guest_account,
         ),
+        (
+            "[security] quota_admins",
+            old.quota_admins != new.quota_admins,
+        ),
         ("control", old.control != new.control),
         ("[trace]", old.trace_enabled != new.trace_enabled),
         ("[metrics]", {

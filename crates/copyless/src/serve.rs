@@ -125,6 +125,7 @@ pub fn serve(
         act_as_users,
         guest_identity,
         machine_sid,
+        quota_admins: config.quota_admins.clone(),
     };
     let server = Server::new(server_config, shares, users.clone());
     let keeper = Arc::new(crate::share_keeper::ShareKeeper::new(
@@ -333,7 +334,8 @@ pub fn engine_limits(limits: &Limits, budget: &Budget) -> EngineLimits {
 pub fn make_share(s: &ShareConfig, index: usize, tracer: &Arc<Tracer>) -> Result<Share, String> {
     let vfs = PosixVfs::new(&s.path)
         .map_err(|e| format!("share {}: {}: {e}", s.name, s.path.display()))?
-        .with_modes(s.modes);
+        .with_modes(s.modes)
+        .with_quotas(Arc::new(copyless_engine::Quotactl));
     let vfs: Arc<dyn Vfs> = if tracer.enabled() {
         Arc::new(TimedVfs::new(Arc::new(vfs), tracer.clone(), index))
     } else {

@@ -67,6 +67,9 @@ pub struct FileOpen {
     /// The share's recycle bin, and whose part of it a file this open
     /// deletes goes to.
     pub recycle: Option<crate::recycle::Recycling>,
+    /// The uid a quota enumeration without RestartScan goes on from
+    /// (handlers/quota.rs).
+    pub quota_scan: u64,
 }
 
 impl FileOpen {

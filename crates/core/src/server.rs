@@ -67,6 +67,8 @@ pub struct ServerConfig {
     /// The sub-authorities of the server's machine SID, S-1-5-21-a-b-c,
     /// under which each user has a SID of its own.
     pub machine_sid: [u32; 3],
+    /// Who may list every user's disk quota and set limits (quota.rs).
+    pub quota_admins: Vec<Principal>,
 }
 
 pub struct Share {

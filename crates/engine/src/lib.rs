@@ -21,6 +21,7 @@ pub mod log_limit;
 mod logons;
 mod memory;
 mod post;
+mod quotas;
 mod threads;
 mod uring;
 
@@ -44,6 +45,7 @@ use log_level::{log, LogLevel};
 use log_limit::RateLimit;
 pub use logons::expect_logon_outcomes;
 use logons::Logons;
+pub use quotas::Quotactl;
 
 /// The engine's own limits; a connection's message sizes are the core's
 /// (`Connection::max_message_size`).

@@ -26,6 +26,9 @@ pub struct FsInfo {
     /// FileSystemAttributes (MS-FSCC 2.5.1); see [`DEFAULT_FS_ATTRIBUTES`].
     pub fs_attributes: u32,
     pub object_id: [u8; 16],
+    /// FileSystemControlFlags of FileFsControlInformation: how users'
+    /// quotas are kept ([`FILE_VC_QUOTA_TRACK`], [`FILE_VC_QUOTA_ENFORCE`]).
+    pub quota_flags: u32,
 }
 
 // FileSystemAttributes flags, MS-FSCC 2.5.1.
@@ -63,6 +66,12 @@ pub const DEFAULT_FS_ATTRIBUTES: u32 = FILE_CASE_SENSITIVE_SEARCH
     | FILE_SUPPORTS_SPARSE_FILES
     | FILE_NAMED_STREAMS
     | FILE_SUPPORTS_EXTENDED_ATTRIBUTES;
+
+// FileSystemControlFlags, MS-FSCC 2.5.2.
+/// Users' use is counted.
+pub const FILE_VC_QUOTA_TRACK: u32 = 0x0000_0001;
+/// Users' limits are enforced.
+pub const FILE_VC_QUOTA_ENFORCE: u32 = 0x0000_0002;
 
 /// DeviceType of a disk share.
 pub const FILE_DEVICE_DISK: u32 = 0x0000_0007;
@@ -140,13 +149,13 @@ pub fn encode_fs_info(class: u8, info: &FsInfo) -> Result<Vec<u8>, InfoError> {
             put_u32(&mut out, info.bytes_per_sector);
         }
         class::FS_CONTROL_INFORMATION => {
-            // A volume whose quotas are neither tracked nor enforced
-            // (MS-FSA 2.1.5.13.6): the content indexing fields are 0,
-            // no default threshold or limit is set (-1), no control flag.
+            // The content indexing fields are 0; no default threshold or
+            // limit is set (-1): Linux has none for users without an
+            // entry of their own (MS-FSA 2.1.5.13.6).
             put_zeros(&mut out, 24);
             put_u64(&mut out, NO_QUOTA);
             put_u64(&mut out, NO_QUOTA);
-            put_u32(&mut out, 0); // FileSystemControlFlags
+            put_u32(&mut out, info.quota_flags); // FileSystemControlFlags
             put_u32(&mut out, 0); // Padding
         }
         class::FS_OBJECT_ID_INFORMATION => {
@@ -209,6 +218,7 @@ mod tests {
             max_name_len: 255,
             fs_attributes: DEFAULT_FS_ATTRIBUTES,
             object_id: [0xA5; 16],
+            quota_flags: 0,
         }
     }
 
@@ -267,6 +277,12 @@ mod tests {
         want.extend([0xFF; 16]);
         want.extend([0; 8]);
         assert_eq!(b, want);
+        let tracked = FsInfo {
+            quota_flags: FILE_VC_QUOTA_TRACK | FILE_VC_QUOTA_ENFORCE,
+            ..fs()
+        };
+        let b = encode_fs_info(class::FS_CONTROL_INFORMATION, &tracked).unwrap();
+        assert_eq!(b[40..44], [3, 0, 0, 0]);
     }
 
     #[test]

@@ -9,6 +9,8 @@ pub const NOTIFY_CLEANUP: NtStatus = 0x0000_010B;
 pub const BUFFER_OVERFLOW: NtStatus = 0x8000_0005;
 pub const NO_MORE_FILES: NtStatus = 0x8000_0006;
 pub const NO_MORE_EAS: NtStatus = 0x8000_0012;
+/// An enumeration (of quota entries) has nothing more to give.
+pub const NO_MORE_ENTRIES: NtStatus = 0x8000_001A;
 pub const INVALID_EA_NAME: NtStatus = 0x8000_0013;
 pub const EA_LIST_INCONSISTENT: NtStatus = 0x8000_0014;
 pub const NO_EAS_ON_FILE: NtStatus = 0xC000_0052;
@@ -44,6 +46,8 @@ pub const SHARING_VIOLATION: NtStatus = 0xC000_0043;
 pub const DELETE_PENDING: NtStatus = 0xC000_0056;
 pub const PRIVILEGE_NOT_HELD: NtStatus = 0xC000_0061;
 pub const LOGON_FAILURE: NtStatus = 0xC000_006D;
+/// A SID that names no account here.
+pub const NONE_MAPPED: NtStatus = 0xC000_0073;
 pub const ACCOUNT_RESTRICTION: NtStatus = 0xC000_006E;
 pub const DISK_FULL: NtStatus = 0xC000_007F;
 pub const INSUFFICIENT_RESOURCES: NtStatus = 0xC000_009A;
@@ -106,6 +110,8 @@ pub fn name(status: NtStatus) -> Option<&'static str> {
         INVALID_DEVICE_STATE => "STATUS_INVALID_DEVICE_STATE",
         INVALID_LOCK_RANGE => "STATUS_INVALID_LOCK_RANGE",
         BUFFER_TOO_SMALL => "STATUS_BUFFER_TOO_SMALL",
+        NO_MORE_ENTRIES => "STATUS_NO_MORE_ENTRIES",
+        NONE_MAPPED => "STATUS_NONE_MAPPED",
         INVALID_VIEW_SIZE => "STATUS_INVALID_VIEW_SIZE",
         MEDIA_WRITE_PROTECTED => "STATUS_MEDIA_WRITE_PROTECTED",
         OBJECT_TYPE_MISMATCH => "STATUS_OBJECT_TYPE_MISMATCH",

@@ -180,6 +180,7 @@ pub fn config() -> ServerConfig {
         act_as_users: false,
         guest_identity: Identity::Server,
         machine_sid: [11, 22, 33],
+        quota_admins: Vec::new(),
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use copyless_vfs::{
     CreateAction, Disposition, Ea, FileHandle, FileStat, FsStat, Identity, OpenRequest, Opened,
-    RootState, SetTimes, UnixAccess, Vfs, VfsResult,
+    Quota, RootState, SetTimes, UnixAccess, Vfs, VfsResult,
 };
 
 use crate::clock;
@@ -220,6 +220,20 @@ impl Vfs for TimedVfs {
 
     fn fs_stat(&self) -> VfsResult<FsStat> {
         self.timed(Syscall::FsStat, || self.inner.fs_stat())
+    }
+
+    fn quota(&self, who: &Identity, uid: u32) -> VfsResult<Quota> {
+        self.timed(Syscall::FsStat, || self.inner.quota(who, uid))
+    }
+
+    fn next_quota(&self, who: &Identity, from: u32) -> VfsResult<Option<(u32, Quota)>> {
+        self.timed(Syscall::FsStat, || self.inner.next_quota(who, from))
+    }
+
+    fn set_quota(&self, who: &Identity, uid: u32, soft: u64, hard: u64) -> VfsResult<()> {
+        self.timed(Syscall::FsStat, || {
+            self.inner.set_quota(who, uid, soft, hard)
+        })
     }
 
     fn root_state(&self) -> RootState {

@@ -17,6 +17,7 @@ pub mod memory;
 mod names;
 mod new_modes;
 pub mod posix;
+pub mod quota;
 pub mod shortname;
 pub mod snapshots;
 
@@ -24,6 +25,7 @@ pub use eas::Ea;
 pub use identity::{Identity, UnixIds};
 pub use names::join;
 pub use new_modes::NewModes;
+pub use quota::{KernelQuotas, Quota, QuotaState};
 
 /// FILE_ATTRIBUTE_* bits (MS-FSCC 2.6) the VFS stores and reports.
 pub mod attr {
@@ -349,6 +351,9 @@ pub struct FsStat {
     /// Files and folders may be compressed ([`Vfs::set_compression`]):
     /// FILE_FILE_COMPRESSION.
     pub compresses: bool,
+    /// Whether users' disk quotas are kept ([`Vfs::quota`]):
+    /// FILE_VOLUME_QUOTAS.
+    pub quotas: QuotaState,
 }
 
 /// The share's root exists and is a directory: it can only be opened as
@@ -549,6 +554,23 @@ pub trait Vfs: Send + Sync {
     /// left as it is.
     fn make_dir_for(&self, owner: &Identity, path: &str, mode: u32) -> VfsResult<()>;
     fn fs_stat(&self) -> VfsResult<FsStat>;
+    /// The disk quota entry of the Unix user `uid` on the share's
+    /// filesystem, asked as `who` (a user may read their own entry; the
+    /// server, with CAP_SYS_ADMIN, anyone's), where the filesystem keeps
+    /// quotas ([`FsStat::quotas`]); NotSupported where it keeps none
+    /// (the default).
+    fn quota(&self, _who: &Identity, _uid: u32) -> VfsResult<Quota> {
+        Err(VfsError::NotSupported)
+    }
+    /// The first quota entry of a uid from `from` on, with its uid, in
+    /// uid order, asked as `who`; None past the last.
+    fn next_quota(&self, _who: &Identity, _from: u32) -> VfsResult<Option<(u32, Quota)>> {
+        Err(VfsError::NotSupported)
+    }
+    /// Sets the limits of `uid`'s entry, in bytes (0: none), as `who`.
+    fn set_quota(&self, _who: &Identity, _uid: u32, _soft: u64, _hard: u64) -> VfsResult<()> {
+        Err(VfsError::NotSupported)
+    }
     /// Whether the share's folder is still the one at its path. Backends
     /// without a path of their own are always current.
     fn root_state(&self) -> RootState {

@@ -27,7 +27,7 @@ use crate::names::{fold, join, split};
 use crate::shortname;
 use crate::{
     attr, CreateAction, Disposition, Ea, FileHandle, FileStat, FsStat, Identity, Kind, OpenRequest,
-    Opened, SetTimes, UnixAccess, Vfs, VfsError, VfsResult,
+    Opened, Quota, QuotaState, SetTimes, UnixAccess, Vfs, VfsError, VfsResult,
 };
 
 /// 2024-01-01T00:00:00Z, where every instance's clock starts.
@@ -91,6 +91,9 @@ struct State {
     acls_in_use: bool,
     /// An EA was stored at some point (PosixVfs's marker likewise).
     eas_in_use: bool,
+    /// Users' quota limits (soft, hard) by uid, where the share keeps
+    /// quotas ([`MemoryVfs::with_quotas`]).
+    quotas: Option<BTreeMap<u32, (u64, u64)>>,
 }
 
 struct Node {
@@ -312,6 +315,20 @@ impl Default for MemoryVfs {
     }
 }
 
+impl State {
+    /// The bytes the files of `uid` take.
+    fn used_by(&self, uid: u32) -> u64 {
+        self.nodes
+            .values()
+            .filter(|n| n.uid == uid)
+            .map(|n| match &n.body {
+                Body::File(data) => data.alloc_size(),
+                Body::Dir(_) => 0,
+            })
+            .sum()
+    }
+}
+
 impl MemoryVfs {
     /// An empty share.
     pub fn new() -> MemoryVfs {
@@ -326,8 +343,17 @@ impl MemoryVfs {
                 clock: START_TIME,
                 acls_in_use: false,
                 eas_in_use: false,
+                quotas: None,
             }),
         }
+    }
+
+    /// A share whose users' use is counted and whose limits are said to
+    /// be enforced, as XFS mounted with `uquota` says; for the protocol
+    /// above it, since nothing here refuses a write past a limit.
+    pub fn with_quotas(self) -> MemoryVfs {
+        self.lock().quotas = Some(BTreeMap::new());
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -1109,7 +1135,55 @@ impl Vfs for MemoryVfs {
             max_name_len: NAME_MAX as u32,
             clones: false,
             compresses: false,
+            quotas: QuotaState {
+                tracked: st.quotas.is_some(),
+                enforced: st.quotas.is_some(),
+            },
         })
+    }
+
+    fn quota(&self, who: &Identity, uid: u32) -> VfsResult<Quota> {
+        let st = self.lock();
+        let quotas = st.quotas.as_ref().ok_or(VfsError::NotSupported)?;
+        if let Identity::Unix(ids) = who {
+            // As the kernel: only one's own entry, without CAP_SYS_ADMIN.
+            if ids.uid != uid {
+                return Err(VfsError::AccessDenied);
+            }
+        }
+        let (soft, hard) = quotas.get(&uid).copied().unwrap_or_default();
+        Ok(Quota {
+            used: st.used_by(uid),
+            soft,
+            hard,
+        })
+    }
+
+    fn next_quota(&self, who: &Identity, from: u32) -> VfsResult<Option<(u32, Quota)>> {
+        let next = {
+            let st = self.lock();
+            let quotas = st.quotas.as_ref().ok_or(VfsError::NotSupported)?;
+            if matches!(who, Identity::Unix(_)) {
+                return Err(VfsError::AccessDenied);
+            }
+            let users = st.nodes.values().filter(|n| n.uid >= from).map(|n| n.uid);
+            users.chain(quotas.range(from..).map(|(&u, _)| u)).min()
+        };
+        next.map(|uid| Ok((uid, self.quota(who, uid)?))).transpose()
+    }
+
+    fn set_quota(&self, who: &Identity, uid: u32, soft: u64, hard: u64) -> VfsResult<()> {
+        if matches!(who, Identity::Unix(_)) {
+            return Err(VfsError::AccessDenied);
+        }
+        let mut st = self.lock();
+        let quotas = st.quotas.as_mut().ok_or(VfsError::NotSupported)?;
+        if soft == 0 && hard == 0 {
+            quotas.remove(&uid);
+        } else {
+            quotas.insert(uid, (soft, hard));
+        }
+        Ok(())
     }
 
     fn security(&self, h: &FileHandle) -> VfsResult<Option<Vec<u8>>> {

@@ -32,8 +32,9 @@ use rustix::io::Errno;
 use crate::names::{fold, join, split};
 use crate::shortname;
 use crate::{
-    attr, CreateAction, Disposition, Ea, FileHandle, FileStat, FsStat, Identity, Kind, NewModes,
-    OpenRequest, Opened, RootState, SetTimes, UnixAccess, Vfs, VfsError, VfsResult,
+    attr, CreateAction, Disposition, Ea, FileHandle, FileStat, FsStat, Identity, KernelQuotas,
+    Kind, NewModes, OpenRequest, Opened, Quota, QuotaState, RootState, SetTimes, UnixAccess, Vfs,
+    VfsError, VfsResult,
 };
 use case_cache::{CaseCache, DirKey, Lookup};
 use eas::EaStore;
@@ -68,6 +69,9 @@ pub struct PosixVfs {
     clones: bool,
     /// Files may be compressed ([`FsStat::compresses`]).
     compresses: bool,
+    /// How the engine reaches the kernel's disk quotas; without it the
+    /// share has none.
+    quotas: Option<std::sync::Arc<dyn KernelQuotas>>,
     cache: CaseCache,
     /// Long names that left a folder moments ago (see tunnel.rs).
     tunnel: Tunnel,
@@ -229,6 +233,7 @@ impl PosixVfs {
             data_in_memory: data == DataKind::Memory,
             clones,
             compresses,
+            quotas: None,
             root: fd,
             source: root.to_path_buf(),
             root_key,
@@ -246,6 +251,19 @@ impl PosixVfs {
     pub fn with_modes(mut self, modes: NewModes) -> PosixVfs {
         self.modes = modes;
         self
+    }
+
+    /// Users' disk quotas, read and set through `quotas` (see quota.rs).
+    pub fn with_quotas(mut self, quotas: std::sync::Arc<dyn KernelQuotas>) -> PosixVfs {
+        self.quotas = Some(quotas);
+        self
+    }
+
+    /// The kernel's quotas, acting as `who`.
+    fn quotas_as(&self, who: &Identity) -> VfsResult<&dyn KernelQuotas> {
+        let quotas = self.quotas.as_deref().ok_or(VfsError::NotSupported)?;
+        creds::act_as(who)?;
+        Ok(quotas)
     }
 
     /// Opens a directory by its real path beneath the root.
@@ -1679,7 +1697,39 @@ impl Vfs for PosixVfs {
             max_name_len: u32::try_from(st.f_namemax).unwrap_or(u32::MAX),
             clones: self.clones,
             compresses: self.compresses,
+            // Asking how quotas are kept takes no privilege.
+            quotas: match &self.quotas {
+                Some(q) => q.state(self.root.as_fd()).unwrap_or_default(),
+                None => QuotaState::default(),
+            },
         })
+    }
+
+    fn quota(&self, who: &Identity, uid: u32) -> VfsResult<Quota> {
+        self.quotas_as(who)?
+            .get(self.root.as_fd(), uid)
+            .map_err(quota_error)
+    }
+
+    fn next_quota(&self, who: &Identity, from: u32) -> VfsResult<Option<(u32, Quota)>> {
+        self.quotas_as(who)?
+            .next(self.root.as_fd(), from)
+            .map_err(quota_error)
+    }
+
+    fn set_quota(&self, who: &Identity, uid: u32, soft: u64, hard: u64) -> VfsResult<()> {
+        self.quotas_as(who)?
+            .set(self.root.as_fd(), uid, soft, hard)
+            .map_err(quota_error)
+    }
+}
+
+/// A quota call's error: where the filesystem keeps no quotas (ENOSYS,
+/// or ESRCH when they are off), NotSupported.
+fn quota_error(e: std::io::Error) -> VfsError {
+    match e.raw_os_error().map(Errno::from_raw_os_error) {
+        Some(Errno::NOSYS | Errno::SRCH | Errno::NOTSUP | Errno::INVAL) => VfsError::NotSupported,
+        _ => data_error(e),
     }
 }
 

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use copyless_proto::status::{self, NtStatus};
-use copyless_vfs::{attr, Ea, FileHandle, SetTimes, Vfs};
+use copyless_vfs::{attr, Ea, FileHandle, Identity, SetTimes, Vfs};
 
 use crate::handlers::vfs_status;
 use crate::names::hiding::NameRules;
@@ -30,6 +30,9 @@ pub(crate) enum Alter {
     Deletable,
     /// FileFullEaInformation: EAs to set or (with empty values) remove.
     Eas(Vec<Ea>),
+    /// Users' quota limits (uid, soft, hard), set by the server for a
+    /// quota administrator (handlers/quota.rs).
+    Quotas(Vec<(u32, u64, u64)>),
 }
 
 /// The call: `alter` on the object open as `handle`, in a share with the
@@ -64,6 +67,10 @@ pub(crate) fn make(
             vfs.set_times(h, &times).map_err(fs)
         }
         Alter::Eas(ref eas) => vfs.set_eas(h, eas).map_err(fs),
+        Alter::Quotas(ref limits) => limits.iter().try_for_each(|&(uid, soft, hard)| {
+            vfs.set_quota(&Identity::Server, uid, soft, hard)
+                .map_err(fs)
+        }),
         Alter::Len(len) => vfs.set_len(h, len).map_err(fs),
         Alter::Allocation(len) => {
             if len < vfs.stat(h).map_err(fs)?.size {

@@ -25,6 +25,7 @@ use crate::durable;
 use crate::env::Env;
 use crate::file_table::{stream_id, AppOpen, FileKey, LeaseAsk, OpenRef, OplockRequest};
 use crate::handlers::info::eas_to_set;
+use crate::handlers::quota;
 use crate::handlers::{file_times, vfs_status, Then};
 use crate::intent::{CallOp, OpenCall, WatchCall};
 use crate::leases;
@@ -269,6 +270,8 @@ pub(crate) struct Finishing {
     share: Arc<Share>,
     /// The open is of a snapshot (read-only media).
     snapshot: bool,
+    /// The open is of the quota file.
+    quota_file: bool,
     id: u64,
     slot: OpenSlot,
     oplock: OplockRequest,
@@ -432,7 +435,16 @@ impl Connection {
         _env: &mut dyn Env,
         made: Option<Made>,
     ) -> Result<NtStatus, NtStatus> {
-        let cr = CreateRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
+        let mut cr = CreateRequest::parse(req.msg).map_err(|_| status::INVALID_PARAMETER)?;
+        // The quota file (handlers/quota.rs) is the share's folder opened
+        // for its quotas alone: whatever the request asks, nothing of the
+        // folder reaches the open.
+        let quota_file = quota::names_quota_file(cr.name);
+        if quota_file {
+            cr.desired_access = access::FILE_READ_ATTRIBUTES | access::SYNCHRONIZE;
+            cr.create_options = FILE_DIRECTORY_FILE;
+            cr.oplock_level = 0;
+        }
         let contexts = cc::parse_chain(cr.contexts).map_err(|_| status::INVALID_PARAMETER)?;
         let durable_asked = durable::asked(&contexts, self.dialect)?;
         if let Some(reclaim) = durable::reclaim(&durable_asked, &contexts, cr.name)? {
@@ -591,7 +603,15 @@ impl Connection {
             path,
             stream,
             data_type,
-        } = crate::names::path::from_smb_with_stream(cr.name)?;
+        } = if quota_file {
+            crate::names::path::CreateName {
+                path: String::new(),
+                stream: None,
+                data_type: false,
+            }
+        } else {
+            crate::names::path::from_smb_with_stream(cr.name)?
+        };
         // A previous version, by its context or by an @GMT token in the
         // name (MS-SMB2 3.3.5.9.6): the share as it was then, read only.
         let (path, token) = crate::names::path::without_gmt_token(path);
@@ -762,6 +782,7 @@ impl Connection {
             index,
             share: share.clone(),
             snapshot,
+            quota_file,
             id,
             slot,
             oplock,
@@ -813,6 +834,7 @@ impl Connection {
             index,
             share,
             snapshot,
+            quota_file,
             id,
             slot,
             oplock,
@@ -924,9 +946,17 @@ impl Connection {
             server.files().add_app_instance(app, open);
         }
         let ctx_bytes = cc::build_chain(&reply_contexts);
-        let mut times = file_times(&opened.stat);
-        let name = crate::names::path::file_name(&opened.path);
-        times.attributes = share.names.shown(name, times.attributes);
+        let times = if quota_file {
+            messages::FileTimes {
+                attributes: quota::QUOTA_FILE_ATTRIBUTES,
+                ..Default::default()
+            }
+        } else {
+            let mut times = file_times(&opened.stat);
+            let name = crate::names::path::file_name(&opened.path);
+            times.attributes = share.names.shown(name, times.attributes);
+            times
+        };
         let mut mode = 0;
         if cr.create_options & FILE_WRITE_THROUGH != 0 {
             mode |= FILE_WRITE_THROUGH;
@@ -968,6 +998,7 @@ impl Connection {
                     lock_sequences: None,
                     resume_key: None,
                     snapshot,
+                    quota_scan: 0,
                     recycle: share.recycle.clone().map(|bin| crate::recycle::Recycling {
                         bin,
                         user: session.user.as_str().into(),

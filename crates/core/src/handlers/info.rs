@@ -21,6 +21,7 @@ use crate::conn::waiting::Wait;
 use crate::file_table::{stream_id, FileKey};
 use crate::handlers::change::{self, Alter, Change};
 use crate::handlers::look::{self, Looked, Part};
+use crate::handlers::quota;
 use crate::handlers::{file_info, vfs_status, Then};
 use crate::intent::CallOp;
 use crate::leases::LeaseId;
@@ -85,6 +86,9 @@ impl Connection {
             return Err(status::INVALID_PARAMETER);
         }
         self.check_charge(req, q.output_buffer_length.max(q.input.len() as u32))?;
+        if q.info_type == messages::INFO_QUOTA {
+            return self.query_quota(req, compound, reply, w, &q, looked);
+        }
         let server = self.server.clone();
         let share_name = self.share_name(req);
         let dialect = self.dialect;
@@ -127,7 +131,7 @@ impl Connection {
         let then = || Then::Query {
             msg: req.msg.to_vec(),
         };
-        let Some(looked) = look::here_or_by_call(f, part, looked, reply, then) else {
+        let Some(looked) = look::here_or_by_call(f, part.clone(), looked, reply, then) else {
             return Ok(status::SUCCESS);
         };
         let looked = looked?;
@@ -179,9 +183,11 @@ impl Connection {
                 };
                 fscc::query_file_info(q.class, &info, &ctx, out_len).map_err(|e| e.ntstatus())?
             }
+            // Answered by query_quota.
+            Part::Quotas(_) => return Err(status::INTERNAL_ERROR),
             Part::Fs => {
                 let fs = looked.fs.ok_or(status::INTERNAL_ERROR)?;
-                let info = fs_info(&share_name, &fs);
+                let info = fs_info(&share_name, &fs, looked.quota.as_ref());
                 fscc::query_fs_info(q.class, &info, out_len).map_err(|e| e.ntstatus())?
             }
             Part::Security => {
@@ -231,6 +237,7 @@ impl Connection {
             .sessions
             .get(&req.session_id)
             .is_some_and(|s| s.anonymous);
+        let quota_admin = self.quota_admin(req);
         let my_id = self.file_id(s.file_id, compound)?.volatile;
         // A rename or delete first takes handle caching from the other
         // clients' leases, and waits for them to let go, as `hold`.
@@ -307,6 +314,18 @@ impl Connection {
                 }
             }
             self.report_change(share, &here, action::MODIFIED, filter::SECURITY);
+            messages::write_set_info_response(w);
+            return Ok(status::SUCCESS);
+        }
+        if s.info_type == messages::INFO_QUOTA {
+            // MS-SMB2 3.3.5.21.4: only those who manage quotas.
+            if read_only || !quota_admin {
+                return Err(status::ACCESS_DENIED);
+            }
+            let limits = quota::limits_to_set(&server.config, s.buffer)?;
+            if let Some(call) = change(f, Alter::Quotas(limits), &mut made, req, reply)? {
+                return Ok(call);
+            }
             messages::write_set_info_response(w);
             return Ok(status::SUCCESS);
         }
@@ -628,15 +647,38 @@ fn file_state(server: &Server, f: &FileOpen) -> (String, bool) {
         .unwrap_or_default()
 }
 
-fn fs_info(share_name: &str, fs: &copyless_vfs::FsStat) -> FsInfo {
+/// What a share's volume looks like to a user, whose `quota` (where the
+/// filesystem enforces one and it sets a limit) bounds the size and the
+/// space left, as Windows shows a volume with quotas enforced; the
+/// volume's own free space stays ActualAvailableAllocationUnits.
+fn fs_info(
+    share_name: &str,
+    fs: &copyless_vfs::FsStat,
+    quota: Option<&copyless_vfs::Quota>,
+) -> FsInfo {
     let bytes_per_sector = 512u32;
     let unit = fs.block_size.max(bytes_per_sector);
+    let (mut total_units, mut free_units) = (fs.total_blocks, fs.avail_blocks);
+    if let Some((cap, used)) = quota.and_then(|q| Some((q.cap()?, q.used))) {
+        let units = |bytes: u64| bytes / u64::from(unit);
+        total_units = total_units.min(units(cap));
+        free_units = free_units.min(units(cap.saturating_sub(used)));
+    }
+    let quota_flags = if fs.quotas.tracked {
+        fscc::fs_attr::FILE_VC_QUOTA_TRACK
+    } else {
+        0
+    } | if fs.quotas.enforced {
+        fscc::fs_attr::FILE_VC_QUOTA_ENFORCE
+    } else {
+        0
+    };
     FsInfo {
         volume_label: share_name.to_string(),
         serial: (fs.fs_id as u32) ^ ((fs.fs_id >> 32) as u32),
         volume_creation_time: 0,
-        total_units: fs.total_blocks,
-        free_units: fs.avail_blocks,
+        total_units,
+        free_units,
         actual_free_units: fs.free_blocks,
         sectors_per_unit: unit / bytes_per_sector,
         bytes_per_sector,
@@ -656,8 +698,14 @@ fn fs_info(share_name: &str, fs: &copyless_vfs::FsStat) -> FsInfo {
                 fscc::fs_attr::FILE_FILE_COMPRESSION
             } else {
                 0
+            }
+            | if fs.quotas.tracked {
+                fscc::fs_attr::FILE_VOLUME_QUOTAS
+            } else {
+                0
             },
         object_id: [0; 16],
+        quota_flags,
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use copyless_fscc::descriptor::Descriptor;
 use copyless_proto::status::NtStatus;
-use copyless_vfs::{Ea, FileHandle, FileStat, FsStat, Vfs};
+use copyless_vfs::{Ea, FileHandle, FileStat, FsStat, Identity, Quota, Vfs};
 
 use crate::conn::connection::Reply;
 use crate::conn::waiting::Wait;
@@ -20,8 +20,8 @@ use crate::security;
 /// of a local filesystem is; its streams and descriptor (extended
 /// attributes, which may be a block on disk away), the filesystem's
 /// figures and whatever another filesystem holds are not.
-pub(crate) fn looks_in_place(f: &FileOpen, part: Part) -> bool {
-    part == Part::Stat && f.vfs.data_fd(&f.handle).is_some()
+pub(crate) fn looks_in_place(f: &FileOpen, part: &Part) -> bool {
+    matches!(part, Part::Stat) && f.vfs.data_fd(&f.handle).is_some()
 }
 
 /// `part` of open `f` for a request: what its call brought back
@@ -37,7 +37,7 @@ pub(crate) fn here_or_by_call(
 ) -> Option<Result<Looked, NtStatus>> {
     match looked {
         Some(looked) => Some(looked.map(|l| *l)),
-        None if looks_in_place(f, part) => Some(gather(f.vfs.as_ref(), &f.handle, part)),
+        None if looks_in_place(f, &part) => Some(gather(f.vfs.as_ref(), &f.handle, &part)),
         None => {
             reply.wait = Some(Wait::Call {
                 vfs: f.vfs.clone(),
@@ -54,19 +54,37 @@ pub(crate) fn here_or_by_call(
 }
 
 /// What a query asks beyond memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Part {
     /// The open's stat (and attributes).
     Stat,
     /// Its stat and its alternate data streams.
     Streams,
-    /// The figures of the share's filesystem.
+    /// The figures of the share's filesystem, and the quota of whoever
+    /// opened it.
     Fs,
+    /// Users' disk quota entries (handlers/quota.rs).
+    Quotas(Box<QuotaAsk>),
     /// Its stat and its security descriptor, stored or made from its
     /// mode.
     Security,
     /// Its stat and its extended attributes.
     Eas,
+}
+
+/// Which quota entries a query reads, and as whom.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct QuotaAsk {
+    pub(crate) who: Identity,
+    pub(crate) what: QuotaUsers,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum QuotaUsers {
+    /// The entries of these uids, in this order.
+    These(Vec<u32>),
+    /// The entries from uid `from` on, in uid order, at most `most`.
+    From { from: u32, most: usize },
 }
 
 /// The call: `part` of the object open as `handle`.
@@ -84,17 +102,22 @@ pub struct Looked {
     pub(crate) fs: Option<FsStat>,
     pub(crate) descriptor: Option<Descriptor>,
     pub(crate) eas: Vec<Ea>,
+    /// The quota of whoever opened it ([`Part::Fs`], where the
+    /// filesystem keeps quotas).
+    pub(crate) quota: Option<Quota>,
+    /// Users' entries, with their uids ([`Part::Quotas`]).
+    pub(crate) quotas: Vec<(u32, Quota)>,
 }
 
 impl Look {
     /// Gathers it through `vfs`, blocking.
     pub(crate) fn perform(&self, vfs: &dyn Vfs) -> Result<Looked, NtStatus> {
-        gather(vfs, &self.handle, self.part)
+        gather(vfs, &self.handle, &self.part)
     }
 }
 
 /// Gathers `part` of the object open as `h` through `vfs`, blocking.
-pub(crate) fn gather(vfs: &dyn Vfs, h: &FileHandle, part: Part) -> Result<Looked, NtStatus> {
+pub(crate) fn gather(vfs: &dyn Vfs, h: &FileHandle, part: &Part) -> Result<Looked, NtStatus> {
     let stat = || vfs.stat(h).map_err(|e| vfs_status(&e));
     let mut looked = Looked::default();
     match part {
@@ -107,7 +130,42 @@ pub(crate) fn gather(vfs: &dyn Vfs, h: &FileHandle, part: Part) -> Result<Looked
             looked.stat = Some(stat()?);
             looked.eas = vfs.eas(h).map_err(|e| vfs_status(&e))?;
         }
-        Part::Fs => looked.fs = Some(vfs.fs_stat().map_err(|e| vfs_status(&e))?),
+        Part::Fs => {
+            let fs = vfs.fs_stat().map_err(|e| vfs_status(&e))?;
+            // A user's own entry, which they may read themselves, where
+            // limits hold; a failure leaves the volume's figures as they
+            // are.
+            if let (true, Identity::Unix(ids)) = (fs.quotas.enforced, h.who()) {
+                looked.quota = vfs.quota(h.who(), ids.uid).ok();
+            }
+            looked.fs = Some(fs);
+        }
+        Part::Quotas(ask) => {
+            let fs = |e| vfs_status(&e);
+            // Where none are kept, nothing is answered, even for SIDs that
+            // name nobody (MS-SMB2 3.3.5.20.4).
+            if !vfs.fs_stat().map_err(fs)?.quotas.tracked {
+                return Err(copyless_proto::status::NOT_SUPPORTED);
+            }
+            looked.quotas = match &ask.what {
+                QuotaUsers::These(uids) => uids
+                    .iter()
+                    .map(|&uid| Ok((uid, vfs.quota(&ask.who, uid).map_err(fs)?)))
+                    .collect::<Result<_, NtStatus>>()?,
+                &QuotaUsers::From { from, most } => {
+                    let mut found = Vec::new();
+                    let mut next = Some(from);
+                    while let (Some(from), true) = (next, found.len() < most) {
+                        let Some((uid, quota)) = vfs.next_quota(&ask.who, from).map_err(fs)? else {
+                            break;
+                        };
+                        found.push((uid, quota));
+                        next = uid.checked_add(1);
+                    }
+                    found
+                }
+            };
+        }
         Part::Security => {
             let st = stat()?;
             looked.descriptor = Some(security::effective(vfs, h, &st)?);

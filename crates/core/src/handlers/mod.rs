@@ -9,6 +9,7 @@ pub mod fsctl;
 pub mod info;
 pub mod ioctl;
 pub mod look;
+pub mod quota;
 
 use copyless_fscc::FileInfo;
 use copyless_proto::messages::{FileId, FileTimes};
