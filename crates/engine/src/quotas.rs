@@ -149,4 +149,39 @@ mod tests {
         assert_eq!(std::mem::size_of::<libc::dqblk>(), 72);
         assert_eq!(std::mem::offset_of!(NextDqblk, id), 68);
     }
+
+    /// Each call reaches the kernel as it should: on a disk's filesystem
+    /// (which has quota operations, unlike tmpfs) a call the kernel did
+    /// not understand would be EINVAL, a bad buffer EFAULT, a bad
+    /// descriptor EBADF; without quotas turned on the answer is ESRCH
+    /// (or ENOSYS where the filesystem has no quota operations at all).
+    #[test]
+    fn the_kernel_answers_each_call() {
+        use std::os::fd::AsFd;
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let fd = rustix::fs::open(
+            dir.path(),
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY,
+            rustix::fs::Mode::empty(),
+        )
+        .unwrap();
+        let fd = fd.as_fd();
+        let state = Quotactl.state(fd).unwrap();
+        let own = rustix::process::geteuid().as_raw();
+        let off = |e: io::Error| {
+            assert!(
+                matches!(e.raw_os_error(), Some(libc::ESRCH | libc::ENOSYS)),
+                "{e}"
+            );
+            assert!(!state.tracked);
+        };
+        match Quotactl.get(fd, own) {
+            Ok(_) => assert!(state.tracked),
+            Err(e) => off(e),
+        }
+        match Quotactl.next(fd, 0) {
+            Ok(_) => assert!(state.tracked),
+            Err(e) => off(e),
+        }
+    }
 }
