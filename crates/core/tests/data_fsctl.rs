@@ -134,6 +134,41 @@ fn a_chunk_past_the_source_end_stops_the_copy_after_those_before() {
 }
 
 #[test]
+fn contiguous_chunks_are_copied_together_and_each_counted() {
+    let (vfs, mut c) = login();
+    let data = pattern(4500);
+    put_file(vfs.as_ref(), "src", &data);
+    let src = open(&mut c, "src", ALL);
+    let dst = open(&mut c, "dst", ALL);
+    let key = resume_key(&mut c, src);
+    // Three that follow each other in both files, then one past the end.
+    let run = [(0, 0, 1000), (1000, 1000, 1000), (2000, 2000, 1000)];
+    let input = copy_input(&key, &[run[0], run[1], run[2], (3000, 3000, 2000)]);
+    let r = c.call(ioctl(dst, fsctl::FSCTL_SRV_COPYCHUNK_WRITE, &input, 12));
+    assert_eq!(r.status(), status::INVALID_VIEW_SIZE);
+    let done = copy_response(&r);
+    assert_eq!((done.chunks_written, done.total_bytes_written), (3, 3000));
+    assert_eq!(file_contents(vfs.as_ref(), "dst"), &data[..3000]);
+}
+
+#[test]
+fn within_one_file_a_chunk_reads_what_the_one_before_wrote() {
+    let (vfs, mut c) = login();
+    let data = pattern(8192);
+    put_file(vfs.as_ref(), "f", &data);
+    let f = open(&mut c, "f", ALL);
+    let key = resume_key(&mut c, f);
+    // The second chunk's source is the first's target.
+    let input = copy_input(&key, &[(0, 4096, 4096), (4096, 8192, 4096)]);
+    let r = c.call(ioctl(f, fsctl::FSCTL_SRV_COPYCHUNK_WRITE, &input, 12));
+    assert_eq!(r.status(), status::SUCCESS);
+    let after = file_contents(vfs.as_ref(), "f");
+    assert_eq!(after.len(), 12288);
+    assert_eq!(&after[4096..8192], &data[..4096]);
+    assert_eq!(&after[8192..], &data[..4096]);
+}
+
+#[test]
 fn requests_beyond_the_limits_are_told_the_limits() {
     let (vfs, mut c) = login();
     put_file(vfs.as_ref(), "src", &pattern(100));

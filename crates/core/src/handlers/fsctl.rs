@@ -235,6 +235,14 @@ fn allocated_ranges(
     Ok((status, w.into_vec()))
 }
 
+/// Copies the chunks in order, up to the first that reaches past the
+/// source's end (INVALID_VIEW_SIZE) or is `locked` (FILE_LOCK_CONFLICT),
+/// saying how far it got. Between two files (or streams), a run of
+/// chunks each going on where the one before ended, in both, is one
+/// copy: a client copying a file sends 16 such chunks of 1 MiB a request,
+/// and one call shares or copies them as well as sixteen. Within one
+/// file each chunk is copied on its own, after the one before: a later
+/// chunk may read what an earlier one wrote.
 fn copy_chunks(
     source: &DataFile,
     target: &DataFile,
@@ -242,39 +250,81 @@ fn copy_chunks(
     locked: Option<usize>,
 ) -> (NtStatus, Vec<u8>) {
     let mut done = CopyChunkResponse::default();
-    let status = 'chunks: {
-        for (i, c) in chunks.iter().enumerate() {
-            if locked == Some(i) {
-                break 'chunks status::FILE_LOCK_CONFLICT;
-            }
-            let len = u64::from(c.length);
-            // A chunk must lie inside the source's data (MS-SMB2
-            // 3.3.5.15.6: STATUS_INVALID_VIEW_SIZE as Windows sends it).
-            let size = match source.vfs.stat(&source.handle) {
-                Ok(st) => st.size,
-                Err(e) => break 'chunks vfs_status(&e),
-            };
-            if c.source_offset
-                .checked_add(len)
-                .is_none_or(|end| end > size)
-            {
-                break 'chunks status::INVALID_VIEW_SIZE;
-            }
-            match copy(source, c.source_offset, target, c.target_offset, len) {
-                Ok(n) if n == len => {
-                    done.chunks_written += 1;
-                    done.total_bytes_written += c.length;
-                }
-                Ok(n) => {
-                    done.chunk_bytes_written = n as u32;
-                    break 'chunks status::INVALID_VIEW_SIZE;
-                }
-                Err(e) => break 'chunks vfs_status(&e),
-            }
-        }
-        status::SUCCESS
+    let status = match copy_runs(source, target, chunks, locked, &mut done) {
+        Ok(()) => status::SUCCESS,
+        Err(status) => status,
     };
     (status, done.to_vec())
+}
+
+fn copy_runs(
+    source: &DataFile,
+    target: &DataFile,
+    chunks: &[Chunk],
+    locked: Option<usize>,
+    done: &mut CopyChunkResponse,
+) -> Result<(), NtStatus> {
+    let fs = |e: VfsError| vfs_status(&e);
+    let src = source.vfs.stat(&source.handle).map_err(fs)?;
+    let dst = target.vfs.stat(&target.handle).map_err(fs)?;
+    let one_file =
+        (src.dev, src.ino) == (dst.dev, dst.ino) && source.handle.stream == target.handle.stream;
+    let locked = locked.filter(|&i| i < chunks.len());
+    let copyable = locked.unwrap_or(chunks.len());
+    let mut size = src.size;
+    let mut at = 0;
+    while at < copyable {
+        // Within one file, what the chunk before wrote may have grown it.
+        if one_file && at > 0 {
+            size = source.vfs.stat(&source.handle).map_err(fs)?.size;
+        }
+        // A chunk must lie inside the source's data (MS-SMB2
+        // 3.3.5.15.6: STATUS_INVALID_VIEW_SIZE as Windows sends it).
+        let inside = |c: &Chunk| {
+            c.source_offset
+                .checked_add(u64::from(c.length))
+                .is_some_and(|end| end <= size)
+        };
+        let first = &chunks[at];
+        if !inside(first) {
+            return Err(status::INVALID_VIEW_SIZE);
+        }
+        let mut len = u64::from(first.length);
+        let mut end = at + 1;
+        while !one_file
+            && end < copyable
+            && inside(&chunks[end])
+            && chunks[end].source_offset == first.source_offset + len
+            && chunks[end].target_offset == first.target_offset + len
+        {
+            len += u64::from(chunks[end].length);
+            end += 1;
+        }
+        let mut copied = copy(
+            source,
+            first.source_offset,
+            target,
+            first.target_offset,
+            len,
+        )
+        .map_err(fs)?;
+        for c in &chunks[at..end] {
+            let n = u64::from(c.length);
+            if copied < n {
+                // The source shrank meanwhile.
+                done.chunk_bytes_written = copied as u32;
+                return Err(status::INVALID_VIEW_SIZE);
+            }
+            copied -= n;
+            done.chunks_written += 1;
+            done.total_bytes_written += c.length;
+        }
+        at = end;
+    }
+    match locked {
+        Some(_) => Err(status::FILE_LOCK_CONFLICT),
+        None => Ok(()),
+    }
 }
 
 /// The whole source's data over the target's, which ends where the
