@@ -13,6 +13,7 @@ are tested in the core over a share in memory that counts each user's use
 
 from __future__ import annotations
 
+import os
 import random
 import struct
 import uuid
@@ -44,7 +45,10 @@ HIDDEN_SYSTEM_DIRECTORY_ARCHIVE = 0x36
 @pytest.fixture
 def running():
     """copyless with a second user who administers quotas, listening on
-    port 445 of a loopback address of its own (smbcquotas takes no port)."""
+    port 445 of a loopback address of its own (smbcquotas takes no port),
+    which needs root."""
+    if os.geteuid() != 0:
+        pytest.fail("serving on port 445 (smbcquotas takes no port) needs root", pytrace=False)
     base = make_temp_dir("quotas")
     host = f"127.0.{random.randint(1, 250)}.{random.randint(2, 250)}"
     running = _start_copyless(base, extra_users=(ADMIN,), listen=f"{host}:445",
@@ -76,7 +80,7 @@ def open_quota_file(t) -> Open:
     return h
 
 
-def call(h, req, response=None):
+def call(h, req):
     conn = h.connection
     request = conn.send(req, sid=h.tree_connect.session.session_id,
                         tid=h.tree_connect.tree_connect_id)
