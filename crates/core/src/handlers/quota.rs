@@ -37,9 +37,11 @@ const SCAN_ENDED: u64 = 1 << 32;
 /// Entries one query reads at most, whatever room its reply has.
 const MOST_PER_QUERY: usize = 256;
 
-/// Whether a CREATE names the quota file.
+/// Whether a CREATE names the quota file. Every CREATE asks: a name of
+/// another length is told apart without decoding it.
 pub(crate) fn names_quota_file(name: &[u8]) -> bool {
-    utf16::decode(name).is_ok_and(|n| n.eq_ignore_ascii_case(QUOTA_FILE))
+    name.len() == 2 * QUOTA_FILE.len()
+        && utf16::decode(name).is_ok_and(|n| n.eq_ignore_ascii_case(QUOTA_FILE))
 }
 
 /// The Unix user a SID names: S-1-22-1-uid, or S-1-5-21-machine-rid
@@ -248,6 +250,21 @@ mod tests {
         assert_eq!(uid_of(c, &sids::unix_group(1000)), None);
         assert_eq!(uid_of(c, sids::EVERYONE), None);
         assert_eq!(uid_of(c, &[]), None);
+    }
+
+    #[test]
+    fn the_quota_file_is_named_in_any_case() {
+        let name = |s: &str| copyless_proto::utf16::encode(s);
+        assert!(names_quota_file(&name(
+            "$Extend\\$Quota:$Q:$INDEX_ALLOCATION"
+        )));
+        assert!(names_quota_file(&name(
+            "$EXTEND\\$quota:$q:$index_allocation"
+        )));
+        assert!(!names_quota_file(&name("$Extend\\$Quota")));
+        assert!(!names_quota_file(&name(
+            "$Extend\\$Quota:$Q:$INDEX_ALLOCATIOM"
+        )));
     }
 
     #[test]
